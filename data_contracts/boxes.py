@@ -59,7 +59,7 @@ class ResizeRule:
 def smart_resize(height: int, width: int, rule: ResizeRule = ResizeRule()) -> tuple[int, int]:
     """Return ``(resized_height, resized_width)`` as Qwen2.5-VL's processor computes them.
 
-    Same arithmetic as ``transformers.models.qwen2_vl.image_processing_qwen2_vl.smart_resize``.
+    Same arithmetic as ``transformers.models.qwen2_vl.image_processing_pil_qwen2_vl.smart_resize``.
 
     >>> smart_resize(480, 640)
     (476, 644)
@@ -168,10 +168,20 @@ def to_model_convention(
         return normalize_grid_box(box)
     if family == "qwen2_5_vl":
         resized_height, resized_width = smart_resize(height, width, resize_rule)
-        return [int(round(v)) for v in grid_to_pixels(box, resized_width, resized_height)]
+        return _integer_pixel_box(grid_to_pixels(box, resized_width, resized_height), resized_width, resized_height)
     if family == "original_pixels":
-        return [int(round(v)) for v in grid_to_pixels(box, width, height)]
+        return _integer_pixel_box(grid_to_pixels(box, width, height), width, height)
     raise UnknownModelFamilyError(family)
+
+
+def _integer_pixel_box(box: list[float], width: int, height: int) -> list[int]:
+    """Round a pixel box to integers, keeping at least one pixel of width and height."""
+    x1, y1, x2, y2 = (int(round(v)) for v in box)
+    if x2 <= x1:
+        x1, x2 = (x1, x1 + 1) if x1 < width else (width - 1, width)
+    if y2 <= y1:
+        y1, y2 = (y1, y1 + 1) if y1 < height else (height - 1, height)
+    return [x1, y1, x2, y2]
 
 
 def from_model_convention(

@@ -1,0 +1,97 @@
+"""Previews for asset metadata: Markdown tables and images with boxes drawn.
+
+>>> import polars as pl
+>>> print(markdown_preview(pl.DataFrame({"a": [1, 2]}), limit=1))
+| a |
+|---|
+| 1 |
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+from PIL import Image, ImageDraw
+
+from data_contracts.boxes import grid_to_pixels
+from data_contracts.images import decode_image
+
+_PALETTE = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45"]
+_MAX_CELL = 60
+
+
+def _cell_text(value: object) -> str:
+    if isinstance(value, dict) and "bytes" in value:
+        return f"<image {value.get('path') or ''}>"
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    text = str(value).replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
+
+
+def markdown_preview(frame: pl.DataFrame, limit: int = 5, columns: Sequence[str] | None = None) -> str:
+    """The first ``limit`` rows of ``frame`` as a Markdown table (images and long cells abbreviated)."""
+    selected = frame.select(list(columns)) if columns else frame
+    header = "| " + " | ".join(selected.columns) + " |"
+    rule = "|" + "|".join("---" for _ in selected.columns) + "|"
+    rows = ["| " + " | ".join(_cell_text(v) for v in row) + " |" for row in selected.head(limit).iter_rows()]
+    return "\n".join([header, rule, *rows])
+
+
+def draw_boxes(
+    image_cell: dict,
+    boxes: Sequence[Sequence[float]],
+    labels: Sequence[str] = (),
+    max_side: int = 384,
+) -> Image.Image:
+    """Draw canonical (0..1000 grid) boxes with labels on a copy of the image, downscaled to ``max_side``."""
+    image = decode_image(image_cell)
+    scale = min(1.0, max_side / max(image.size))
+    if scale < 1.0:
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
+    draw = ImageDraw.Draw(image)
+    for index, box in enumerate(boxes):
+        colour = _PALETTE[index % len(_PALETTE)]
+        x1, y1, x2, y2 = grid_to_pixels(box, image.width, image.height)
+        draw.rectangle([x1, y1, x2, y2], outline=colour, width=2)
+        if index < len(labels) and labels[index]:
+            draw.text((x1 + 2, y1 + 1), str(labels[index]), fill=colour)
+    return image
+
+
+def gallery(images: Sequence[Image.Image], columns: int = 3) -> Image.Image:
+    """Tile images into one picture (row-major)."""
+    if not images:
+        return Image.new("RGB", (1, 1), "white")
+    cell_w = max(image.width for image in images)
+    cell_h = max(image.height for image in images)
+    rows = (len(images) + columns - 1) // columns
+    sheet = Image.new("RGB", (cell_w * min(columns, len(images)), cell_h * rows), "white")
+    for index, image in enumerate(images):
+        sheet.paste(image, ((index % columns) * cell_w, (index // columns) * cell_h))
+    return sheet
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """Encode an image as PNG."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def save_preview(image: Image.Image, root: str | Path, name: str) -> Path:
+    """Write a preview PNG under ``<root>/previews/`` and return its path."""
+    path = Path(root) / "previews" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, format="PNG")
+    return path
+
+
+def markdown_image(image: Image.Image, alt: str = "preview") -> str:
+    """Inline Markdown image (data URI) for the Dagster UI."""
+    encoded = base64.b64encode(png_bytes(image)).decode()
+    return f"![{alt}](data:image/png;base64,{encoded})"

@@ -1,0 +1,226 @@
+"""Source assets (group ``sources``): each raw format ingested into a checked Parquet table.
+
+| asset | contents | reader |
+|---|---|---|
+| ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`read_omnispatial`, :func:`read_spatialab` |
+| ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet) | :func:`read_visual_genome`, :func:`read_vg150` |
+| ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans | :func:`read_scannet` |
+
+Every asset writes its rejected records to a ``*_quarantine`` table, carries a blocking contract
+check, and reports a data version fingerprinted from the raw files, so a rebuild with unchanged
+inputs leaves downstream assets fresh.
+"""
+
+
+from collections.abc import Iterator
+
+import dagster as dg
+import polars as pl
+
+from assets.previews import draw_boxes, gallery
+from assets.sources.readers import (
+    detect_scene_graph_layout,
+    read_omnispatial,
+    read_scannet,
+    read_scene_graph_parquet,
+    read_spatialab,
+    read_vg150,
+    read_visual_genome,
+)
+from assets.tables import contract_check_specs, finalize_table, fingerprint_paths, quarantine_output
+from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
+from data_contracts.quarantine import QuarantineLog
+from pipelines.resources import SourcesResource, StorageResource
+
+GROUP = "sources"
+SOURCES_CODE_VERSION = "1"
+
+
+def _mcq_preview(frame: pl.DataFrame):
+    return gallery([draw_boxes(row["image"], []) for row in frame.head(3).iter_rows(named=True)])
+
+
+def _scene_graph_preview(frame: pl.DataFrame):
+    images = []
+    for row in frame.head(3).iter_rows(named=True):
+        boxes = [obj["bbox"] for obj in row["objects"]]
+        images.append(draw_boxes(row["image"], boxes, [obj["name"] for obj in row["objects"]]))
+    return gallery(images)
+
+
+@dg.multi_asset(
+    outs={
+        "mcq_questions": dg.AssetOut(
+            description="Multiple-choice spatial questions (OmniSpatial, SpatiaLab) with images; "
+            "gold answer as a 0-based index and its letter.",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+        "mcq_questions_quarantine": dg.AssetOut(
+            description="Questions rejected while reading the raw files, with the reason and source file.",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+    },
+    check_specs=contract_check_specs("mcq_questions"),
+    group_name=GROUP,
+    deps=["sample_world"],
+)
+def mcq_questions_asset(
+    context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Read OmniSpatial (``data.json``, 0-based answers) and, when present, SpatiaLab (1-based answers)."""
+    omnispatial_root = sources.omnispatial(storage)
+    frame, log = read_omnispatial(
+        omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
+    )
+    frames = [frame]
+    spatialab = sources.spatialab(storage)
+    inputs = [omnispatial_root]
+    if spatialab is not None:
+        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images_dir)
+        frames.append(spatialab_frame)
+        log.extend(spatialab_log)
+        inputs.append(spatialab.parent)
+    combined = pl.concat(frames)
+    version = dg.DataVersion(fingerprint_paths(inputs))
+    checked = finalize_table(
+        combined,
+        mcq_questions.McqQuestions,
+        mcq_questions.CONTRACT_VERSION,
+        asset_key="mcq_questions",
+        quarantine=log,
+        preview_columns=["question_id", "question", "options", "answer", "task_type", "split"],
+        preview_image=_mcq_preview,
+        storage_root=storage.path,
+        extra_metadata={
+            "rows_by_source": dg.MetadataValue.json(
+                dict(checked_counts(combined, "source"))
+            ),
+            "rows_by_split": dg.MetadataValue.json(dict(checked_counts(combined, "split"))),
+        },
+    )
+    context.log.info("mcq_questions: %d rows, %d quarantined", checked.frame.height, len(log))
+    yield dg.Output(checked.frame, output_name="mcq_questions", metadata=checked.metadata, data_version=version)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata, data_version=version)
+
+
+def checked_counts(frame: pl.DataFrame, column: str) -> list[tuple[str, int]]:
+    """Row counts per value of ``column`` (sorted by value)."""
+    if frame.height == 0:
+        return []
+    counts = frame.group_by(column).len().sort(column)
+    return [(str(value), int(count)) for value, count in counts.iter_rows()]
+
+
+@dg.multi_asset(
+    outs={
+        "scene_graphs": dg.AssetOut(
+            description="Scene graphs: objects (canonical boxes, names, attributes) and relations per image.",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+        "scene_graphs_quarantine": dg.AssetOut(
+            description="Images, objects and relations rejected while reading (missing images, zero-area boxes, "
+            "dangling relations).",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+    },
+    check_specs=contract_check_specs("scene_graphs"),
+    group_name=GROUP,
+    deps=["sample_world"],
+)
+def scene_graphs_asset(
+    context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Read Visual Genome scene graphs in the configured (or detected) layout."""
+    root = sources.visual_genome(storage)
+    layout = sources.visual_genome_layout if sources.visual_genome_layout != "auto" else detect_scene_graph_layout(root)
+    if layout == "vg150":
+        frame, log = read_vg150(root, box_scale=sources.vg150_box_scale)
+    elif layout == "parquet":
+        frame, log = read_scene_graph_parquet(root)
+    elif layout == "raw":
+        frame, log = read_visual_genome(root)
+    else:
+        raise dg.Failure(f"unknown visual_genome_layout {layout!r}: use 'auto', 'raw', 'vg150' or 'parquet'")
+    version = dg.DataVersion(fingerprint_paths([root]))
+    checked = finalize_table(
+        frame,
+        scene_graphs.SceneGraphs,
+        scene_graphs.CONTRACT_VERSION,
+        asset_key="scene_graphs",
+        quarantine=log,
+        preview_columns=["image_id", "image_width", "image_height", "objects", "relationships"],
+        preview_image=_scene_graph_preview,
+        storage_root=storage.path,
+        extra_metadata={
+            "layout": layout,
+            "objects": int(frame["objects"].list.len().sum() or 0),
+            "relationships": int(frame["relationships"].list.len().sum() or 0),
+        },
+    )
+    context.log.info("scene_graphs: %d images, %d quarantined records", checked.frame.height, len(log))
+    yield dg.Output(checked.frame, output_name="scene_graphs", metadata=checked.metadata, data_version=version)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="scene_graphs_quarantine", metadata=metadata, data_version=version)
+
+
+@dg.multi_asset(
+    outs={
+        "rgbd_frames": dg.AssetOut(
+            description="RGB-D frames of ScanNet-style scans: file paths, intrinsics, camera-to-world poses.",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+        "rgbd_scenes": dg.AssetOut(
+            description="RGB-D scans: folder, mesh, segmentation, annotated objects, frame count.",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+        "rgbd_frames_quarantine": dg.AssetOut(
+            description="Frames and scenes rejected while reading (invalid or non-rigid poses, missing files).",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+    },
+    check_specs=contract_check_specs("rgbd_frames", "rgbd_scenes"),
+    group_name=GROUP,
+    deps=["sample_world"],
+)
+def rgbd_asset(
+    context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Read every scene folder of a ScanNet SensReader export (frames sorted numerically)."""
+    root = sources.scannet(storage)
+    tables = read_scannet(root)
+    version = dg.DataVersion(fingerprint_paths([root]))
+    frames = finalize_table(
+        tables.frames,
+        rgbd_frames.RgbdFrames,
+        rgbd_frames.CONTRACT_VERSION,
+        asset_key="rgbd_frames",
+        quarantine=tables.quarantine,
+        record_id_column="scene_id",
+        preview_columns=["scene_id", "frame_index", "color_width", "color_height", "depth_width", "depth_height"],
+    )
+    scene_log = QuarantineLog("rgbd_scenes")
+    scenes = finalize_table(
+        tables.scenes,
+        rgbd_scenes.RgbdScenes,
+        rgbd_scenes.CONTRACT_VERSION,
+        asset_key="rgbd_scenes",
+        quarantine=scene_log,
+        preview_columns=["scene_id", "num_frames", "objects"],
+        extra_metadata={"frames": frames.frame.height},
+    )
+    tables.quarantine.extend(scene_log)
+    context.log.info(
+        "rgbd: %d scenes, %d frames, %d quarantined", scenes.frame.height, frames.frame.height, len(tables.quarantine)
+    )
+    yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata, data_version=version)
+    yield frames.check
+    yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata, data_version=version)
+    yield scenes.check
+    quarantine, metadata = quarantine_output(tables.quarantine)
+    yield dg.Output(quarantine, output_name="rgbd_frames_quarantine", metadata=metadata, data_version=version)
+
+
+SOURCE_ASSETS = [mcq_questions_asset, scene_graphs_asset, rgbd_asset]

@@ -1,0 +1,152 @@
+"""Turning a computed frame into a checked, documented cache: contract split, metadata, check result.
+
+Every asset that writes a table goes through :func:`finalize_table`: rows that break the contract
+are moved to the quarantine (never silently dropped), the valid rows are returned for the IO
+manager, and the metadata carries the row count, the contract version, the column schema, a
+Markdown preview and, where the table has boxes, a preview image with the boxes drawn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import dataframely as dy
+import polars as pl
+
+from assets.previews import markdown_image, markdown_preview, save_preview
+from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema, split_valid
+
+CONTRACT_CHECK = "contract"
+QUARANTINE_CHECK = "quarantine_share"
+
+
+@dataclass
+class CheckedTable:
+    """A frame that satisfies its contract, with its metadata and check result."""
+
+    frame: pl.DataFrame
+    metadata: dict[str, Any]
+    check: dg.AssetCheckResult
+
+
+def column_schema(contract: type[dy.Schema]) -> dg.TableSchema:
+    """The contract as a Dagster ``TableSchema`` (shown in the UI's column view)."""
+    columns = []
+    for name, column in contract.columns().items():
+        description = (column.description or "") + (" (primary key)" if column.primary_key else "")
+        columns.append(
+            dg.TableColumn(
+                name=name,
+                type=str(column.dtype),
+                description=description or None,
+                constraints=dg.TableColumnConstraints(nullable=bool(column.nullable), unique=bool(column.primary_key)),
+            )
+        )
+    return dg.TableSchema(columns=columns)
+
+
+def finalize_table(
+    frame: pl.DataFrame,
+    contract: type[dy.Schema],
+    contract_version: str,
+    *,
+    asset_key: str | dg.AssetKey,
+    quarantine: QuarantineLog | None = None,
+    record_id_column: str | None = None,
+    preview_columns: Iterable[str] | None = None,
+    preview_image: Callable[[pl.DataFrame], Any] | None = None,
+    storage_root: str | Path | None = None,
+    extra_metadata: dict[str, Any] | None = None,
+) -> CheckedTable:
+    """Split ``frame`` by ``contract``, send invalid rows to ``quarantine``, and build metadata and the check."""
+    key = dg.AssetKey(asset_key) if isinstance(asset_key, str) else asset_key
+    valid, invalid, failure_counts = split_valid(frame, contract)
+    if quarantine is not None and invalid.height:
+        id_column = record_id_column or next(iter(contract.primary_key()), None)
+        for row in invalid.iter_rows(named=True):
+            record = {k: v for k, v in row.items() if not isinstance(v, (bytes, dict)) or k == "reason"}
+            quarantine.add(row.get(id_column, "?"), f"contract violation: {row['reason']}", payload=record)
+    metadata: dict[str, Any] = {
+        "dagster/row_count": valid.height,
+        "contract_version": contract_version,
+        "contract": contract.__name__,
+        "dagster/column_schema": column_schema(contract),
+        "preview": dg.MetadataValue.md(markdown_preview(valid, columns=list(preview_columns) if preview_columns else None)),
+    }
+    if quarantine is not None:
+        metadata["quarantined"] = len(quarantine)
+        metadata["quarantine_reasons"] = dg.MetadataValue.json(quarantine.reason_counts())
+    if preview_image is not None and valid.height:
+        image = preview_image(valid)
+        if image is not None:
+            metadata["preview_image"] = dg.MetadataValue.md(markdown_image(image, alt=key.to_user_string()))
+            if storage_root is not None:
+                metadata["preview_image_path"] = dg.MetadataValue.path(
+                    str(save_preview(image, storage_root, key.to_python_identifier()))
+                )
+    metadata.update(extra_metadata or {})
+    schema_ok = set(valid.columns) == set(polars_schema(contract))
+    check = dg.AssetCheckResult(
+        asset_key=key,
+        check_name=CONTRACT_CHECK,
+        passed=schema_ok,
+        metadata={
+            "contract_version": contract_version,
+            "valid_rows": valid.height,
+            "rows_moved_to_quarantine": invalid.height,
+            "failures_by_rule": dg.MetadataValue.json(failure_counts),
+        },
+    )
+    return CheckedTable(frame=valid, metadata=metadata, check=check)
+
+
+def contract_check_specs(*asset_keys: str) -> list[dg.AssetCheckSpec]:
+    """Blocking contract checks for the given assets."""
+    return [
+        dg.AssetCheckSpec(CONTRACT_CHECK, asset=key, blocking=True, description="Every row satisfies the table's contract.")
+        for key in asset_keys
+    ]
+
+
+def fingerprint_paths(paths: Iterable[str | Path]) -> str:
+    """A cheap content fingerprint of files/folders (names, sizes, modification times).
+
+    Used as the data version of source assets, so unchanged raw inputs leave downstream assets fresh.
+    """
+    digest = hashlib.sha256()
+    for root in sorted(str(p) for p in paths if p is not None):
+        path = Path(root)
+        if path.is_file():
+            entries = [path]
+        elif path.is_dir():
+            entries = sorted(p for p in path.rglob("*") if p.is_file())
+        else:
+            entries = []
+        for entry in entries:
+            stat = os.stat(entry)
+            digest.update(f"{entry}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def quarantine_output(log: QuarantineLog) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The quarantine table of an asset and its metadata."""
+    frame = log.to_frame()
+    metadata = {
+        "dagster/row_count": frame.height,
+        "reasons": dg.MetadataValue.json(log.reason_counts()),
+        "preview": dg.MetadataValue.md(markdown_preview(frame, limit=10, columns=["record_id", "source_file", "reason"])),
+    }
+    return frame, metadata
+
+
+def json_metadata(value: Any) -> dg.MetadataValue:
+    """JSON metadata that tolerates numpy scalars."""
+    return dg.MetadataValue.json(json.loads(json.dumps(value, default=float)))
