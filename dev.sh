@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine: installs what is missing, then builds or tests.
+#
+#   ./dev.sh build [spatial-build flags]   materialise the whole asset graph on the built-in sample world
+#   ./dev.sh test  [pytest flags]          run the test suite (the command CI runs)
+#   ./dev.sh dagster                       open the Dagster UI on http://127.0.0.1:3000
+#   ./dev.sh install                       only install
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV="${SPATIAL_VENV:-.venv}"
+EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev}"
+
+install_system_packages() {
+  # open3d needs libusb at import time.
+  if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
+    local sudo=""
+    if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libusb-1.0-0 >/dev/null
+  fi
+}
+
+pick_python() {
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      echo "$candidate"; return
+    fi
+  done
+  echo "Python 3.11 is required (python3.11 or python3 at 3.11)" >&2
+  exit 1
+}
+
+install_python_packages() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$(pick_python)" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)-${EXTRAS//,/_}"
+  if [ ! -f "$stamp" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -e ".[${EXTRAS}]"
+    touch "$stamp"
+  fi
+}
+
+install() {
+  install_system_packages
+  install_python_packages
+}
+
+export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
+mkdir -p "$DAGSTER_HOME"
+[ -f "$DAGSTER_HOME/dagster.yaml" ] || : > "$DAGSTER_HOME/dagster.yaml"
+
+command="${1:-build}"
+shift || true
+case "$command" in
+  install) install ;;
+  build) install; exec "$VENV/bin/spatial-build" "$@" ;;
+  test) install; exec "$VENV/bin/python" -m pytest "$@" ;;
+  dagster) install; exec "$VENV/bin/dagster" dev -h 127.0.0.1 -p "${PORT:-3000}" "$@" ;;
+  *) echo "usage: ./dev.sh build|test|dagster|install [args]" >&2; exit 2 ;;
+esac

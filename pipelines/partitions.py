@@ -1,0 +1,29 @@
+"""Partitions: one dynamic partition per RGB-D scan (``scenes_partitions``).
+
+New scans are added by the raw-files sensor and by ``spatial-build``; adding a scan never
+invalidates the partitions of the others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from pipelines.storage import read_table
+
+SCENES_PARTITIONS_NAME = "scenes"
+scenes_partitions = dg.DynamicPartitionsDefinition(name=SCENES_PARTITIONS_NAME)
+
+
+def register_scene_partitions(instance: dg.DagsterInstance, storage_root: str | Path) -> list[str]:
+    """Add every scene id of the ``rgbd_scenes`` cache as a partition; return all scene ids in order."""
+    try:
+        scene_ids = sorted(read_table(storage_root, "rgbd_scenes")["scene_id"].to_list())
+    except FileNotFoundError:
+        return []
+    known = set(instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
+    new = [scene for scene in scene_ids if scene not in known]
+    if new:
+        instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
+    return scene_ids
