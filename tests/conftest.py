@@ -6,3 +6,29 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+SMALL_WORLD = dict(seed=7, num_scenes=2, views_per_scene=3, width=160, height=120)
+
+
+@pytest.fixture(scope="session")
+def small_world(tmp_path_factory) -> Path:
+    """A small sample world (2 scenes, 3 views, 160x120), built once per test session. Do not modify it."""
+    from assets.sample_world import SampleWorldConfig, generate_sample_world
+
+    root = tmp_path_factory.mktemp("world") / "sample_world"
+    generate_sample_world(SampleWorldConfig(root=root, show_progress=False, **SMALL_WORLD))
+    return root
+
+
+@pytest.fixture
+def world_copy(small_world, tmp_path) -> Path:
+    """A private copy of the small world that a test may break."""
+    import shutil
+
+    target = tmp_path / "sample_world"
+    shutil.copytree(small_world, target)
+    return target

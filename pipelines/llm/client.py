@@ -1,0 +1,575 @@
+"""The provider-agnostic request runner: cache, concurrency, rate limit, retries, validation, cost.
+
+:class:`LLMClient` is what the LLM-backed assets call (phrase extraction for the SpatialCORE
+pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a whole batch:
+
+1. every request gets its cache key (:func:`pipelines.llm.cache.compute_cache_key`); identical
+   requests in the batch are sent once;
+2. the keys are looked up in the SQLite cache in a few batched queries; hits are returned at once;
+3. the misses go to a pool of `max_concurrency` worker threads; each call first takes a token from
+   the rate limiter, then goes through the provider adapter;
+4. transport failures (timeouts, dropped connections, truncated or non-JSON bodies, 408/409/425/429/5xx)
+   are retried up to `max_retries` times with jittered exponential backoff, or after the server's
+   `Retry-After` (a 429 also pauses the whole limiter); refused requests (400, 401, 403, 404, 422) are
+   not retried;
+5. an answer that is not JSON of the request's schema is asked again `invalid_json_retries` times
+   (once by default), then quarantined with its raw text and the reason;
+6. every answer the provider returned (valid, or invalid after the re-asks) is committed to the cache
+   as soon as it arrives, so a killed run resumes without paying twice. Transport failures are not
+   cached: the next run tries them again;
+7. results come back in the order of the requests, and a :class:`UsageSummary` adds up requests,
+   cache hits, API calls, retries, failures, tokens and dollars for the asset metadata.
+
+A failure never raises out of `run_batch`: it becomes an `LLMResult` with `ok=False`, a `status` and an
+`error` (which never contains the API key), and the rest of the batch goes on.
+
+Example (against an OpenAI-compatible server):
+
+    >>> from pipelines.llm import LLMClient, LLMClientConfig, LLMRequest
+    >>> schema = {"type": "object", "additionalProperties": False, "required": ["phrases"],
+    ...           "properties": {"phrases": {"type": "array", "items": {"type": "string"}}}}
+    >>> config = LLMClientConfig(provider="openai", model="gpt-4o-mini", api_key=key,  # doctest: +SKIP
+    ...                          cache_path="data/llm_cache/responses.sqlite")
+    >>> with LLMClient(config) as client:  # doctest: +SKIP
+    ...     results = client.run_batch([LLMRequest("object_phrases", "v1", prompt, schema=schema,
+    ...                                            request_id=question_id)])
+    ...     metadata = client.summary.as_metadata()
+    >>> [r.data["phrases"] for r in results if r.ok]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from pipelines.llm.cache import CachedResponse, ResponseCache, compute_cache_key
+from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
+from pipelines.llm.providers import (
+    JSON_MODES,
+    PROVIDERS,
+    ChatProvider,
+    PermanentProviderError,
+    ProviderReply,
+    TransientProviderError,
+    build_provider,
+    image_media_type,
+    redact,
+)
+from pipelines.llm.ratelimit import TokenBucket, backoff_delay
+from pipelines.llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
+from pipelines.llm.schema import ResponseFormatError, parse_json_text, validate_json
+
+__all__ = ["LLMClientConfig", "LLMClient", "UsageSummary"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LLMClientConfig:
+    """Settings of an :class:`LLMClient` (the Dagster `LLMResource` builds one from its fields).
+
+    Args:
+        provider (`str`, defaults to `"openai"`): `"openai"` (any OpenAI-compatible server) or `"anthropic"`.
+        model (`str`, defaults to `"gpt-4o-mini"`): model name sent to the API; part of the cache key.
+        base_url (`str`, *optional*): API root, e.g. `"http://localhost:8000/v1"` for vLLM.
+        api_key (`str`, *optional*): the secret; never logged, cached or shown in `repr`.
+        max_concurrency (`int`, defaults to `16`): requests in flight at once.
+        requests_per_second (`float`, *optional*): sustained rate limit; `None` for none.
+        burst (`int`, *optional*): requests allowed back to back by the limiter; defaults to `max_concurrency`.
+        max_retries (`int`, defaults to `5`): retries of transport failures per request.
+        invalid_json_retries (`int`, defaults to `1`): re-asks of an answer that is not JSON of the schema.
+        timeout_s (`float`, defaults to `60.0`): per-call timeout.
+        backoff_base_s (`float`, defaults to `1.0`): first backoff delay (doubled per retry, jittered).
+        backoff_max_s (`float`, defaults to `60.0`): longest backoff delay without a server hint.
+        max_retry_after_s (`float`, defaults to `120.0`): longest `Retry-After` honoured.
+        temperature (`float`, defaults to `0.0`): default sampling temperature.
+        max_tokens (`int`, defaults to `1024`): default completion token limit.
+        image_detail (`str`, defaults to `"auto"`): OpenAI image detail (`"low"`, `"high"`, `"auto"`).
+        json_mode (`str`, defaults to `"native"`): `"native"`, `"json_object"` (openai) or `"prompt"`.
+        strict_schema (`bool`, defaults to `True`): OpenAI strict structured outputs.
+        price_table (`Mapping[str, ModelPrice]`): USD per million tokens by model-name prefix.
+        cache_path (`str` or `Path`, *optional*): SQLite file of the response cache; `None` keeps the
+            cache in memory (nothing survives the process).
+        requery_quarantined (`bool`, defaults to `False`): ask again requests whose cached answer was
+            quarantined as invalid (pays again); by default they are returned from the cache as they are.
+        seed (`int`, *optional*): seed of the backoff jitter, for reproducible tests.
+    """
+
+    provider: str = "openai"
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    max_concurrency: int = 16
+    requests_per_second: float | None = None
+    burst: int | None = None
+    max_retries: int = 5
+    invalid_json_retries: int = 1
+    timeout_s: float = 60.0
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    max_retry_after_s: float = 120.0
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    image_detail: str = "auto"
+    json_mode: str = "native"
+    strict_schema: bool = True
+    price_table: Mapping[str, ModelPrice] = field(default_factory=lambda: dict(DEFAULT_PRICE_TABLE))
+    cache_path: str | Path | None = None
+    requery_quarantined: bool = False
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"provider must be one of {PROVIDERS}, got {self.provider!r}")
+        if self.json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {JSON_MODES}, got {self.json_mode!r}")
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {self.max_concurrency}")
+        if self.max_retries < 0 or self.invalid_json_retries < 0:
+            raise ValueError("max_retries and invalid_json_retries must be >= 0")
+
+    def default_parameters(self) -> dict[str, Any]:
+        """The sampling parameters every request starts from."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "image_detail": self.image_detail}
+
+
+@dataclass
+class UsageSummary:
+    """Counters of one client's work, for asset metadata (`as_metadata()`); never holds secrets.
+
+    `requests` counts results handed back; `api_calls` the HTTP calls made; `retries` the calls beyond
+    the first of each request; `failures` the results with `ok=False`, split into `invalid_responses`,
+    `transport_failures` and `rejected`. Tokens and `cost_usd` are what this run paid;
+    `cached_cost_usd` is what the answers served from the cache cost when they were first bought.
+    """
+
+    provider: str = ""
+    model: str = ""
+    requests: int = 0
+    cache_hits: int = 0
+    api_calls: int = 0
+    retries: int = 0
+    failures: int = 0
+    invalid_responses: int = 0
+    transport_failures: int = 0
+    rejected: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached_cost_usd: float = 0.0
+    elapsed_s: float = 0.0
+
+    def add(self, result: LLMResult) -> None:
+        """Count one result."""
+        self.requests += 1
+        if result.cached:
+            self.cache_hits += 1
+            self.cached_cost_usd += result.original_cost_usd
+        else:
+            self.api_calls += result.attempts
+            self.retries += result.retries
+            self.prompt_tokens += result.usage.prompt_tokens
+            self.completion_tokens += result.usage.completion_tokens
+            self.cost_usd += result.cost_usd
+        if not result.ok:
+            self.failures += 1
+            if result.status == ResultStatus.INVALID_RESPONSE:
+                self.invalid_responses += 1
+            elif result.status == ResultStatus.TRANSPORT_ERROR:
+                self.transport_failures += 1
+            elif result.status == ResultStatus.REJECTED:
+                self.rejected += 1
+
+    @classmethod
+    def from_results(cls, results: Sequence[LLMResult], provider: str = "", model: str = "") -> UsageSummary:
+        """Summarise a list of results.
+
+        Example:
+            >>> UsageSummary.from_results([]).requests
+            0
+        """
+        summary = cls(provider=provider, model=model)
+        for result in results:
+            summary.add(result)
+        return summary
+
+    def as_metadata(self, prefix: str = "llm_") -> dict[str, int | float | str]:
+        """Flat JSON-friendly dict with `prefix` on every key, e.g. `{"llm_requests": 10, ...}`.
+
+        Example:
+            >>> UsageSummary(provider="openai", model="gpt-4o-mini", requests=2).as_metadata()["llm_requests"]
+            2
+        """
+        values: dict[str, int | float | str] = {
+            "provider": self.provider,
+            "model": self.model,
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "api_calls": self.api_calls,
+            "retries": self.retries,
+            "failures": self.failures,
+            "invalid_responses": self.invalid_responses,
+            "transport_failures": self.transport_failures,
+            "rejected": self.rejected,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "cached_cost_usd": round(self.cached_cost_usd, 6),
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+        return {prefix + name: value for name, value in values.items()}
+
+
+@dataclass
+class _Attempts:
+    """Book-keeping of one request's calls inside a worker."""
+
+    calls: int = 0
+    transport_failures: int = 0
+    invalid_answers: int = 0
+    usage: TokenUsage = TokenUsage()
+    cost_usd: float = 0.0
+
+
+class LLMClient:
+    """Runs batches of :class:`LLMRequest` against one provider and model, with the response cache.
+
+    Use it as a context manager (or call `close()`): it holds the HTTP connections and the cache file.
+
+    Args:
+        config (`LLMClientConfig`): the settings.
+        provider (`ChatProvider`, *optional*): an adapter to use instead of the one built from `config`.
+
+    Attributes:
+        summary (`UsageSummary`): counters over every batch this client ran.
+    """
+
+    def __init__(self, config: LLMClientConfig, provider: ChatProvider | None = None) -> None:
+        self.config = config
+        self._provider = provider or build_provider(
+            config.provider,
+            config.model,
+            api_key=config.api_key,
+            base_url=config.base_url,
+            timeout_s=config.timeout_s,
+            json_mode=config.json_mode,
+            strict_schema=config.strict_schema,
+        )
+        self._secrets = (config.api_key,) if config.api_key else ()
+        self._cache = ResponseCache(config.cache_path if config.cache_path is not None else ":memory:")
+        self._limiter = TokenBucket(config.requests_per_second, burst=config.burst or config.max_concurrency)
+        self._price = find_price(config.model, config.price_table)
+        if self._price is None:
+            logger.warning("no price for model %r: its cost is reported as 0", config.model)
+        self._rng = random.Random(config.seed)
+        self._rng_lock = threading.Lock()
+        self._summary_lock = threading.Lock()
+        self.summary = UsageSummary(provider=config.provider, model=config.model)
+
+    def __repr__(self) -> str:
+        return f"LLMClient(provider={self.config.provider!r}, model={self.config.model!r})"
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the provider's connections and the cache."""
+        self._provider.close()
+        self._cache.close()
+
+    @property
+    def cache(self) -> ResponseCache:
+        """The response cache (for inspection and maintenance)."""
+        return self._cache
+
+    def effective_parameters(self, request: LLMRequest) -> dict[str, Any]:
+        """Client defaults overridden by the request's own parameters (what is sent and hashed)."""
+        parameters = self.config.default_parameters()
+        parameters.update(request.parameters)
+        return parameters
+
+    def cache_key(self, request: LLMRequest) -> str:
+        """The cache key of `request` for this client's provider, model and settings."""
+        return compute_cache_key(
+            self.config.provider, self.config.model, request, self.effective_parameters(request), self.config.json_mode
+        )
+
+    def run(self, request: LLMRequest) -> LLMResult:
+        """Run one request (a batch of one, without a progress bar)."""
+        return self.run_batch([request], progress=False)[0]
+
+    def run_batch(
+        self, requests: Sequence[LLMRequest], progress: bool = True, description: str | None = None
+    ) -> list[LLMResult]:
+        """Run `requests` and return one :class:`LLMResult` per request, in the same order.
+
+        Cached answers come back without API calls; the others are sent concurrently, retried, validated
+        and committed to the cache one by one as they arrive. Nothing raises for a bad answer or a failed
+        call: check `result.ok`, and quarantine the others with `result.quarantine_row(...)`.
+
+        Args:
+            requests (`Sequence[LLMRequest]`): the requests.
+            progress (`bool`, *optional*, defaults to `True`): show a tqdm progress bar.
+            description (`str`, *optional*): the progress bar's label (defaults to the template names).
+
+        Returns:
+            `list[LLMResult]`: aligned with `requests`.
+        """
+        started = time.perf_counter()
+        keys = [self.cache_key(request) for request in requests]
+        first_index_of_key: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            first_index_of_key.setdefault(key, index)
+
+        results: list[LLMResult | None] = [None] * len(requests)
+        cached = self._cache.get_many(first_index_of_key)
+        pending: list[int] = []
+        for key, index in first_index_of_key.items():
+            entry = cached.get(key)
+            if entry is not None and (entry.status == ResultStatus.OK or not self.config.requery_quarantined):
+                results[index] = self._result_from_cache(entry, requests[index])
+            else:
+                pending.append(index)
+
+        label = description or ", ".join(sorted({request.template_name for request in requests})) or "llm"
+        with tqdm(total=len(requests), desc=label, unit="req", disable=not progress, mininterval=0.5) as bar:
+            bar.update(len(requests) - len(pending))
+            if pending:
+                self._run_pending(requests, keys, pending, results, bar)
+
+        for index, key in enumerate(keys):
+            first = first_index_of_key[key]
+            if index != first:
+                results[index] = self._copy_for_duplicate(results[first], requests[index])
+
+        finished: list[LLMResult] = [result for result in results if result is not None]
+        batch_summary = UsageSummary.from_results(finished)
+        with self._summary_lock:
+            for result in finished:
+                self.summary.add(result)
+            self.summary.elapsed_s += time.perf_counter() - started
+        logger.info(
+            "%s/%s: %d requests, %d cached, %d API calls, %d retries, %d failures, %d+%d tokens, $%.4f",
+            self.config.provider,
+            self.config.model,
+            batch_summary.requests,
+            batch_summary.cache_hits,
+            batch_summary.api_calls,
+            batch_summary.retries,
+            batch_summary.failures,
+            batch_summary.prompt_tokens,
+            batch_summary.completion_tokens,
+            batch_summary.cost_usd,
+        )
+        return finished
+
+    def _run_pending(
+        self,
+        requests: Sequence[LLMRequest],
+        keys: Sequence[str],
+        pending: Sequence[int],
+        results: list[LLMResult | None],
+        bar: tqdm,
+    ) -> None:
+        workers = min(self.config.max_concurrency, len(pending))
+        executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
+        completed = False
+        try:
+            futures: dict[Future, int] = {
+                executor.submit(self._execute, requests[index], keys[index]): index for index in pending
+            }
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+            completed = True
+        finally:
+            # On an interrupt, do not wait for workers sleeping in a backoff: answers already received are
+            # committed, and the next run resumes from the cache.
+            executor.shutdown(wait=completed, cancel_futures=True)
+
+    def _execute(self, request: LLMRequest, key: str) -> LLMResult:
+        """Send one request until it succeeds, is refused, or runs out of retries (worker thread)."""
+        parameters = self.effective_parameters(request)
+        attempts = _Attempts()
+        last_answer: ProviderReply | None = None
+        for position, image in enumerate(request.images):
+            try:
+                image_media_type(image)
+            except ValueError as error:
+                return self._failure(
+                    ResultStatus.REJECTED, f"images[{position}]: {error}", key, request, attempts, None
+                )
+        while True:
+            self._limiter.acquire()
+            attempts.calls += 1
+            try:
+                reply = self._provider.send(request, parameters)
+            except TransientProviderError as error:
+                attempts.transport_failures += 1
+                reason = redact(error.reason, self._secrets)
+                if attempts.transport_failures > self.config.max_retries:
+                    logger.warning("request %s failed after %d calls: %s", key[:12], attempts.calls, reason)
+                    return self._failure(
+                        ResultStatus.TRANSPORT_ERROR, f"{reason} (after {attempts.calls} calls)", key, request,
+                        attempts, last_answer,
+                    )
+                delay = self._backoff(attempts.transport_failures, error.retry_after_s)
+                if error.status_code == 429:
+                    self._limiter.hold(delay)
+                logger.debug("request %s: %s; retrying in %.2fs", key[:12], reason, delay)
+                time.sleep(delay)
+                continue
+            except PermanentProviderError as error:
+                reason = redact(error.reason, self._secrets)
+                logger.warning("request %s refused: %s", key[:12], reason)
+                return self._failure(ResultStatus.REJECTED, reason, key, request, attempts, last_answer)
+
+            attempts.usage = attempts.usage + reply.usage
+            attempts.cost_usd += cost_usd(reply.usage, self._price)
+            last_answer = reply
+            try:
+                data = self._interpret(reply, request)
+            except ResponseFormatError as error:
+                attempts.invalid_answers += 1
+                reason = str(error)
+                if reply.finish_reason in ("length", "max_tokens", "refusal"):
+                    reason += f" (finish_reason={reply.finish_reason})"
+                if attempts.invalid_answers > self.config.invalid_json_retries:
+                    logger.warning("request %s quarantined: %s", key[:12], reason)
+                    result = self._failure(ResultStatus.INVALID_RESPONSE, reason, key, request, attempts, reply)
+                    self._store(result, request)
+                    return result
+                logger.debug("request %s: %s; asking again", key[:12], reason)
+                continue
+            result = LLMResult(
+                ok=True,
+                status=ResultStatus.OK,
+                data=data,
+                raw_text=reply.raw_text,
+                error=None,
+                cached=False,
+                usage=attempts.usage,
+                attempts=attempts.calls,
+                cost_usd=attempts.cost_usd,
+                original_cost_usd=attempts.cost_usd,
+                cache_key=key,
+                request_id=request.request_id,
+            )
+            self._store(result, request)
+            return result
+
+    @staticmethod
+    def _interpret(reply: ProviderReply, request: LLMRequest) -> Any:
+        """The answer's data: the stripped text without a schema, else parsed and validated JSON."""
+        if request.schema is None:
+            return reply.raw_text.strip()
+        value = reply.parsed if reply.parsed is not None else parse_json_text(reply.raw_text)
+        problems = validate_json(value, request.schema)
+        if problems:
+            raise ResponseFormatError("response does not match the schema: " + "; ".join(problems))
+        return value
+
+    def _backoff(self, retry_number: int, retry_after_s: float | None) -> float:
+        with self._rng_lock:
+            return backoff_delay(
+                retry_number,
+                self.config.backoff_base_s,
+                self.config.backoff_max_s,
+                retry_after_s,
+                self.config.max_retry_after_s,
+                self._rng,
+            )
+
+    def _failure(
+        self,
+        status: str,
+        reason: str,
+        key: str,
+        request: LLMRequest,
+        attempts: _Attempts,
+        last_answer: ProviderReply | None,
+    ) -> LLMResult:
+        return LLMResult(
+            ok=False,
+            status=status,
+            data=None,
+            raw_text=None if last_answer is None else last_answer.raw_text,
+            error=redact(reason, self._secrets),
+            cached=False,
+            usage=attempts.usage,
+            attempts=attempts.calls,
+            cost_usd=attempts.cost_usd,
+            original_cost_usd=attempts.cost_usd,
+            cache_key=key,
+            request_id=request.request_id,
+        )
+
+    def _store(self, result: LLMResult, request: LLMRequest) -> None:
+        entry = CachedResponse(
+            cache_key=result.cache_key,
+            provider=self.config.provider,
+            model=self.config.model,
+            template_name=request.template_name,
+            template_version=request.template_version,
+            status=result.status,
+            raw_text=result.raw_text,
+            data=result.data,
+            error=result.error,
+            usage=result.usage,
+            cost_usd=result.cost_usd,
+            attempts=result.attempts,
+            created_at=time.time(),
+        )
+        try:
+            self._cache.put(entry)
+        except sqlite3.Error as error:
+            logger.error("could not store the answer of request %s in the cache: %s", result.cache_key[:12], error)
+
+    @staticmethod
+    def _result_from_cache(entry: CachedResponse, request: LLMRequest) -> LLMResult:
+        return LLMResult(
+            ok=entry.status == ResultStatus.OK,
+            status=entry.status,
+            data=entry.data,
+            raw_text=entry.raw_text,
+            error=entry.error,
+            cached=True,
+            usage=entry.usage,
+            attempts=0,
+            cost_usd=0.0,
+            original_cost_usd=entry.cost_usd,
+            cache_key=entry.cache_key,
+            request_id=request.request_id,
+        )
+
+    @staticmethod
+    def _copy_for_duplicate(original: LLMResult | None, request: LLMRequest) -> LLMResult:
+        if original is None:
+            raise RuntimeError("a duplicate request has no result for its first occurrence")
+        return LLMResult(
+            ok=original.ok,
+            status=original.status,
+            data=original.data,
+            raw_text=original.raw_text,
+            error=original.error,
+            cached=True,
+            usage=original.usage,
+            attempts=0,
+            cost_usd=0.0,
+            original_cost_usd=original.original_cost_usd,
+            cache_key=original.cache_key,
+            request_id=request.request_id,
+        )

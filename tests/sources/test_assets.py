@@ -1,0 +1,66 @@
+"""The source assets materialised with Dagster into a temporary storage root."""
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets.sources.assets import SOURCE_ASSETS
+from pipelines.resources import SourcesResource, StorageResource
+from pipelines.storage import ParquetIOManager, read_table, table_path
+
+
+def _resources(root, world):
+    return {
+        "io_manager": ParquetIOManager(root=str(root)),
+        "storage": StorageResource(root=str(root)),
+        "sources": SourcesResource(sample_world_root=str(world)),
+    }
+
+
+def test_materialize_sources(tmp_path, small_world):
+    result = dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, small_world))
+    assert result.success
+    for name in ("mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"):
+        path = table_path(tmp_path, name)
+        assert path.exists()
+        assert pl.read_parquet(path).height > 0
+    checks = result.get_asset_check_evaluations()
+    assert {c.asset_key.to_user_string() for c in checks} == {"mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"}
+    assert all(c.passed for c in checks)
+    materializations = {m.asset_key.to_user_string(): m for m in result.get_asset_materialization_events()}
+    metadata = materializations["scene_graphs"].materialization.metadata
+    assert metadata["contract_version"].value == "1.0.0"
+    assert metadata["dagster/row_count"].value == read_table(tmp_path, "scene_graphs").height
+    assert "preview_image" in metadata and "data:image/png;base64" in metadata["preview_image"].value
+
+
+def test_caches_load_with_datasets(tmp_path, small_world):
+    import datasets
+
+    assert dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, small_world)).success
+    loaded = datasets.load_dataset("parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train")
+    assert loaded[0]["image"].size[0] > 0  # decoded as a PIL image
+
+
+def test_broken_world_keeps_good_rows(tmp_path, world_copy):
+    import json
+
+    data = world_copy / "omnispatial" / "data.json"
+    records = json.loads(data.read_text())
+    records[0]["answer"] = 17
+    data.write_text(json.dumps(records))
+    result = dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, world_copy))
+    assert result.success
+    quarantine = read_table(tmp_path, "mcq_questions_quarantine")
+    assert quarantine.height == 1 and "out of range" in quarantine["reason"][0]
+    questions = read_table(tmp_path, "mcq_questions")
+    spatialab = json.loads((world_copy / "spatialab" / "spatialab.json").read_text())
+    assert questions.height == len(records) - 1 + len(spatialab)
+    event = next(m for m in result.get_asset_materialization_events() if m.asset_key.path == ["mcq_questions"])
+    assert event.materialization.metadata["quarantined"].value == 1
+
+
+def test_missing_folder_fails_with_one_clear_sentence(tmp_path):
+    resources = _resources(tmp_path, tmp_path / "absent")
+    with pytest.raises(Exception, match="set the config field `omnispatial_root`"):
+        dg.materialize([SOURCE_ASSETS[0]], resources=resources)

@@ -1,0 +1,178 @@
+"""Each raw-format reader on the sample world and on broken copies of it."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from assets.sources.readers import (
+    MissingInputError,
+    read_omnispatial,
+    read_scannet,
+    read_spatialab,
+    read_visual_genome,
+    rigid_transform_problem,
+)
+from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
+from data_contracts.validation import check_frame
+
+
+def _truth(world):
+    return json.loads((world / "truth" / "world.json").read_text())
+
+
+class TestOmniSpatial:
+    def test_reads_every_question(self, small_world):
+        records = json.loads((small_world / "omnispatial" / "data.json").read_text())
+        frame, log = read_omnispatial(small_world / "omnispatial")
+        assert frame.height == len(records) and len(log) == 0
+        assert check_frame(frame, mcq_questions.McqQuestions).passed
+        by_id = {r["id"]: r for r in records}
+        for row in frame.iter_rows(named=True):
+            record = by_id[row["question_id"].split("/", 1)[1]]
+            assert row["answer_index"] == record["answer"]  # 0-based index kept as is
+            assert row["answer"] == "ABCD"[record["answer"]]
+        assert set(frame["split"]) <= {"train", "test"}
+
+    def test_split_is_stable_and_groups_images(self, small_world):
+        first, _ = read_omnispatial(small_world / "omnispatial")
+        second, _ = read_omnispatial(small_world / "omnispatial")
+        assert first["split"].to_list() == second["split"].to_list()
+        prefixes = first.with_columns(first["question_id"].str.extract(r"/(\d+)_", 1).alias("image"))
+        assert prefixes.group_by("image").agg(pl.col("split").n_unique().alias("n"))["n"].max() == 1
+
+    def test_broken_rows_are_quarantined(self, world_copy):
+        data_path = world_copy / "omnispatial" / "data.json"
+        records = json.loads(data_path.read_text())
+        records[0]["answer"] = len(records[0]["options"]) + 3  # out of range
+        del records[1]["question"]  # missing field
+        # a missing image and a corrupt image
+        victim, corrupt = records[2], records[-1]
+        image_of = lambda r: next((world_copy / "omnispatial" / r["task_type"]).glob(r["id"].split("_")[0] + ".*"))  # noqa: E731
+        image_of(victim).unlink()
+        image_of(corrupt).write_bytes(b"not an image at all")
+        data_path.write_text(json.dumps(records))
+        frame, log = read_omnispatial(world_copy / "omnispatial")
+        reasons = log.reason_counts()
+        assert reasons["answer out of range"] == 1
+        assert reasons["missing fields"] == 1
+        assert reasons["missing image"] >= 1 and reasons["corrupt image"] >= 1
+        assert frame.height + len(log) == len(records)  # nothing lost
+        assert all(row["source_file"] for row in log.rows)
+
+    def test_malformed_json_quarantines_the_file(self, world_copy):
+        (world_copy / "omnispatial" / "data.json").write_text('[{"id": "1_0", ')
+        frame, log = read_omnispatial(world_copy / "omnispatial")
+        assert frame.height == 0 and list(log.reason_counts()) == ["malformed JSON"]
+
+    def test_missing_folder_names_the_config_field(self, tmp_path):
+        with pytest.raises(MissingInputError, match="omnispatial_root"):
+            read_omnispatial(tmp_path / "nowhere")
+
+
+class TestSpatiaLab:
+    def test_one_based_answers(self, small_world):
+        records = json.loads((small_world / "spatialab" / "spatialab.json").read_text())
+        frame, log = read_spatialab(small_world / "spatialab" / "spatialab.json")
+        assert frame.height == len(records) and len(log) == 0
+        by_id = {str(r["id"]): r for r in records}
+        for row in frame.iter_rows(named=True):
+            record = by_id[row["question_id"].split("/", 1)[1]]
+            assert row["answer_index"] == int(record["Answer"]) - 1
+            assert row["options"][row["answer_index"]] == record[f"Option_{record['Answer']}"]
+
+    def test_csv_with_digits_in_options(self, world_copy):
+        import csv
+
+        records = json.loads((world_copy / "spatialab" / "spatialab.json").read_text())
+        records[0]["Option_1"] = "2 metres"
+        records[0]["Answer"] = 2
+        path = world_copy / "spatialab" / "spatialab.csv"
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(records[0]))
+            writer.writeheader()
+            writer.writerows(records)
+        frame, log = read_spatialab(path)
+        assert frame.height == len(records) and frame["answer"][0] == "B"
+
+
+class TestVisualGenome:
+    def test_reads_objects_relations_attributes(self, small_world):
+        frame, log = read_visual_genome(small_world / "visual_genome")
+        objects = json.loads((small_world / "visual_genome" / "objects.json").read_text())
+        assert frame.height == len(objects) and len(log) == 0
+        assert check_frame(frame, scene_graphs.SceneGraphs).passed
+        assert frame["relationships"].list.len().sum() > 0
+        assert any(len(o["attributes"]) for objs in frame["objects"] for o in objs)
+
+    def test_quirks_are_quarantined(self, world_copy):
+        vg = world_copy / "visual_genome"
+        objects = json.loads((vg / "objects.json").read_text())
+        relationships = json.loads((vg / "relationships.json").read_text())
+        image_data = json.loads((vg / "image_data.json").read_text())
+        first = objects[0]["objects"]
+        first[0]["w"] = 0  # zero-area box
+        first[1]["x"] = image_data[0]["width"] + 50  # entirely outside the image
+        relationships[0]["relationships"].append(
+            {"relationship_id": 999, "predicate": "ON", "subject": {"object_id": 123456, "name": "ghost"},
+             "object": {"object_id": first[2]["object_id"], "names": ["thing"]}}
+        )
+        (vg / "objects.json").write_text(json.dumps(objects))
+        (vg / "relationships.json").write_text(json.dumps(relationships))
+        missing_image = next((vg / "VG_100K").glob(f"{image_data[-1]['image_id']}.*"))
+        missing_image.unlink()
+        frame, log = read_visual_genome(vg)
+        reasons = log.reason_counts()
+        assert reasons["bad box"] == 2
+        assert reasons["dangling relation"] >= 1
+        assert reasons["missing image"] == 1
+        assert frame.height == len(image_data) - 1
+        assert check_frame(frame, scene_graphs.SceneGraphs).passed
+
+
+class TestScanNet:
+    def test_reads_frames_sorted_numerically(self, small_world):
+        tables = read_scannet(small_world / "scannet" / "scans")
+        truth = _truth(small_world)
+        assert tables.scenes.height == len(truth["scenes"])
+        assert check_frame(tables.frames, rgbd_frames.RgbdFrames).passed
+        assert check_frame(tables.scenes, rgbd_scenes.RgbdScenes).passed
+        for scene in tables.scenes.iter_rows(named=True):
+            indices = tables.frames.filter(tables.frames["scene_id"] == scene["scene_id"])["frame_index"].to_list()
+            assert indices == sorted(indices) and len(indices) == scene["num_frames"]
+        row = tables.frames.row(0, named=True)
+        assert row["depth_scale"] == 1000.0
+        assert row["depth_width"] < row["color_width"]  # ScanNet: depth is coarser than colour
+
+    def test_bad_poses_are_quarantined(self, world_copy):
+        scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]
+        (scene / "pose" / "0.txt").write_text("-inf -inf -inf -inf\n" * 4)
+        (scene / "pose" / "1.txt").write_text("2 0 0 0\n0 1 0 0\n0 0 1 0\n0 0 0 1\n")  # scaled, not rigid
+        tables = read_scannet(world_copy / "scannet" / "scans")
+        reasons = tables.quarantine.reason_counts()
+        assert reasons["pose is not finite (ScanNet marks invalid poses with -inf)"] == 1
+        assert reasons["pose is not rigid"] == 1
+        kept = tables.frames.filter(tables.frames["scene_id"] == scene.name)["frame_index"].to_list()
+        assert 0 not in kept and 1 not in kept and len(kept) >= 1
+
+    def test_scene_without_usable_frames(self, world_copy):
+        scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]
+        for pose in (scene / "pose").iterdir():
+            pose.write_text("nan " * 16)
+        tables = read_scannet(world_copy / "scannet" / "scans")
+        assert scene.name not in tables.scenes["scene_id"].to_list()
+        assert "scene has no usable frame" in tables.quarantine.reason_counts()
+
+
+@pytest.mark.parametrize(
+    "pose, problem",
+    [
+        (np.eye(4), ""),  # identity is rigid
+        (np.diag([1.0, 1.0, -1.0, 1.0]), "determinant"),  # a reflection
+        (np.full((4, 4), np.inf), "not finite"),  # ScanNet's invalid marker
+    ],
+)
+def test_rigid_transform_problem(pose, problem):
+    result = rigid_transform_problem(pose)
+    assert (problem in result) if problem else result == ""
