@@ -7,7 +7,6 @@ configuration is skipped: the generator is deterministic and its output folder r
 configuration it was built from.
 """
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -17,6 +16,7 @@ from pydantic import Field
 
 from assets.sample_world import SampleWorldConfig, generate_sample_world
 from assets.sample_world.config import GENERATOR_VERSION
+from assets.sample_world.generator import config_record
 from pipelines.resources import SourcesResource, StorageResource
 
 STAMP_FILE = "sample_world_config.json"
@@ -34,8 +34,7 @@ class SampleWorldAssetConfig(dg.Config):
 
 
 def _stamp(config: SampleWorldConfig) -> dict:
-    fields = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items() if k not in ("root", "show_progress")}
-    return {"generator_version": GENERATOR_VERSION, **fields}
+    return {"generator_version": GENERATOR_VERSION, **config_record(config)}
 
 
 def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict, bool]:
@@ -50,6 +49,7 @@ def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict
         views_per_scene=config.views_per_scene,
         width=config.width,
         height=config.height,
+        show_progress=False,
     )
     stamp = _stamp(world_config)
     version = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:16]
@@ -57,8 +57,7 @@ def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict
     if not config.force and stamp_path.exists() and json.loads(stamp_path.read_text()).get("config") == stamp:
         return json.loads(stamp_path.read_text())["summary"], False, version
     summary = generate_sample_world(world_config)
-    summary_dict = summary.as_dict() if hasattr(summary, "as_dict") else dataclasses.asdict(summary)
-    summary_dict = json.loads(json.dumps(summary_dict, default=str))
+    summary_dict = json.loads(json.dumps(summary.as_dict(), default=str))
     stamp_path.write_text(json.dumps({"config": stamp, "summary": summary_dict}, indent=2, sort_keys=True))
     return summary_dict, True, version
 

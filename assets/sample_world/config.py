@@ -1,0 +1,143 @@
+"""Configuration of the sample world generator."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GENERATOR_VERSION = "1.0"
+"""Bumped whenever the same config would produce different files (used as the asset's code version)."""
+
+
+def default_root() -> Path:
+    """The default output folder: `$SPATIAL_DATA_ROOT/sample_world`, else `./data/sample_world`.
+
+    >>> default_root().name
+    'sample_world'
+    """
+    return Path(os.environ.get("SPATIAL_DATA_ROOT", "data")) / "sample_world"
+
+
+@dataclass(frozen=True)
+class SampleWorldConfig:
+    """Everything that decides what the sample world contains.
+
+    The output is a pure function of these fields (the `root` only says where it goes): two runs with
+    the same config write byte-identical files. Scene `i` depends only on `seed` and `i`, so a world
+    with more scenes starts with the same scenes as a smaller one.
+
+    Args:
+        root (`Path`, *optional*, defaults to `data/sample_world`):
+            Output folder. Replaced as a whole on success (it is built beside it first).
+        seed (`int`, *optional*, defaults to 0):
+            Seed of every random choice (numpy `Generator`s seeded with `(seed, scene_index)`).
+        num_scenes (`int`, *optional*, defaults to 12):
+            Number of rooms.
+        views_per_scene (`int`, *optional*, defaults to 6):
+            Camera views (ScanNet frames) per room. Consecutive views move around the room along
+            one loop, at heights that rise and fall, so long sequences (50 frames) are smooth.
+        width, height (`int`, *optional*, defaults to 320 x 240):
+            Colour image size in pixels.
+        depth_downsample (`int`, *optional*, defaults to 2):
+            Depth images are `width / depth_downsample` x `height / depth_downsample` (smaller than
+            colour, as in ScanNet), with their own intrinsics. Must divide width and height.
+        horizontal_fov_degrees (`float`, *optional*, defaults to 65.0):
+            Horizontal field of view of the colour camera (fx = fy).
+        min_objects, max_objects (`int`, *optional*, defaults to 4 and 12):
+            Number of objects per room, drawn uniformly in this range.
+        room_width_range, room_depth_range, room_height_range (`tuple[float, float]`):
+            Room size ranges in metres (x, y, z).
+        object_wall_margin (`float`, *optional*, defaults to 0.8):
+            Floor objects keep this distance from the walls; cameras move in the free band.
+        camera_wall_margin (`float`, *optional*, defaults to 0.35):
+            Distance of the camera path from the walls.
+        camera_height_range (`tuple[float, float]`, *optional*, defaults to (0.9, 2.1)):
+            Camera heights above the floor.
+        omnispatial_questions_per_image (`int`, *optional*, defaults to 2):
+            Most questions asked about one OmniSpatial-like image (they share the image).
+        spatialab_questions_per_image (`int`, *optional*, defaults to 1):
+            Most questions asked about one SpatiaLab-like image.
+        max_relationships_per_image (`int`, *optional*, defaults to 15):
+            Most Visual-Genome-like relationships per image.
+        min_object_pixels (`int`, *optional*, defaults to 20):
+            Least visible pixels for an object to be annotated (Visual Genome, COCO).
+        min_question_pixels (`int`, *optional*, defaults to 60):
+            Least visible pixels for an object to be named in a question.
+        min_question_visibility (`float`, *optional*, defaults to 0.4):
+            Least visible/unoccluded pixel ratio for an object to be named in a question.
+        jpeg_quality (`int`, *optional*, defaults to 95):
+            Quality of the JPEG files (ScanNet colour frames and Visual Genome images).
+        truncation_stride (`int`, *optional*, defaults to 4):
+            Pixel stride of the extended image plane on which truncation is measured.
+        show_progress (`bool`, *optional*, defaults to True):
+            Show a tqdm bar over scenes.
+    """
+
+    root: Path = field(default_factory=default_root)
+    seed: int = 0
+    num_scenes: int = 12
+    views_per_scene: int = 6
+    width: int = 320
+    height: int = 240
+    depth_downsample: int = 2
+    horizontal_fov_degrees: float = 65.0
+    min_objects: int = 4
+    max_objects: int = 12
+    room_width_range: tuple[float, float] = (4.5, 7.0)
+    room_depth_range: tuple[float, float] = (4.5, 7.0)
+    room_height_range: tuple[float, float] = (2.5, 3.0)
+    object_wall_margin: float = 0.8
+    camera_wall_margin: float = 0.35
+    camera_height_range: tuple[float, float] = (0.9, 2.1)
+    omnispatial_questions_per_image: int = 2
+    spatialab_questions_per_image: int = 1
+    max_relationships_per_image: int = 15
+    min_object_pixels: int = 20
+    min_question_pixels: int = 60
+    min_question_visibility: float = 0.4
+    jpeg_quality: int = 95
+    truncation_stride: int = 4
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+        if self.num_scenes < 1 or self.views_per_scene < 1:
+            raise ValueError("num_scenes and views_per_scene must be at least 1.")
+        if self.width < 8 or self.height < 8:
+            raise ValueError(f"Image size {self.width}x{self.height} is too small (at least 8x8).")
+        if (
+            self.depth_downsample < 1
+            or self.width % self.depth_downsample
+            or self.height % self.depth_downsample
+        ):
+            raise ValueError(
+                f"depth_downsample={self.depth_downsample} must be >= 1 and divide width={self.width} "
+                f"and height={self.height}."
+            )
+        if not 1 <= self.min_objects <= self.max_objects <= 16:
+            raise ValueError("Need 1 <= min_objects <= max_objects <= 16.")
+        for name in ("room_width_range", "room_depth_range", "room_height_range", "camera_height_range"):
+            low, high = getattr(self, name)
+            if not 0 < low <= high:
+                raise ValueError(f"{name}={(low, high)} must satisfy 0 < low <= high.")
+        if min(self.room_width_range[0], self.room_depth_range[0]) < 2 * self.object_wall_margin + 1.5:
+            raise ValueError("Rooms are too small for the object wall margin (need 1.5 m of free floor).")
+        if self.camera_height_range[1] >= self.room_height_range[0]:
+            raise ValueError("Cameras must stay below the lowest ceiling.")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise ValueError("jpeg_quality must be in 1..100.")
+        if not 0.0 <= self.min_question_visibility <= 1.0:
+            raise ValueError("min_question_visibility must be in [0, 1].")
+        if self.truncation_stride < 1:
+            raise ValueError("truncation_stride must be at least 1.")
+
+    @property
+    def depth_width(self) -> int:
+        """Depth image width in pixels."""
+        return self.width // self.depth_downsample
+
+    @property
+    def depth_height(self) -> int:
+        """Depth image height in pixels."""
+        return self.height // self.depth_downsample

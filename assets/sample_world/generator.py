@@ -1,0 +1,434 @@
+"""`generate_sample_world`: sample, render and write the whole sample world.
+
+Per scene: sample the room and objects, the camera views, render every view once, then write that
+view into every format (ScanNet frame, Visual Genome image, and either an OmniSpatial-like or a
+SpatiaLab-like image with its questions: even global view numbers go to OmniSpatial, odd ones to
+SpatiaLab) and record the truth. The world is built in a staging folder beside the root and moved
+into place at the end, so readers never see half a world.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from assets.sample_world.catalogue import CATALOGUE
+from assets.sample_world.config import GENERATOR_VERSION, SampleWorldConfig
+from assets.sample_world.facts import ViewFacts
+from assets.sample_world.questions import OMNISPATIAL_TASKS, SPATIALAB_TASKS, Question, questions_for_image
+from assets.sample_world.relations import view_relationships
+from assets.sample_world.render import SceneRenderer
+from assets.sample_world.scene import Scene, View, sample_scene, sample_views
+from assets.sample_world.writers import (
+    DEPTH_SCALE,
+    CocoWriter,
+    OmniSpatialWriter,
+    ScanNetSceneWriter,
+    SpatiaLabWriter,
+    VisualGenomeWriter,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+OMNISPATIAL_TASK_TYPES = tuple(OMNISPATIAL_TASKS)
+SPATIALAB_CATEGORIES = tuple(SPATIALAB_TASKS)
+VG_OBJECT_ID_STRIDE = 100
+"""Visual Genome object id = image_id * 100 + scene object id."""
+
+CONVENTIONS = {
+    "world_frame": "metres, z up, floor plane z = 0, room spans [0, width] x [0, depth] x [0, height]",
+    "camera": "OpenCV (x right, y down, z forward); pose = 4x4 camera-to-world; pixel centres at integer (u, v)",
+    "depth": "z-depth (not ray length); PNG uint16 millimetres, 0 = missing; depth image = colour size / depth_downsample",
+    "instance_png": "uint16 at colour resolution, value = objectId + 1, 0 = no object (room surfaces)",
+    "bbox_px": "[x1, y1, x2, y2] pixel edges of the instance mask: columns x1..x2-1, rows y1..y2-1",
+    "visibility": "visible_pixels / unoccluded_pixels (pixels whose ray meets the object at all)",
+    "truncation": "fraction of the unoccluded silhouette on an image plane extended by one image size on each side "
+    "(sampled every truncation_stride pixels) that lies outside the image",
+    "vg_object_id": f"image_id * {VG_OBJECT_ID_STRIDE} + object_id",
+    "global_view_index": "scene_index * views_per_scene + frame_index; OmniSpatial image number when even, "
+    "SpatiaLab image when odd; Visual Genome image_id = global_view_index + 1",
+}
+
+
+@dataclass(frozen=True)
+class SampleWorldSummary:
+    """What `generate_sample_world` wrote.
+
+    Args:
+        root (`Path`): the world's folder.
+        generator_version (`str`): `GENERATOR_VERSION`.
+        num_scenes, num_views, num_objects (`int`): rooms, camera views (ScanNet frames), objects.
+        num_omnispatial_images, num_omnispatial_questions (`int`): OmniSpatial-like images and questions.
+        num_spatialab_images, num_spatialab_questions (`int`): SpatiaLab-like images and questions.
+        num_vg_images, num_vg_objects, num_vg_relationships (`int`): Visual-Genome-like counts.
+        num_coco_images, num_coco_annotations (`int`): COCO-like counts.
+        bytes_on_disk (`int`): total size of the written files.
+        seconds (`float`): wall time of the generation.
+        paths (`dict[str, Path]`): where each format lives (keys `truth`, `omnispatial_data`,
+            `omnispatial_images`, `spatialab_json`, `spatialab_images`, `visual_genome`,
+            `scannet_scans`, `coco_instances`).
+    """
+
+    root: Path
+    generator_version: str
+    num_scenes: int
+    num_views: int
+    num_objects: int
+    num_omnispatial_images: int
+    num_omnispatial_questions: int
+    num_spatialab_images: int
+    num_spatialab_questions: int
+    num_vg_images: int
+    num_vg_objects: int
+    num_vg_relationships: int
+    num_coco_images: int
+    num_coco_annotations: int
+    bytes_on_disk: int
+    seconds: float
+    paths: dict[str, Path]
+
+    def as_dict(self) -> dict:
+        """JSON-friendly copy (paths as strings)."""
+        data = dataclasses.asdict(self)
+        data["root"] = str(self.root)
+        data["paths"] = {key: str(value) for key, value in self.paths.items()}
+        return data
+
+
+def world_paths(root: Path) -> dict[str, Path]:
+    """Where each format lives under a world root.
+
+    >>> world_paths(Path("w"))["omnispatial_data"].as_posix()
+    'w/omnispatial/data.json'
+    """
+    return {
+        "truth": root / "truth" / "world.json",
+        "omnispatial_data": root / "omnispatial" / "data.json",
+        "omnispatial_images": root / "omnispatial",
+        "spatialab_json": root / "spatialab" / "spatialab.json",
+        "spatialab_images": root / "spatialab" / "images",
+        "visual_genome": root / "visual_genome",
+        "scannet_scans": root / "scannet" / "scans",
+        "coco_instances": root / "coco" / "instances.json",
+    }
+
+
+def _vector(values: np.ndarray, digits: int = 6) -> list[float]:
+    return [round(float(value), digits) for value in np.asarray(values).ravel()]
+
+
+def _matrix(values: np.ndarray) -> list[list[float]]:
+    return [[float(value) for value in row] for row in np.asarray(values)]
+
+
+def _object_truth(scene: Scene) -> list[dict]:
+    records = []
+    for scene_object in scene.objects:
+        aabb_min, aabb_max = scene_object.aabb
+        facing = scene_object.facing
+        records.append(
+            {
+                "object_id": scene_object.object_id,
+                "category": scene_object.category,
+                "name": scene_object.name,
+                "colour": scene_object.colour,
+                "size_word": scene_object.size_word,
+                "synset": scene_object.template.synset,
+                "coco_category_id": scene_object.template.coco_id,
+                "support_id": scene_object.support_id,
+                "centroid": _vector(scene_object.centroid),
+                "extents": _vector(scene_object.extents),
+                "yaw": round(scene_object.yaw, 6),
+                "volume": round(scene_object.volume, 6),
+                "aabb": {"min": _vector(aabb_min), "max": _vector(aabb_max)},
+                "obb": {
+                    "center": _vector(scene_object.centroid),
+                    "extents": _vector(scene_object.extents),
+                    "rotation": [_vector(row) for row in scene_object.rotation],
+                    "corners": [_vector(corner) for corner in scene_object.obb_corners],
+                },
+                "facing": None if facing is None else _vector(facing),
+            }
+        )
+    return records
+
+
+def _question_truth(
+    dataset: str, question_id: str | int, scene: Scene, view: View, question: Question
+) -> dict:
+    return {
+        "dataset": dataset,
+        "id": question_id,
+        "scene_id": scene.scene_id,
+        "frame_index": view.frame_index,
+        "task_type": question.task_type,
+        "sub_task_type": question.sub_task_type,
+        "template": question.template,
+        "object_ids": list(question.object_ids),
+        "answer_text": question.options[question.answer_index],
+        "facts": question.facts,
+    }
+
+
+class _Writers:
+    def __init__(self, root: Path, config: SampleWorldConfig) -> None:
+        paths = world_paths(root)
+        self.paths = paths
+        self.omnispatial = OmniSpatialWriter(paths["omnispatial_images"])
+        self.spatialab = SpatiaLabWriter(root / "spatialab")
+        self.visual_genome = VisualGenomeWriter(paths["visual_genome"], config.jpeg_quality)
+        self.coco = CocoWriter(paths["coco_instances"])
+        self.scene_records: list[dict] = []
+        self.question_records: list[dict] = []
+
+
+def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers) -> None:
+    scene = sample_scene(config, scene_index)
+    views = sample_views(config, scene)
+    renderer = SceneRenderer(scene)
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene_index, 2]))
+    scannet = ScanNetSceneWriter(writers.paths["scannet_scans"], scene, config.jpeg_quality)
+    view_records = []
+    for view in views:
+        render = renderer.render(view, config.truncation_stride)
+        facts = ViewFacts.build(scene, view, render, config)
+        global_index = scene_index * config.views_per_scene + view.frame_index
+        scannet.write_frame(view, render.rgb, render.depth, render.instance)
+
+        image_id = global_index + 1
+        vg_ids = {item.object_id: image_id * VG_OBJECT_ID_STRIDE + item.object_id for item in facts.annotated}
+        vg_objects = [
+            {
+                "object_id": vg_ids[item.object_id],
+                "box": item.visibility.bbox_px,
+                "name": item.category,
+                "synset": item.scene_object.template.synset,
+                "attributes": [item.scene_object.colour]
+                + ([item.scene_object.size_word] if item.scene_object.size_word else []),
+            }
+            for item in facts.annotated
+        ]
+        relations = view_relationships(facts, rng, config.max_relationships_per_image)
+        writers.visual_genome.add_image(
+            image_id,
+            render.rgb,
+            vg_objects,
+            [
+                (vg_ids[relation.subject_id], relation.predicate, vg_ids[relation.object_id])
+                for relation in relations
+            ],
+            rng,
+        )
+
+        omnispatial_image = spatialab_image = None
+        coco_ids: dict[int, int] = {}
+        if global_index % 2 == 0:
+            preferred = OMNISPATIAL_TASK_TYPES[(global_index // 2) % len(OMNISPATIAL_TASK_TYPES)]
+            questions = questions_for_image(
+                facts, OMNISPATIAL_TASKS, preferred, config.omnispatial_questions_per_image, rng, 2, 4
+            )
+            if questions:
+                ids = writers.omnispatial.add_image(global_index, render.rgb, questions)
+                omnispatial_image = f"{questions[0].task_type}/{global_index}.png"
+                coco_ids = writers.coco.add_image(
+                    global_index,
+                    omnispatial_image,
+                    render.instance,
+                    [(item.object_id, item.category) for item in facts.annotated],
+                )
+                writers.question_records += [
+                    _question_truth("omnispatial", question_id, scene, view, question)
+                    for question_id, question in zip(ids, questions, strict=True)
+                ]
+        else:
+            preferred = SPATIALAB_CATEGORIES[(global_index // 2) % len(SPATIALAB_CATEGORIES)]
+            questions = questions_for_image(
+                facts, SPATIALAB_TASKS, preferred, config.spatialab_questions_per_image, rng, 4, 4
+            )
+            if questions:
+                spatialab_image = f"{global_index}.png"
+                ids = writers.spatialab.add_image(spatialab_image, render.rgb, questions)
+                writers.question_records += [
+                    _question_truth("spatialab", question_id, scene, view, question)
+                    for question_id, question in zip(ids, questions, strict=True)
+                ]
+
+        view_records.append(
+            {
+                "frame_index": view.frame_index,
+                "global_view_index": global_index,
+                "width": view.width,
+                "height": view.height,
+                "depth_width": view.depth_width,
+                "depth_height": view.depth_height,
+                "depth_scale": DEPTH_SCALE,
+                "color_intrinsics": _matrix(view.color_intrinsics),
+                "depth_intrinsics": _matrix(view.depth_intrinsics),
+                "pose": _matrix(view.pose),
+                "vg_image_id": image_id,
+                "omnispatial_image": omnispatial_image,
+                "spatialab_image": spatialab_image,
+                "objects": [
+                    {
+                        "object_id": item.object_id,
+                        "visible_pixels": item.visibility.visible_pixels,
+                        "unoccluded_pixels": item.visibility.unoccluded_pixels,
+                        "visibility": round(item.visibility.visibility, 6),
+                        "bbox_px": None if item.visibility.bbox_px is None else list(item.visibility.bbox_px),
+                        "truncation": round(item.visibility.truncation, 6),
+                        "truncated": item.visibility.truncated,
+                        "vg_object_id": vg_ids.get(item.object_id),
+                        "coco_annotation_id": coco_ids.get(item.object_id),
+                    }
+                    for item in facts.objects
+                ],
+                "relationships": [
+                    {
+                        "subject_id": relation.subject_id,
+                        "predicate": relation.predicate,
+                        "object_id": relation.object_id,
+                    }
+                    for relation in relations
+                ],
+            }
+        )
+    scannet.write_scene_files(views, renderer.pieces)
+    writers.scene_records.append(
+        {
+            "scene_id": scene.scene_id,
+            "scene_index": scene.scene_index,
+            "scene_type": scene.scene_type,
+            "room": {"width": scene.room.width, "depth": scene.room.depth, "height": scene.room.height},
+            "floor_plane": [0.0, 0.0, 1.0, 0.0],
+            "light_position": _vector(renderer.light_position),
+            "objects": _object_truth(scene),
+            "views": view_records,
+        }
+    )
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def _replace_root(root: Path, staging: Path) -> None:
+    if root.exists():
+        is_world = (root / "truth" / "world.json").is_file()
+        if not is_world and any(root.iterdir()):
+            raise FileExistsError(
+                f"{root} exists and is not a sample world (no truth/world.json); refusing to replace it."
+            )
+        shutil.rmtree(root)
+    staging.rename(root)
+
+
+def config_record(config: SampleWorldConfig) -> dict:
+    """The config fields that decide the content (everything except `root` and `show_progress`).
+
+    >>> "root" in config_record(SampleWorldConfig())
+    False
+    """
+    data = dataclasses.asdict(config)
+    data.pop("root")
+    data.pop("show_progress")
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
+
+
+def generate_sample_world(config: SampleWorldConfig) -> SampleWorldSummary:
+    """Generate the sample world described by `config` under `config.root`.
+
+    Args:
+        config (`SampleWorldConfig`): what to generate and where.
+
+    Returns:
+        `SampleWorldSummary`: counts, size, time and paths of what was written.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     root = Path(folder) / "sample_world"
+    ...     config = SampleWorldConfig(root=root, num_scenes=1, views_per_scene=2, width=64, height=48, show_progress=False)
+    ...     summary = generate_sample_world(config)
+    ...     written = (root / "truth" / "world.json").is_file()
+    >>> summary.num_views, written
+    (2, True)
+    """
+    started = time.perf_counter()
+    root = config.root
+    staging = root.parent / f".{root.name}.partial"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    writers = _Writers(staging, config)
+    logger.info(
+        "Generating the sample world: %d scenes x %d views at %dx%d (seed %d)",
+        config.num_scenes,
+        config.views_per_scene,
+        config.width,
+        config.height,
+        config.seed,
+    )
+    for scene_index in tqdm(
+        range(config.num_scenes), desc="sample world", unit="scene", disable=not config.show_progress
+    ):
+        _write_scene(config, scene_index, writers)
+    writers.omnispatial.finish()
+    writers.spatialab.finish()
+    writers.visual_genome.finish()
+    writers.coco.finish()
+    write_json(
+        writers.paths["truth"],
+        {
+            "generator_version": GENERATOR_VERSION,
+            "config": config_record(config),
+            "conventions": CONVENTIONS,
+            "catalogue": {
+                name: {
+                    "synset": template.synset,
+                    "coco_category_id": template.coco_id,
+                    "has_front": template.has_front,
+                }
+                for name, template in CATALOGUE.items()
+            },
+            "scenes": writers.scene_records,
+            "questions": writers.question_records,
+        },
+    )
+    bytes_on_disk = _folder_size(staging)
+    _replace_root(root, staging)
+    summary = SampleWorldSummary(
+        root=root,
+        generator_version=GENERATOR_VERSION,
+        num_scenes=config.num_scenes,
+        num_views=config.num_scenes * config.views_per_scene,
+        num_objects=sum(len(record["objects"]) for record in writers.scene_records),
+        num_omnispatial_images=writers.omnispatial.num_images,
+        num_omnispatial_questions=len(writers.omnispatial.records),
+        num_spatialab_images=writers.spatialab.num_images,
+        num_spatialab_questions=len(writers.spatialab.records),
+        num_vg_images=len(writers.visual_genome.image_data),
+        num_vg_objects=writers.visual_genome.num_objects,
+        num_vg_relationships=writers.visual_genome.num_relationships,
+        num_coco_images=len(writers.coco.images),
+        num_coco_annotations=len(writers.coco.annotations),
+        bytes_on_disk=bytes_on_disk,
+        seconds=round(time.perf_counter() - started, 3),
+        paths=world_paths(root),
+    )
+    logger.info(
+        "Sample world written to %s: %d views, %d OmniSpatial and %d SpatiaLab questions, %.1f MB in %.1f s",
+        root,
+        summary.num_views,
+        summary.num_omnispatial_questions,
+        summary.num_spatialab_questions,
+        bytes_on_disk / 1e6,
+        summary.seconds,
+    )
+    return summary

@@ -1,0 +1,47 @@
+"""The `spatial-sample-world` command line."""
+
+from __future__ import annotations
+
+import json
+
+from assets.sample_world.cli import main
+
+
+def test_cli_writes_a_world_and_prints_a_summary(tmp_path, capsys):
+    out = tmp_path / "world"
+    status = main(
+        [
+            "--out",
+            str(out),
+            "--scenes",
+            "1",
+            "--views",
+            "2",
+            "--seed",
+            "5",
+            "--width",
+            "64",
+            "--height",
+            "48",
+            "--no-progress",
+            "--json",
+        ]
+    )
+    assert status == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["num_scenes"] == 1 and summary["num_views"] == 2
+    assert summary["root"] == str(out)
+    truth = json.loads((out / "truth" / "world.json").read_text())
+    assert truth["config"]["seed"] == 5 and truth["config"]["width"] == 64
+
+
+def test_cli_uses_the_storage_root_by_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPATIAL_DATA_ROOT", str(tmp_path))
+    assert main(["--scenes", "1", "--views", "1", "--width", "64", "--height", "48", "--no-progress"]) == 0
+    assert (tmp_path / "sample_world" / "truth" / "world.json").is_file()
+    assert "sample world:" in capsys.readouterr().out
+
+
+def test_cli_rejects_a_bad_config(tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "w"), "--width", "65", "--height", "48"]) == 2
+    assert "depth_downsample" in capsys.readouterr().err
