@@ -1,0 +1,1 @@
+"""Tests of the evaluation harness (training/eval, assets/eval)."""

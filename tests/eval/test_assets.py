@@ -1,0 +1,84 @@
+"""The eval assets materialised with Dagster into a temporary storage root."""
+
+import dagster as dg
+
+from assets.eval import EVAL_ASSETS
+from assets.sources.assets import SOURCE_ASSETS, mcq_questions_asset
+from assets.sources.sample_world import sample_world
+from pipelines.definitions import build_resources
+from pipelines.resources import SourcesResource, StorageResource
+from pipelines.storage import ParquetIOManager, read_table
+
+
+def _resources(root, world):
+    return {
+        "io_manager": ParquetIOManager(root=str(root)),
+        "storage": StorageResource(root=str(root)),
+        "sources": SourcesResource(sample_world_root=str(world), omnispatial_split="test"),
+    }
+
+
+def _metadata(result, key):
+    event = next(m for m in result.get_asset_materialization_events() if m.asset_key.path == [key])
+    return event.materialization.metadata
+
+
+def test_default_build_makes_the_items_and_evaluates_nothing(tmp_path, small_world):
+    result = dg.materialize([mcq_questions_asset, *EVAL_ASSETS], resources=_resources(tmp_path, small_world))
+    assert result.success
+    questions = read_table(tmp_path, "mcq_questions")
+    items = read_table(tmp_path, "eval_items")
+    assert (
+        items.height == questions.height > 0
+    )  # OmniSpatial test split (the whole small world here) and SpatiaLab
+    assert set(items["benchmark"]) == {"omnispatial", "spatialab"}
+    assert read_table(tmp_path, "eval_report").height == 0
+    checks = {c.asset_key.to_user_string(): c.passed for c in result.get_asset_check_evaluations()}
+    assert checks["eval_items"] and checks["eval_report"]
+    report_metadata = _metadata(result, "eval_report")
+    assert "none configured" in report_metadata["model"].value
+    assert "SpatialCORE-8B" in report_metadata["published_tables"].value
+    assert _metadata(result, "eval_items")["items_by_benchmark"].value == {
+        name: int(count) for name, count in items.group_by("benchmark").len().iter_rows()
+    }
+
+
+def test_configured_model_fills_the_report(tmp_path, small_world, tiny_model_dir):
+    run_config = dg.RunConfig(
+        ops={
+            "eval_report": {
+                "config": {
+                    "model": str(tiny_model_dir),
+                    "limit": 1,
+                    "max_new_tokens": 4,
+                    "device": "cpu",
+                    "grounding_analysis": True,
+                }
+            }
+        }
+    )
+    result = dg.materialize(
+        [mcq_questions_asset, *EVAL_ASSETS],
+        resources=_resources(tmp_path, small_world),
+        run_config=run_config,
+    )
+    assert result.success
+    scores = read_table(tmp_path, "eval_report")
+    assert scores.height == 2 and set(scores["benchmark"]) == {
+        "omnispatial",
+        "spatialab",
+    }  # one question of each
+    metadata = _metadata(result, "eval_report")
+    assert "Evaluated runs" in metadata["paper_tables"].value
+    assert set(metadata["accuracy_by_benchmark"].value) == {"omnispatial", "spatialab"}
+    assert "data:image/png;base64" in metadata["figure4_iou_by_entropy_quartile"].value
+    assert (tmp_path / "eval" / "report.md").is_file()
+
+
+def test_definitions_with_the_eval_assets_load():
+    defs = dg.Definitions(assets=[sample_world, *SOURCE_ASSETS, *EVAL_ASSETS], resources=build_resources())
+    dg.Definitions.validate_loadable(defs)
+    assert {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()} >= {
+        "eval_items",
+        "eval_report",
+    }

@@ -1,0 +1,573 @@
+"""Every benchmark loader on small files written here in the benchmark's native format."""
+
+import base64
+import csv
+import json
+
+import pandas as pd
+import polars as pl
+import pytest
+
+from assets.sources.readers import MissingInputError
+from data_contracts.eval_items import EvalItems
+from data_contracts.images import IMAGE_DTYPE, sniff_format
+from data_contracts.validation import check_frame
+from tests.eval.conftest import image_bytes
+from training.eval.benchmarks import (
+    BenchmarkSources,
+    attach_reference_boxes,
+    limit_items,
+    load_3dsrbench,
+    load_benchmarks,
+    load_blink,
+    load_cvbench,
+    load_dge_tasks,
+    load_omnispatial,
+    load_spatialab,
+    load_stvqa,
+    make_circular_variants,
+    normalize_benchmark_names,
+)
+
+
+def _valid(frame):
+    report = check_frame(frame, EvalItems)
+    assert report.passed, report.as_metadata()
+    return frame
+
+
+def _by_id(frame):
+    return {row["item_id"]: row for row in frame.iter_rows(named=True)}
+
+
+def test_omnispatial_zero_based_answers_and_any_extension(tmp_path):
+    root = tmp_path / "OmniSpatial"
+    (root / "Perspective_Taking").mkdir(parents=True)
+    (root / "Perspective_Taking" / "7.jpg").write_bytes(image_bytes("JPEG"))
+    (root / "Perspective_Taking" / "8.png").write_bytes(image_bytes())
+    records = [
+        {
+            "id": "7_0",
+            "task_type": "Perspective_Taking",
+            "sub_task_type": "Egocentric",
+            "question": "Which is left?",
+            "options": ["cup", "lamp", "sofa"],
+            "answer": 0,
+        },
+        {
+            "id": "7_1",
+            "task_type": "Perspective_Taking",
+            "sub_task_type": "Hypothetical",
+            "question": "Pick the option in the image.",
+            "options": [],
+            "answer": 3,
+        },
+        {
+            "id": "8_0",
+            "task_type": "Perspective_Taking",
+            "sub_task_type": "Allocentric",
+            "question": "Where?",
+            "options": ["left", "right"],
+            "answer": 2,
+        },  # out of range: quarantined
+        {
+            "id": "9_0",
+            "task_type": "Perspective_Taking",
+            "sub_task_type": "Allocentric",
+            "question": "No image?",
+            "options": ["left", "right"],
+            "answer": 1,
+        },  # missing image: quarantined
+    ]
+    (root / "data.json").write_text(json.dumps(records))
+    frame, log = load_omnispatial(root)
+    items = _by_id(_valid(frame))
+    assert set(items) == {"omnispatial/7_0", "omnispatial/7_1"}
+    assert (items["omnispatial/7_0"]["answer_index"], items["omnispatial/7_0"]["answer"]) == (0, "A")
+    assert (items["omnispatial/7_1"]["options"], items["omnispatial/7_1"]["answer"]) == ([], "D")
+    assert items["omnispatial/7_0"]["category"] == "Egocentric"
+    assert items["omnispatial/7_0"]["task_type"] == "Perspective_Taking"
+    assert sniff_format(items["omnispatial/7_0"]["images"][0]["bytes"]) == "jpeg"
+    reasons = sorted(row["reason"].split(":")[0] for row in log.rows)
+    assert reasons == ["answer out of range", "missing image"]
+    assert all(row["source_asset"] == "eval_items" for row in log.rows)
+
+
+def test_omnispatial_hash_split(small_world):
+    everything, _ = load_omnispatial(small_world / "omnispatial", split="all")
+    train, _ = load_omnispatial(small_world / "omnispatial", split="train")
+    test, _ = load_omnispatial(small_world / "omnispatial", split="test")
+    assert train.height + test.height == everything.height > 0
+
+
+def test_spatialab_one_based_with_digits_in_options(tmp_path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(image_bytes())
+    rows = [
+        {
+            "id": 1,
+            "Category": "3D Geometry",
+            "Sub_Category": "Height",
+            "Question": "How high is the shelf?",
+            "Option_1": "0.4 m",
+            "Option_2": "1 m",
+            "Option_3": "2 m",
+            "Option_4": "3 m",
+            "Answer": 2,
+            "Image_Filename": "a.png",
+        },
+        {
+            "id": 2,
+            "Category": "Orientation",
+            "Sub_Category": "Facing",
+            "Question": "Which way?",
+            "Option_1": "left",
+            "Option_2": "right",
+            "Option_3": "",
+            "Option_4": "",
+            "Answer": "1",
+            "Image_Filename": "a.png",
+        },
+        {
+            "id": 3,
+            "Category": "Orientation",
+            "Sub_Category": "Facing",
+            "Question": "Which way?",
+            "Option_1": "left",
+            "Option_2": "right",
+            "Option_3": "",
+            "Option_4": "",
+            "Answer": 0,
+            "Image_Filename": "a.png",
+        },
+    ]
+    with (tmp_path / "spatialab.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    frame, log = load_spatialab(tmp_path / "spatialab.csv")
+    items = _by_id(_valid(frame))
+    assert items["spatialab/1"]["answer"] == "B" and items["spatialab/1"]["options"][1] == "1 m"
+    assert items["spatialab/2"]["answer"] == "A" and items["spatialab/2"]["options"] == ["left", "right"]
+    assert items["spatialab/1"]["category"] == "3D Geometry"
+    assert len(log) == 1 and "answer out of range" in log.rows[0]["reason"]  # 0 is not a 1-based answer
+
+
+def _cvbench_record(idx, task, kind, source, answer, image):
+    return {
+        "idx": idx,
+        "type": kind,
+        "task": task,
+        "image": image,
+        "question": f"Question {idx}?",
+        "choices": ["lamp", "chair", "sofa"] if task == "Relation" else ["1", "2", "3", "4"],
+        "answer": answer,
+        "prompt": "ignored",
+        "filename": f"img/{kind}/{task.lower()}/{idx}.png",
+        "source": source,
+    }
+
+
+def test_cvbench_parquet_sniffs_jpeg_under_png_names(tmp_path):
+    folder = tmp_path / "CV-Bench"
+    folder.mkdir()
+    jpeg = {"bytes": image_bytes("JPEG", (40, 30)), "path": "img/2D/count/ade20k_1.png"}
+    png = {"bytes": image_bytes("PNG", (50, 20)), "path": "img/3D/depth/omni3d_2.png"}
+    two_d = [
+        _cvbench_record(0, "Count", "2D", "ADE20K", "(B)", jpeg),
+        _cvbench_record(1, "Relation", "2D", "COCO", "(C)", jpeg),
+        _cvbench_record(2, "Count", "2D", "COCO", "B", jpeg),  # not "(B)": quarantined
+        _cvbench_record(3, "Relation", "2D", "COCO", "(D)", jpeg),  # beyond 3 choices: quarantined
+    ]
+    three_d = [
+        _cvbench_record(4, "Depth", "3D", "Omni3D", "(A)", png),
+        _cvbench_record(5, "Distance", "3D", "Omni3D", "(A)", {"bytes": b"not an image", "path": "x.png"}),
+    ]
+    image_type = pl.Struct({"bytes": pl.Binary, "path": pl.String})
+    pl.DataFrame(two_d, schema_overrides={"image": image_type}).write_parquet(folder / "test_2d.parquet")
+    pl.DataFrame(three_d, schema_overrides={"image": image_type}).write_parquet(folder / "test_3d.parquet")
+    frame, log = load_cvbench(folder)
+    items = _by_id(_valid(frame))
+    assert set(items) == {"cvbench/2d/0", "cvbench/2d/1", "cvbench/3d/4"}
+    count = items["cvbench/2d/0"]
+    assert (
+        count["answer"],
+        count["answer_index"],
+        count["category"],
+        count["task_type"],
+        count["source"],
+    ) == ("B", 1, "Count", "2D", "ADE20K")
+    assert count["images"][0]["path"] == "img/2D/count/ade20k_1.jpg"  # the name now tells the truth
+    assert (count["image_width"], count["image_height"]) == (40, 30)
+    assert items["cvbench/3d/4"]["images"][0]["path"].endswith(".png")
+    assert sorted(row["reason"].split(":")[0] for row in log.rows) == [
+        "answer out of range",
+        "bad answer",
+        "image",
+    ]
+
+
+def test_cvbench_jsonl_with_image_folder(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "0.png").write_bytes(image_bytes("JPEG"))
+    record = _cvbench_record(0, "Depth", "3D", "Omni3D", "(B)", None)
+    record["filename"] = "img/0.png"
+    (tmp_path / "test.jsonl").write_text(json.dumps(record) + "\n{broken\n")
+    frame, log = load_cvbench(tmp_path)
+    assert _valid(frame)["answer"].to_list() == ["B"]
+    assert len(log) == 1 and "malformed JSON" in log.rows[0]["reason"]
+
+
+def _tsv(path, records):
+    frame = pd.DataFrame(records)
+    frame.to_csv(path, sep="\t", index=False)  # NaN option cells are written empty, as pandas does
+
+
+def test_3dsrbench_tsv_variants_and_nan_options(tmp_path):
+    encoded = base64.b64encode(image_bytes("JPEG", (64, 48))).decode()
+    nan = float("nan")
+    records = [
+        {
+            "index": 1,
+            "qid": "abcd1234",
+            "question": "Is the cup higher?",
+            "A": "yes",
+            "B": "no",
+            "C": nan,
+            "D": nan,
+            "answer": "A",
+            "category": "height_higher",
+            "image": encoded,
+        },
+        {
+            "index": 2,
+            "qid": "abcd1234-1",
+            "question": "Is the cup higher?",
+            "A": "no",
+            "B": "yes",
+            "C": nan,
+            "D": nan,
+            "answer": "B",
+            "category": "height_higher",
+            "image": "1",
+        },  # image given by reference to row 1
+        {
+            "index": 3,
+            "qid": "abcd1234-flip",
+            "question": "Is the cup higher?",
+            "A": "yes",
+            "B": "no",
+            "C": nan,
+            "D": nan,
+            "answer": "A",
+            "category": "height_higher",
+            "image": encoded,
+        },
+        {
+            "index": 4,
+            "qid": "efgh5678-flip-2",
+            "question": "Which is in front?",
+            "A": "x",
+            "B": "y",
+            "C": "z",
+            "D": "w",
+            "answer": "D",
+            "category": "multi_object_facing",
+            "image": encoded,
+        },
+        {
+            "index": 5,
+            "qid": "bad00001",
+            "question": "Which?",
+            "A": "x",
+            "B": "y",
+            "C": nan,
+            "D": nan,
+            "answer": "C",
+            "category": "location_above",
+            "image": encoded,
+        },  # C is empty: quarantined
+        {
+            "index": 6,
+            "qid": "bad00002",
+            "question": "Which?",
+            "A": "x",
+            "B": "y",
+            "C": nan,
+            "D": nan,
+            "answer": "A",
+            "category": "location_above",
+            "image": "%%%not base64 image%%%",
+        },
+    ]
+    _tsv(tmp_path / "3dsrbench.tsv", records)
+    frame, log = load_3dsrbench(tmp_path / "3dsrbench.tsv")
+    items = _by_id(_valid(frame))
+    assert set(items) == {
+        "3dsrbench/abcd1234",
+        "3dsrbench/abcd1234-1",
+        "3dsrbench/abcd1234-flip",
+        "3dsrbench/efgh5678-flip-2",
+    }
+    original = items["3dsrbench/abcd1234"]
+    assert original["options"] == ["yes", "no"] and original["answer"] == "A"
+    assert (original["question_key"], original["flipped"], original["circular_index"]) == (
+        "3dsrbench/abcd1234",
+        False,
+        0,
+    )
+    rotated = items["3dsrbench/abcd1234-1"]
+    assert (rotated["question_key"], rotated["circular_index"], rotated["answer"]) == (
+        "3dsrbench/abcd1234",
+        1,
+        "B",
+    )
+    assert rotated["images"][0]["bytes"] == original["images"][0]["bytes"]
+    assert items["3dsrbench/abcd1234-flip"]["flipped"] is True
+    four = items["3dsrbench/efgh5678-flip-2"]
+    assert (four["task_type"], four["circular_index"], four["answer"], len(four["options"])) == (
+        "multi_object",
+        2,
+        "D",
+        4,
+    )
+    reasons = sorted(row["reason"].split(":")[0] for row in log.rows)
+    assert reasons == ["answer out of range", "image"]
+
+
+def test_blink_hf_layout_multi_image_and_hidden_answers(tmp_path):
+    image_type = pl.Struct({"bytes": pl.Binary, "path": pl.String})
+    first = {"bytes": image_bytes("JPEG"), "path": "a.png"}
+    second = {"bytes": image_bytes(), "path": "b.png"}
+    subsets = {
+        "Relative_Depth": [
+            {
+                "idx": "val_Relative_Depth_1",
+                "question": "Which point is closer?",
+                "sub_task": "Relative_Depth",
+                "image_1": first,
+                "image_2": None,
+                "image_3": None,
+                "image_4": None,
+                "choices": ["A", "B"],
+                "answer": "(A)",
+            },
+        ],
+        "Spatial_Relation": [
+            {
+                "idx": "val_Spatial_Relation_1",
+                "question": "Is the cat left of the dog?",
+                "sub_task": "Spatial_Relation",
+                "image_1": first,
+                "image_2": second,
+                "image_3": None,
+                "image_4": None,
+                "choices": ["yes", "no"],
+                "answer": "(B)",
+            },
+            {
+                "idx": "test_Spatial_Relation_1",
+                "question": "Hidden?",
+                "sub_task": "Spatial_Relation",
+                "image_1": first,
+                "image_2": None,
+                "image_3": None,
+                "image_4": None,
+                "choices": ["yes", "no"],
+                "answer": "?",
+            },
+        ],
+    }
+    for name, rows in subsets.items():
+        (tmp_path / name).mkdir()
+        overrides = {f"image_{k}": image_type for k in range(1, 5)}
+        pl.DataFrame(rows, schema_overrides=overrides).write_parquet(
+            tmp_path / name / "val-00000-of-00001.parquet"
+        )
+    frame, log = load_blink(tmp_path)
+    items = _by_id(_valid(frame))
+    assert set(items) == {"blink/val_Relative_Depth_1", "blink/val_Spatial_Relation_1"}
+    relation = items["blink/val_Spatial_Relation_1"]
+    assert (len(relation["images"]), relation["answer"], relation["category"]) == (2, "B", "Spatial_Relation")
+    assert len(log) == 1 and "hidden" in log.rows[0]["reason"]
+
+
+def _image_cell(fmt="PNG"):
+    return {"bytes": image_bytes(fmt, (64, 48)), "path": "x.png"}
+
+
+def test_stvqa_val_split_with_reference_boxes(tmp_path):
+    scene = {
+        "objects": [
+            {"id": "chair.1", "bbox_2d": [100, 200, 300, 600]},
+            {"id": "lamp.1", "bbox_2d": [5, 5, 5, 9]},
+        ],
+        "relationships": [],
+    }
+    rows = [
+        {
+            "image_id": "1",
+            "images": [_image_cell()],
+            "question_only": "Is the chair left of the lamp?",
+            "options": ["yes", "no"],
+            "answer": "B",
+            "answer_option_text": "(B) no",
+            "category": "relation",
+            "level": "easy",
+            "image_width": 64,
+            "image_height": 48,
+            "gt_scene": scene,
+            "split": "val",
+        },
+        {
+            "image_id": "2",
+            "images": [_image_cell()],
+            "question_only": "Train row",
+            "options": ["yes", "no"],
+            "answer": "A",
+            "answer_option_text": "(A) yes",
+            "category": "relation",
+            "level": "easy",
+            "image_width": 64,
+            "image_height": 48,
+            "gt_scene": scene,
+            "split": "train",
+        },
+        {
+            "image_id": "3",
+            "images": [_image_cell()],
+            "question_only": "Bad gold",
+            "options": ["yes", "no"],
+            "answer": "C",
+            "answer_option_text": "(C) maybe",
+            "category": "relation",
+            "level": "hard",
+            "image_width": 64,
+            "image_height": 48,
+            "gt_scene": scene,
+            "split": "val",
+        },
+    ]
+    pl.DataFrame(rows, schema_overrides={"images": pl.List(IMAGE_DTYPE)}).write_parquet(
+        tmp_path / "stvqa.parquet"
+    )
+    frame, log = load_stvqa(tmp_path / "stvqa.parquet")
+    items = _valid(frame).to_dicts()
+    assert len(items) == 1 and items[0]["answer"] == "B" and items[0]["task_type"] == "easy"
+    assert items[0]["reference_boxes"] == [
+        {"bbox_2d": [100, 200, 300, 600], "label": "chair", "validity": 1.0}
+    ]
+    assert len(log) == 1 and "bad answer" in log.rows[0]["reason"]
+
+
+def test_dge_heldout_choice_and_numeric(tmp_path):
+    base = {
+        "scene_id": "s0",
+        "images": [_image_cell(), _image_cell("JPEG")],
+        "frame_indices": [0, 5],
+        "facts": "{}",
+        "geometry_source": "scanned",
+    }
+    rows = [
+        {
+            **base,
+            "task_id": "t1",
+            "task_type": "depth_order",
+            "question": "Which is closer?",
+            "options": ["chair", "lamp"],
+            "answer_index": 1,
+            "answer": "B",
+            "numeric_answer": None,
+            "unit": None,
+            "split": "test",
+        },
+        {
+            **base,
+            "task_id": "t2",
+            "task_type": "absolute_distance",
+            "question": "How far?",
+            "options": [],
+            "answer_index": None,
+            "answer": "1.5",
+            "numeric_answer": 1.5,
+            "unit": "m",
+            "split": "test",
+        },
+        {
+            **base,
+            "task_id": "t3",
+            "task_type": "absolute_distance",
+            "question": "How far?",
+            "options": [],
+            "answer_index": None,
+            "answer": "2.5",
+            "numeric_answer": 2.5,
+            "unit": "m",
+            "split": "train",
+        },
+    ]
+    folder = tmp_path / "dge_tasks"
+    folder.mkdir()
+    pl.DataFrame(
+        rows,
+        schema_overrides={
+            "images": pl.List(IMAGE_DTYPE),
+            "options": pl.List(pl.String),
+            "answer_index": pl.Int64,
+            "numeric_answer": pl.Float64,
+            "unit": pl.String,
+        },
+    ).write_parquet(folder / "scene0000_00.parquet")
+    frame, log = load_dge_tasks(folder)
+    items = _by_id(_valid(frame))
+    assert set(items) == {"dge/t1", "dge/t2"} and len(log) == 0
+    assert (items["dge/t1"]["answer"], items["dge/t1"]["answer_format"]) == ("B", "choice")
+    numeric = items["dge/t2"]
+    assert (numeric["answer_format"], numeric["numeric_answer"], numeric["unit"], numeric["answer"]) == (
+        "numeric",
+        1.5,
+        "m",
+        "1.5",
+    )
+    assert len(numeric["images"]) == 2
+
+
+def test_circular_variants_limit_and_reference_boxes(tmp_path, small_world):
+    items, _ = load_omnispatial(small_world / "omnispatial")
+    rotated = _valid(make_circular_variants(items))
+    expected = sum(max(len(options), 1) for options in items["options"].to_list())
+    assert rotated.height == expected
+    for key, group in rotated.group_by("question_key"):
+        golds = {row["options"][row["answer_index"]] for row in group.iter_rows(named=True) if row["options"]}
+        assert len(golds) <= 1  # every rotation keeps the same gold option text
+    assert make_circular_variants(rotated).height == rotated.height  # idempotent
+    limited = limit_items(rotated, 2)
+    assert limited["question_key"].n_unique() == 2 and limited.height > 2
+
+    first = items["item_id"][0]
+    pseudo_gt = pl.DataFrame(
+        {
+            "question_id": [first],
+            "pseudo_gt": [[{"bbox_2d": [1, 2, 30, 40], "label": "box", "validity": 0.7}]],
+        }
+    )
+    attached = _by_id(_valid(attach_reference_boxes(items, pseudo_gt)))
+    assert attached[first]["reference_boxes"][0]["validity"] == 0.7
+    assert all(not row["reference_boxes"] for item_id, row in attached.items() if item_id != first)
+
+
+def test_load_benchmarks_from_sources(tmp_path, small_world):
+    sources = BenchmarkSources(storage_root=str(small_world.parent), omnispatial_split="all")
+    items, log = load_benchmarks(["omnispatial", "spatialab"], sources)
+    assert set(items["benchmark"].unique()) == {"omnispatial", "spatialab"} and len(log) == 0
+    with pytest.raises(MissingInputError, match="cvbench_path"):
+        load_benchmarks(["cvbench"], sources)
+    with pytest.raises(MissingInputError):
+        load_benchmarks(["stvqa"], BenchmarkSources(storage_root=str(tmp_path)))
+
+
+def test_benchmark_names():
+    assert normalize_benchmark_names("dge,CV-Bench, 3dsr") == ["dge_heldout", "cvbench", "3dsrbench"]
+    assert len(normalize_benchmark_names(["all"])) == 7
+    with pytest.raises(ValueError, match="unknown benchmark"):
+        normalize_benchmark_names("mmlu")

@@ -1,0 +1,467 @@
+"""One evaluation run, end to end: load benchmarks, generate (resumably), score strictly, report.
+
+:func:`run_evaluation` is what the ``spatial-eval`` command and the Dagster ``eval_report`` asset
+call. Output folder layout::
+
+    <output>/predictions/<model>__<adapter>__<hash>/<benchmark>.jsonl   resumable completion cache
+    <output>/runs/<run name>/scores.parquet                            scored predictions (eval_report rows)
+    <output>/runs/<run name>/grounding_inputs.parquet                  completions, reference boxes, box H
+    <output>/runs/<run name>/run.json, quarantine.parquet              settings; items that could not be read
+    <output>/report.md, report.csv, report.json                        every run in the folder, paper layouts
+    <output>/grounding/...                                             Figures 4 and 5 (with grounding analysis)
+
+Several models evaluated into the same folder appear side by side in the report (a baseline and its
+post-trained version, for instance), and the grounding analysis compares them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from tqdm.auto import tqdm
+
+from data_contracts.eval_items import EvalItems
+from data_contracts.eval_report import EvalReport
+from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
+from training.eval.backends import (
+    Generation,
+    GenerationRequest,
+    GenerationSettings,
+    TransformersBackend,
+    build_backend,
+    chunks,
+)
+from training.eval.benchmarks import BenchmarkSources, limit_items, load_benchmarks, normalize_benchmark_names
+from training.eval.grounding_analysis import GroundingResult, analyse_grounding, box_table
+from training.eval.predictions import CachedPrediction, PredictionCache, RunKey, slug
+from training.eval.reports import Report, build_report, write_report
+from training.eval.scoring import OUTPUT_FORMATS, output_format_for, score_prediction
+from training.prompts import build_messages
+
+logger = logging.getLogger(__name__)
+
+PROMPT_FORMAT_CHOICES = ("auto", "spatialcore", "spatialthinker")
+GROUNDING_INPUT_SCHEMA = {
+    "run_name": pl.String,
+    "item_id": pl.String,
+    "benchmark": pl.String,
+    "prompt_format": pl.String,
+    "family": pl.String,
+    "completion": pl.String,
+    "score": pl.Float64,
+    "image_width": pl.Int64,
+    "image_height": pl.Int64,
+    "reference_boxes": polars_schema(EvalItems)["reference_boxes"],
+    "box_uncertainties": pl.List(pl.Float64),
+}
+
+
+@dataclass
+class EvalRunConfig:
+    """Everything one evaluation run needs.
+
+    Args:
+        model (`str`): model folder or name (the API model name for the ``openai`` backend).
+        adapter (`str`, *optional*): LoRA adapter folder.
+        backend (`str`, defaults to `"transformers"`): ``transformers``, ``vllm`` or ``openai``.
+        benchmarks (`tuple[str, ...]`): benchmark names (see :data:`training.eval.benchmarks.BENCHMARK_NAMES`).
+        output_dir (`str`, defaults to `"eval_results"`): output folder.
+        run_name (`str`, *optional*): name of the run in the reports; from the model and adapter names when omitted.
+        prompt_format (`str`, defaults to `"auto"`): ``spatialcore``, ``spatialthinker``, or ``auto``
+            (SpatialCORE for Qwen3-VL, SpatialThinker otherwise). Numeric items always use ``dge``.
+        family (`str`, *optional*): box-convention family; read from the model's config when omitted
+            (``qwen2_vl``, i.e. the 0..1000 grid, for API models).
+        limit (`int`, *optional*): evaluate only the first N questions of each benchmark.
+        generation ([`GenerationSettings`]): decoding settings.
+        grounding_analysis (`bool`, defaults to `False`): run the entropy scoring pass and write Figures 4 and 5.
+        sources ([`BenchmarkSources`]): where the benchmarks are.
+        backend_options (`dict`): extra keyword arguments of the backend (device, dtype, adapter_mode,
+            base_url, api_key_env, ...).
+    """
+
+    model: str
+    adapter: str | None = None
+    backend: str = "transformers"
+    benchmarks: tuple[str, ...] = ("omnispatial",)
+    output_dir: str = "eval_results"
+    run_name: str | None = None
+    prompt_format: str = "auto"
+    family: str | None = None
+    limit: int | None = None
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    grounding_analysis: bool = False
+    sources: BenchmarkSources = field(default_factory=BenchmarkSources)
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.prompt_format not in PROMPT_FORMAT_CHOICES:
+            raise ValueError(
+                f"prompt format must be one of {', '.join(PROMPT_FORMAT_CHOICES)}, got {self.prompt_format!r}"
+            )
+        self.benchmarks = tuple(normalize_benchmark_names(list(self.benchmarks)))
+        if not self.benchmarks:
+            raise ValueError("no benchmark selected")
+
+    def resolved_run_name(self) -> str:
+        """The run's name: given, or ``<model>`` / ``<model>+<adapter>``."""
+        if self.run_name:
+            return self.run_name
+        name = slug(Path(self.model).name or self.model)
+        return f"{name}+{slug(Path(self.adapter).name)}" if self.adapter else name
+
+
+@dataclass
+class EvalRunResult:
+    """What a run produced."""
+
+    run_name: str
+    scores: pl.DataFrame
+    quarantine: pl.DataFrame
+    report: Report
+    report_paths: dict[str, Path]
+    grounding: GroundingResult | None
+    output_dir: Path
+
+
+def resolve_family(config: EvalRunConfig) -> str:
+    """The model family: configured, read from the model's config, or ``qwen2_vl`` for API models."""
+    if config.family:
+        return config.family
+    if config.backend == "openai":
+        return "qwen2_vl"
+    from training.models import detect_family
+
+    return detect_family(config.model)
+
+
+def resolve_prompt_format(config: EvalRunConfig, family: str) -> str:
+    """``auto`` -> ``spatialcore`` for Qwen3-VL (thinking template), ``spatialthinker`` otherwise."""
+    if config.prompt_format != "auto":
+        return config.prompt_format
+    return "spatialcore" if family == "qwen3_vl" else "spatialthinker"
+
+
+def build_request(item: dict, prompt_format: str, family: str) -> GenerationRequest:
+    """The generation request of one item: its prompt in the item's output format, and its images."""
+    messages = build_messages(output_format_for(item, prompt_format), item, family)
+    return GenerationRequest(request_id=item["item_id"], messages=messages, images=list(item["images"]))
+
+
+class LazyBackend:
+    """Builds the backend on first use, so a run answered entirely from the cache loads no model."""
+
+    def __init__(self, config: EvalRunConfig, family: str):
+        self.config, self.family, self.backend = config, family, None
+
+    def get(self):
+        """The backend (built now if needed)."""
+        if self.backend is None:
+            options = dict(self.config.backend_options)
+            options.setdefault("settings", self.config.generation)
+            options.setdefault("family", self.family)
+            if self.config.backend == "vllm" and self.config.adapter:
+                options.setdefault(
+                    "merged_dir",
+                    str(Path(self.config.output_dir) / "merged" / slug(self.config.resolved_run_name())),
+                )
+            self.backend = build_backend(
+                self.config.backend, self.config.model, self.config.adapter, **options
+            )
+        return self.backend
+
+    def close(self) -> None:
+        """Release the backend."""
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+
+def generate_with_cache(
+    items: pl.DataFrame,
+    requests: list[GenerationRequest],
+    cache: PredictionCache,
+    backend: LazyBackend,
+    chunk_size: int,
+) -> dict[str, Generation]:
+    """Completions of every item: cached ones as they are, the rest generated and cached chunk by chunk."""
+    results: dict[str, Generation] = {}
+    pending: dict[str, list[tuple[dict, GenerationRequest]]] = {}
+    for item, request in zip(items.iter_rows(named=True), requests, strict=True):
+        cached = cache.get(item["benchmark"], item["item_id"], request.prompt_hash)
+        if cached is not None:
+            results[item["item_id"]] = Generation(
+                cached.completion, cached.finish_reason, cached.completion_tokens
+            )
+        else:
+            pending.setdefault(item["benchmark"], []).append((item, request))
+    total = sum(len(entries) for entries in pending.values())
+    if total:
+        logger.info(
+            "%d of %d items answered from the cache; generating %d", len(results), items.height, total
+        )
+    with tqdm(total=total, desc="generating", disable=total == 0) as progress:
+        for benchmark, entries in pending.items():
+            for chunk in chunks(entries, chunk_size):
+                generations = backend.get().generate([request for _, request in chunk])
+                fresh = []
+                for (item, request), generation in zip(chunk, generations, strict=True):
+                    results[item["item_id"]] = generation
+                    if generation.text is not None:
+                        fresh.append(
+                            CachedPrediction(
+                                item["item_id"],
+                                request.prompt_hash,
+                                generation.text,
+                                generation.finish_reason,
+                                generation.completion_tokens,
+                            )
+                        )
+                    else:
+                        logger.warning("no completion for %s: %s", item["item_id"], generation.error)
+                cache.add(benchmark, fresh)
+                progress.update(len(chunk))
+    return results
+
+
+def score_items(
+    items: pl.DataFrame,
+    generations: dict[str, Generation],
+    *,
+    run_name: str,
+    config: EvalRunConfig,
+    prompt_format: str,
+    family: str,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Scored predictions (``eval_report`` rows) and the grounding inputs of every item."""
+    rows, grounding_rows = [], []
+    for item in items.iter_rows(named=True):
+        generation = generations.get(item["item_id"], Generation(None, "error", None, "not generated"))
+        scored = score_prediction(item, generation.text, prompt_format, generation.finish_reason)
+        item_format = output_format_for(item, prompt_format)
+        gold = item["answer"]
+        rows.append(
+            {
+                "run_name": run_name,
+                "benchmark": item["benchmark"],
+                "item_id": item["item_id"],
+                "model": config.model,
+                "adapter": config.adapter,
+                "backend": config.backend,
+                "prompt_format": item_format,
+                "category": item["category"],
+                "task_type": item["task_type"],
+                "source": item["source"],
+                "question_key": item["question_key"],
+                "flipped": item["flipped"],
+                "circular_index": item["circular_index"],
+                "answer_format": item["answer_format"],
+                "gold": gold,
+                "completion": generation.text,
+                "finish_reason": generation.finish_reason,
+                "predicted": scored.predicted,
+                "status": scored.status,
+                "score": scored.score,
+            }
+        )
+        grounding_rows.append(
+            {
+                "run_name": run_name,
+                "item_id": item["item_id"],
+                "benchmark": item["benchmark"],
+                "prompt_format": item_format,
+                "family": family,
+                "completion": generation.text,
+                "score": scored.score,
+                "image_width": item["image_width"],
+                "image_height": item["image_height"],
+                "reference_boxes": item["reference_boxes"],
+                "box_uncertainties": None,
+            }
+        )
+    scores = pl.DataFrame(
+        rows,
+        schema={
+            name: dtype
+            for name, dtype in polars_schema(EvalReport).items()
+            if name not in ("n_boxes", "box_uncertainty", "matched_iou")
+        },
+    )
+    return scores, pl.DataFrame(grounding_rows, schema=GROUNDING_INPUT_SCHEMA)
+
+
+def add_box_columns(scores: pl.DataFrame, grounding_inputs: pl.DataFrame) -> pl.DataFrame:
+    """``n_boxes``, mean ``box_uncertainty`` and mean ``matched_iou`` per prediction, from its boxes."""
+    boxes = box_table(grounding_inputs)
+    per_item = boxes.group_by("run_name", "item_id").agg(
+        pl.len().cast(pl.Int64).alias("n_boxes"),
+        pl.col("uncertainty").filter(pl.col("uncertainty").is_not_nan()).mean().alias("box_uncertainty"),
+        pl.col("matched_iou").mean().alias("matched_iou"),
+    )
+    joined = scores.join(per_item, on=["run_name", "item_id"], how="left").with_columns(
+        pl.col("n_boxes").fill_null(0)
+    )
+    return joined.select(list(polars_schema(EvalReport))).cast(dict(polars_schema(EvalReport)))
+
+
+def attach_box_entropies(
+    grounding_inputs: pl.DataFrame, requests: dict[str, GenerationRequest], backend: TransformersBackend
+) -> pl.DataFrame:
+    """Fill ``box_uncertainties`` from one scoring pass of the model over the completions that drew boxes."""
+    candidates = grounding_inputs.filter(
+        pl.col("completion").is_not_null() & (pl.col("prompt_format") == "spatialcore")
+    )
+    if candidates.height == 0:
+        return grounding_inputs
+    ids = candidates["item_id"].to_list()
+    values = backend.box_entropies([requests[item_id] for item_id in ids], candidates["completion"].to_list())
+    mapping = pl.DataFrame(
+        {"item_id": ids, "_h": values}, schema={"item_id": pl.String, "_h": pl.List(pl.Float64)}
+    )
+    return (
+        grounding_inputs.join(mapping, on="item_id", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("_h", "box_uncertainties").alias("box_uncertainties"))
+        .drop("_h")
+    )
+
+
+def collect_runs(output_dir: Path, file_name: str) -> pl.DataFrame | None:
+    """Concatenate ``runs/*/<file_name>`` of an output folder (every run evaluated into it)."""
+    files = sorted((output_dir / "runs").glob(f"*/{file_name}"))
+    if not files:
+        return None
+    return pl.concat([pl.read_parquet(file) for file in files], how="diagonal_relaxed")
+
+
+def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> EvalRunResult:
+    """Evaluate one model (and adapter) on the configured benchmarks and write the report of the output folder.
+
+    Args:
+        config ([`EvalRunConfig`]): the run.
+        items (`pl.DataFrame`, *optional*): ``eval_items`` rows to evaluate (e.g. the Dagster table);
+            only the configured benchmarks are kept. When omitted, the benchmarks are loaded from
+            ``config.sources``.
+    """
+    started = time.time()
+    output = Path(config.output_dir)
+    run_name = config.resolved_run_name()
+    family = resolve_family(config)
+    prompt_format = resolve_prompt_format(config, family)
+    if prompt_format not in OUTPUT_FORMATS:
+        raise ValueError(f"unknown prompt format {prompt_format!r}")
+    if items is None:
+        items, quarantine = load_benchmarks(config.benchmarks, config.sources)
+    else:
+        items, quarantine = (
+            items.filter(pl.col("benchmark").is_in(list(config.benchmarks))),
+            QuarantineLog("eval_items"),
+        )
+    items = limit_items(items, config.limit)
+    logger.info(
+        "run %s: %d items from %s (%d quarantined)",
+        run_name,
+        items.height,
+        ", ".join(config.benchmarks),
+        len(quarantine),
+    )
+
+    requests = [build_request(item, prompt_format, family) for item in items.iter_rows(named=True)]
+    run_key = RunKey(
+        model=config.model,
+        adapter=config.adapter,
+        settings={
+            "backend": config.backend,
+            "prompt_format": prompt_format,
+            "family": family,
+            "max_new_tokens": config.generation.max_new_tokens,
+            "temperature": config.generation.temperature,
+            "top_p": config.generation.top_p,
+            "seed": config.generation.seed,
+        },
+    )
+    cache = PredictionCache(output / "predictions", run_key)
+    cache.write_manifest()
+    backend = LazyBackend(config, family)
+    try:
+        chunk_size = max(config.generation.batch_size * 4, 16)
+        generations = generate_with_cache(items, requests, cache, backend, chunk_size)
+        scores, grounding_inputs = score_items(
+            items, generations, run_name=run_name, config=config, prompt_format=prompt_format, family=family
+        )
+        if config.grounding_analysis:
+            grounding_inputs = _entropy_pass(config, family, backend, grounding_inputs, requests)
+    finally:
+        backend.close()
+    scores = add_box_columns(scores, grounding_inputs)
+
+    run_folder = output / "runs" / slug(run_name, 120)
+    run_folder.mkdir(parents=True, exist_ok=True)
+    scores.write_parquet(run_folder / "scores.parquet")
+    grounding_inputs.write_parquet(run_folder / "grounding_inputs.parquet")
+    quarantine_frame = quarantine.to_frame()
+    quarantine_frame.write_parquet(run_folder / "quarantine.parquet")
+    run_meta = {
+        "run_name": run_name,
+        "model": config.model,
+        "adapter": config.adapter,
+        "backend": config.backend,
+        "prompt_format": prompt_format,
+        "family": family,
+        "benchmarks": list(config.benchmarks),
+        "items": items.height,
+        "quarantined": len(quarantine),
+        "generation": asdict(config.generation),
+        "grounding_analysis": config.grounding_analysis,
+        "seconds": round(time.time() - started, 2),
+        "predictions_cache": str(cache.folder),
+    }
+    (run_folder / "run.json").write_text(json.dumps(run_meta, indent=2, default=str), encoding="utf-8")
+
+    all_scores = collect_runs(output, "scores.parquet")
+    all_meta = [json.loads(path.read_text()) for path in sorted((output / "runs").glob("*/run.json"))]
+    grounding = None
+    if config.grounding_analysis:
+        all_inputs = collect_runs(output, "grounding_inputs.parquet")
+        grounding = analyse_grounding(all_inputs, output / "grounding")
+    report = build_report(all_scores, all_meta, grounding.as_json() if grounding else None)
+    paths = write_report(report, output)
+    logger.info("run %s done in %.1f s: %s", run_name, time.time() - started, paths["markdown"])
+    return EvalRunResult(run_name, scores, quarantine_frame, report, paths, grounding, output)
+
+
+def _entropy_pass(
+    config: EvalRunConfig,
+    family: str,
+    backend: LazyBackend,
+    grounding_inputs: pl.DataFrame,
+    requests: list[GenerationRequest],
+) -> pl.DataFrame:
+    """Coordinate-digit entropies from a transformers scoring pass (the generating model when it is one)."""
+    if config.backend == "openai":
+        logger.warning(
+            "the openai backend exposes no full-vocabulary entropies: box uncertainties are left empty"
+        )
+        return grounding_inputs
+    by_id = {request.request_id: request for request in requests}
+    if config.backend == "transformers":
+        scorer = backend.get()
+        return attach_box_entropies(grounding_inputs, by_id, scorer)
+    backend.close()
+    options = {
+        key: value
+        for key, value in config.backend_options.items()
+        if key in ("device", "dtype", "attn_implementation")
+    }
+    scorer = TransformersBackend(
+        config.model, config.adapter, family=family, settings=config.generation, **options
+    )
+    try:
+        return attach_box_entropies(grounding_inputs, by_id, scorer)
+    finally:
+        scorer.close()
