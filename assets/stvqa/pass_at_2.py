@@ -1,0 +1,360 @@
+"""The pass@2 filter: a strong model answers each candidate; keep it when any try finds the gold letter.
+
+Procedure, per question: up to ``tries_per_round`` tries (2); when none of them is right, one more
+round of ``tries_per_round`` tries (2 more); the question is kept when any answer equals the gold
+letter. Every attempt is stored (:data:`ATTEMPT_COLUMNS`), so the decision can be audited and
+re-thresholded later (for example "at least 2 of 4 right") without paying again; the response cache
+makes a rebuild free as well.
+
+Backends:
+
+- ``openai`` (GPT-4o by default, through any OpenAI-compatible server): the image at high detail,
+  the question with lettered options, "reply with only the letter". An answer counts only when the
+  whole reply is one letter of the options (``"B"``, ``"(B)"``, ``"B."``); anything else is an
+  unparseable attempt, never read as ``"A"``. Tries are told apart by the request's `sample_index`, so
+  each has its own cache entry; sample at a non-zero temperature for tries to differ.
+- ``solver`` (offline, the default): :func:`~assets.stvqa.templates.solve_question` answers template
+  questions from the scene graph. It is deterministic, so it checks consistency rather than
+  difficulty: every template question must survive, and a question it cannot read is not kept.
+
+A question whose every attempt failed to get an answer at all (transport errors, refusals, a scene
+graph that is missing or broken) is quarantined with the reason rather than filtered out.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+from tqdm.auto import tqdm
+
+from assets.stvqa.geometry import ImageGeometry
+from assets.stvqa.prompts import ANSWER_PROMPT_VERSION, ANSWER_TEMPLATE_NAME, render_answer_prompt
+from assets.stvqa.scene import Scene, build_scene, scene_graph_problems
+from assets.stvqa.templates import solve_question
+from data_contracts.quarantine import QuarantineLog
+from data_contracts.stvqa_validated import StvqaPassAtTwoAttempts, StvqaValidated
+from data_contracts.validation import polars_schema
+from pipelines.llm import LLMClient, LLMRequest, LLMResult
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("solver", "openai")
+SOURCE_ASSET = "stvqa_validated"
+SOLVER_MODEL = "scene-graph-solver"
+_LETTER_REPLY = re.compile(r"^[\s*_`\"']*\(?\s*([A-Da-d])\s*\)?[.:]?[\s*_`\"']*$")
+
+ATTEMPT_STATUSES = ("answered", "unparseable", "abstained", "error")
+"""``answered``: a letter; ``unparseable``: a reply that is not one letter of the options; ``abstained``:
+the solver could not read or settle the question; ``error``: no reply (transport failure, refusal)."""
+
+
+@dataclass
+class PassAtTwoConfig:
+    """Settings of the pass@2 filter.
+
+    Args:
+        backend (`str`, defaults to `"solver"`): `"solver"` (offline) or `"openai"` (an LLM client).
+        tries_per_round (`int`, defaults to `2`): answers asked per round.
+        rounds (`int`, defaults to `2`): rounds; a later round runs only for questions no earlier try got right.
+        temperature (`float`, defaults to `1.0`): sampling temperature of an answer (tries should differ).
+        max_tokens (`int`, defaults to `5`): completion limit of an answer (one letter).
+        image_detail (`str`, defaults to `"high"`): OpenAI image detail.
+        show_progress (`bool`, defaults to `True`): progress bars.
+    """
+
+    backend: str = "solver"
+    tries_per_round: int = 2
+    rounds: int = 2
+    temperature: float = 1.0
+    max_tokens: int = 5
+    image_detail: str = "high"
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.tries_per_round < 1 or self.rounds < 1:
+            raise ValueError("tries_per_round and rounds must be at least 1")
+
+
+@dataclass
+class PassAtTwoOutput:
+    """What the filter produced.
+
+    Attributes:
+        validated (`pl.DataFrame`): kept questions (``stvqa_validated`` contract).
+        attempts (`pl.DataFrame`): every attempt for every question (``stvqa_pass_at_2_attempts``).
+        quarantine (`QuarantineLog`): questions that could not be answered at all, with the reason.
+        stats (`dict`): candidates, kept, filtered out, quarantined, retention, attempts by status.
+    """
+
+    validated: pl.DataFrame
+    attempts: pl.DataFrame
+    quarantine: QuarantineLog
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    letter: str | None
+    status: str
+    raw_text: str | None = None
+    error: str | None = None
+    cached: bool = False
+    cost_usd: float = 0.0
+
+
+def parse_answer_letter(text: str | None, option_count: int) -> str | None:
+    """The letter of a reply that is exactly one option letter (bold, quotes or brackets allowed).
+
+    >>> parse_answer_letter("B", 4), parse_answer_letter("(c).", 4), parse_answer_letter("**A**", 2)
+    ('B', 'C', 'A')
+    >>> parse_answer_letter("A bit to the left", 4), parse_answer_letter("D", 3), parse_answer_letter(None, 2)
+    (None, None, None)
+    """
+    if text is None:
+        return None
+    match = _LETTER_REPLY.match(text.strip())
+    if match is None:
+        return None
+    letter = match.group(1).upper()
+    return letter if "ABCD".index(letter) < option_count else None
+
+
+def _attempt_from_result(result: LLMResult, option_count: int) -> _Attempt:
+    if not result.ok:
+        return _Attempt(None, "error", result.raw_text, result.error, result.cached, result.cost_usd)
+    text = result.data if isinstance(result.data, str) else result.raw_text
+    letter = parse_answer_letter(text, option_count)
+    return _Attempt(
+        letter, "answered" if letter else "unparseable", result.raw_text, None, result.cached, result.cost_usd
+    )
+
+
+def _answer_request(
+    row: Mapping[str, Any], image: bytes, try_index: int, config: PassAtTwoConfig
+) -> LLMRequest:
+    return LLMRequest(
+        template_name=ANSWER_TEMPLATE_NAME,
+        template_version=ANSWER_PROMPT_VERSION,
+        prompt=render_answer_prompt(row["question"], row["options"]),
+        images=(image,),
+        parameters={
+            "temperature": config.temperature,
+            "max_tokens": config.max_tokens,
+            "image_detail": config.image_detail,
+        },
+        sample_index=try_index,
+        request_id=row["question_id"],
+    )
+
+
+def load_scenes(
+    scene_rows: pl.DataFrame, geometry: Mapping[str, ImageGeometry] | None
+) -> tuple[dict[str, Scene], dict[str, bytes], dict[str, str]]:
+    """Scenes and image bytes per image id, and the reason for every image that cannot be used."""
+    scenes: dict[str, Scene] = {}
+    images: dict[str, bytes] = {}
+    problems: dict[str, str] = {}
+    geometry = geometry or {}
+    for row in scene_rows.iter_rows(named=True):
+        image_id = str(row["image_id"])
+        found = scene_graph_problems(row)
+        if found:
+            problems[image_id] = "bad scene graph: " + "; ".join(found)
+            continue
+        scenes[image_id] = build_scene(row, geometry.get(image_id))
+        images[image_id] = bytes(row["image"]["bytes"])
+    return scenes, images, problems
+
+
+def run_pass_at_2(
+    candidates: pl.DataFrame,
+    scene_rows: pl.DataFrame,
+    config: PassAtTwoConfig | None = None,
+    geometry: Mapping[str, ImageGeometry] | None = None,
+    client: LLMClient | None = None,
+) -> PassAtTwoOutput:
+    """Answer every candidate up to ``tries_per_round x rounds`` times and keep those answered right once.
+
+    Args:
+        candidates (`pl.DataFrame`): ``stvqa_candidates`` rows.
+        scene_rows (`pl.DataFrame`): ``scene_graphs`` rows of their images (images for the model, graphs for
+            the solver).
+        config (`PassAtTwoConfig`, *optional*): settings; the offline solver by default.
+        geometry (`Mapping`, *optional*): metric geometry per image id (the solver needs what the templates used).
+        client (`LLMClient`, *optional*): required by the ``openai`` backend.
+
+    Returns:
+        `PassAtTwoOutput`.
+    """
+    config = config or PassAtTwoConfig()
+    if config.backend == "openai" and client is None:
+        raise ValueError("the openai backend needs an LLM client (the stvqa_judge_llm resource)")
+    quarantine = QuarantineLog(SOURCE_ASSET)
+    scenes, images, scene_problems = load_scenes(scene_rows, geometry)
+    model = SOLVER_MODEL if config.backend == "solver" else f"{client.config.provider}:{client.config.model}"
+    rows = list(candidates.iter_rows(named=True))
+    attempts: dict[str, list[tuple[int, _Attempt]]] = {row["question_id"]: [] for row in rows}
+    answerable = []
+    for row in rows:
+        problem = scene_problems.get(row["image_id"])
+        if problem is None and row["image_id"] not in scenes:
+            problem = "scene graph of the image is missing from scene_graphs"
+        if problem is not None:
+            quarantine.add(
+                row["question_id"], f"pass@2 cannot run: {problem}", payload={"image_id": row["image_id"]}
+            )
+        else:
+            answerable.append(row)
+
+    pending = answerable
+    for round_index in range(config.rounds):
+        if not pending:
+            break
+        try_indices = range(round_index * config.tries_per_round, (round_index + 1) * config.tries_per_round)
+        if config.backend == "solver":
+            for row in tqdm(
+                pending,
+                desc=f"pass@2 solver round {round_index + 1}",
+                unit="q",
+                disable=not config.show_progress,
+                mininterval=1.0,
+            ):
+                answer = solve_question(scenes[row["image_id"]], row["question"], row["options"])
+                attempt = _Attempt(
+                    answer.letter,
+                    "answered" if answer.letter else "abstained",
+                    answer.letter,
+                    None if answer.letter else answer.reason,
+                )
+                for try_index in try_indices:
+                    attempts[row["question_id"]].append((try_index, attempt))
+        else:
+            requests = [
+                _answer_request(row, images[row["image_id"]], try_index, config)
+                for row in pending
+                for try_index in try_indices
+            ]
+            results = client.run_batch(
+                requests, description=f"pass@2 round {round_index + 1}", progress=config.show_progress
+            )
+            position = 0
+            for row in pending:
+                for try_index in try_indices:
+                    attempts[row["question_id"]].append(
+                        (try_index, _attempt_from_result(results[position], len(row["options"])))
+                    )
+                    position += 1
+        pending = [
+            row
+            for row in pending
+            if not any(attempt.letter == row["answer"] for _, attempt in attempts[row["question_id"]])
+        ]
+
+    validated_rows, attempt_rows = [], []
+    statuses: Counter = Counter()
+    kept = filtered = 0
+    for row in answerable:
+        tried = attempts[row["question_id"]]
+        for try_index, attempt in tried:
+            statuses[attempt.status] += 1
+            attempt_rows.append(
+                {
+                    "question_id": row["question_id"],
+                    "image_id": row["image_id"],
+                    "shard": row["shard"],
+                    "category": row["category"],
+                    "level": row["level"],
+                    "attempt": try_index + 1,
+                    "round": try_index // config.tries_per_round + 1,
+                    "backend": config.backend,
+                    "model": model,
+                    "gold": row["answer"],
+                    "answer": attempt.letter,
+                    "correct": attempt.letter == row["answer"],
+                    "status": attempt.status,
+                    "raw_text": attempt.raw_text,
+                    "error": attempt.error,
+                    "cached": attempt.cached,
+                    "cost_usd": float(attempt.cost_usd),
+                }
+            )
+        if all(attempt.status == "error" for _, attempt in tried):
+            last_error = tried[-1][1].error if tried else "no attempt was made"
+            quarantine.add(
+                row["question_id"],
+                f"pass@2 got no answer in {len(tried)} attempts: {last_error}",
+                payload={"image_id": row["image_id"], "question": row["question"]},
+            )
+            continue
+        correct = [try_index + 1 for try_index, attempt in tried if attempt.letter == row["answer"]]
+        if not correct:
+            filtered += 1
+            continue
+        kept += 1
+        validated_rows.append(
+            {
+                **{name: row[name] for name in candidates.columns},
+                "pass_at_2_backend": config.backend,
+                "pass_at_2_model": model,
+                "pass_at_2_attempts": len(tried),
+                "pass_at_2_correct": len(correct),
+                "first_correct_attempt": correct[0],
+                "attempt_answers": [attempt.letter or "" for _, attempt in tried],
+            }
+        )
+    validated = (
+        pl.DataFrame(validated_rows, schema=polars_schema(StvqaValidated))
+        if validated_rows
+        else StvqaValidated.create_empty()
+    )
+    attempt_frame = (
+        pl.DataFrame(attempt_rows, schema=polars_schema(StvqaPassAtTwoAttempts))
+        if attempt_rows
+        else StvqaPassAtTwoAttempts.create_empty()
+    )
+    decided = kept + filtered
+    stats = {
+        "candidates": len(rows),
+        "kept": kept,
+        "filtered_out": filtered,
+        "quarantined": len(quarantine),
+        "retention": round(kept / decided, 4) if decided else 0.0,
+        "attempts": len(attempt_rows),
+        "attempts_by_status": dict(sorted(statuses.items())),
+    }
+    logger.info(
+        "pass@2 (%s): %d of %d kept (retention %.1f%%), %d quarantined",
+        model,
+        kept,
+        decided,
+        100 * stats["retention"],
+        len(quarantine),
+    )
+    return PassAtTwoOutput(validated=validated, attempts=attempt_frame, quarantine=quarantine, stats=stats)
+
+
+def rethreshold(
+    attempts: pl.DataFrame, min_correct: int = 1, max_attempts: int | None = None
+) -> pl.DataFrame:
+    """Re-decide from stored attempts: question ids with at least `min_correct` right answers among their
+    first `max_attempts` attempts (all when `None`). No model is called.
+
+    >>> frame = pl.DataFrame({"question_id": ["q", "q", "r"], "attempt": [1, 2, 1], "correct": [True, True, False]})
+    >>> rethreshold(frame, min_correct=2)["question_id"].to_list()
+    ['q']
+    """
+    selected = attempts if max_attempts is None else attempts.filter(pl.col("attempt") <= max_attempts)
+    return (
+        selected.group_by("question_id")
+        .agg(pl.col("correct").sum().alias("correct_answers"), pl.len().alias("attempts"))
+        .filter(pl.col("correct_answers") >= min_correct)
+        .sort("question_id")
+    )

@@ -1,0 +1,267 @@
+"""Small English text helpers for STVQA: tokens, noun lemmas, plurals, numbers, option labels.
+
+Object names from scene graphs are matched against question text by their lemmas, so "chairs",
+"Chair" and "chair" meet, and so do multi-word names ("traffic lights" / "traffic light"). The
+lemmatiser is rule-based (no model download): a table of irregular plurals, invariant nouns, and
+suffix rules. Both sides of every match go through the same function, so a rule that is not
+linguistically perfect (``"pants" -> "pant"``) still matches consistently.
+
+>>> lemmatize_phrase("Traffic Lights")
+'traffic light'
+>>> pluralize("shelf"), pluralize("box"), pluralize("person")
+('shelves', 'boxes', 'people')
+>>> parse_count("three"), parse_count("(B) 4")
+(3, 4)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
+
+IRREGULAR_PLURALS: dict[str, str] = {
+    "people": "person",
+    "persons": "person",
+    "men": "man",
+    "women": "woman",
+    "children": "child",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "geese": "goose",
+    "oxen": "ox",
+    "knives": "knife",
+    "wives": "wife",
+    "lives": "life",
+    "leaves": "leaf",
+    "shelves": "shelf",
+    "wolves": "wolf",
+    "halves": "half",
+    "calves": "calf",
+    "loaves": "loaf",
+    "scarves": "scarf",
+    "thieves": "thief",
+    "cookies": "cookie",
+    "movies": "movie",
+    "pies": "pie",
+    "ties": "tie",
+    "tomatoes": "tomato",
+    "potatoes": "potato",
+    "heroes": "hero",
+    "mangoes": "mango",
+    "volcanoes": "volcano",
+    "dominoes": "domino",
+    "cacti": "cactus",
+    "lenses": "lens",
+    "skis": "ski",
+    "taxis": "taxi",
+    "tvs": "tv",
+}
+"""Plural -> singular where the suffix rules would be wrong."""
+
+INVARIANT_NOUNS = frozenset(
+    {
+        "sheep",
+        "fish",
+        "deer",
+        "series",
+        "species",
+        "news",
+        "grass",
+        "glass",
+        "jeans",
+        "pants",
+        "shorts",
+        "scissors",
+        "trousers",
+        "goggles",
+        "tennis",
+        "bus",
+        "lens",
+        "dress",
+        "cactus",
+        "octopus",
+        "canvas",
+        "gas",
+        "bias",
+        "its",
+        "this",
+        "is",
+        "was",
+        "has",
+        "does",
+        "as",
+        "us",
+        "yes",
+        "less",
+        "across",
+        "towards",
+    }
+)
+"""Words ending in ``s`` that are left as they are."""
+
+SINGULAR_TO_PLURAL: dict[str, str] = {singular: plural for plural, singular in IRREGULAR_PLURALS.items()}
+SINGULAR_TO_PLURAL.update(
+    {
+        "person": "people",
+        "bus": "buses",
+        "glass": "glasses",
+        "dress": "dresses",
+        "lens": "lenses",
+        "tv": "tvs",
+    }
+)
+for _invariant in ("sheep", "fish", "deer", "series", "species"):
+    SINGULAR_TO_PLURAL[_invariant] = _invariant
+
+NUMBER_WORDS = {
+    "zero": 0,
+    "none": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
+
+_OPTION_LABEL = re.compile(r"^\s*\(?([A-Da-d])\)?\s*[).:\-]?\s+(?=\S)")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case word tokens (letters, digits, inner hyphens and apostrophes); possessive ``'s`` dropped.
+
+    >>> tokenize("The man's red cup, left-of the TV?")
+    ['the', 'man', 'red', 'cup', 'left-of', 'the', 'tv']
+    """
+    tokens = []
+    for token in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+        token = token.removesuffix("'s")
+        tokens.append(token.strip("'"))
+    return [token for token in tokens if token]
+
+
+def lemmatize_word(word: str) -> str:
+    """The singular form of a (lower-case) noun, by the irregular table and suffix rules.
+
+    >>> [lemmatize_word(w) for w in ["cups", "benches", "cherries", "glasses", "horses", "buses", "shoes"]]
+    ['cup', 'bench', 'cherry', 'glass', 'horse', 'bus', 'shoe']
+    """
+    word = word.lower()
+    if word in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[word]
+    if word in INVARIANT_NOUNS or len(word) <= 3 or not word.endswith("s") or not word.isalpha():
+        return word
+    if word.endswith(("ss", "us", "is", "ous")):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "xes", "sses", "zzes")):
+        return word[:-2]
+    if word.endswith("ses") and word[:-2].endswith(("ss", "us")):
+        return word[:-2]
+    return word[:-1]
+
+
+def lemmatize_tokens(tokens: Sequence[str]) -> tuple[str, ...]:
+    """Every token lemmatised.
+
+    >>> lemmatize_tokens(["tennis", "rackets"])
+    ('tennis', 'racket')
+    """
+    return tuple(lemmatize_word(token) for token in tokens)
+
+
+def lemmatize_phrase(text: str) -> str:
+    """A phrase's tokens lemmatised and joined by single spaces.
+
+    >>> lemmatize_phrase("  Fire  Hydrants ")
+    'fire hydrant'
+    """
+    return " ".join(lemmatize_tokens(tokenize(text)))
+
+
+def pluralize_word(word: str) -> str:
+    """The plural of a singular noun.
+
+    >>> [pluralize_word(w) for w in ["cup", "bench", "cherry", "toy", "knife", "bus"]]
+    ['cups', 'benches', 'cherries', 'toys', 'knives', 'buses']
+    """
+    if word in SINGULAR_TO_PLURAL:
+        return SINGULAR_TO_PLURAL[word]
+    if word in INVARIANT_NOUNS:
+        return word
+    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
+def pluralize(name: str) -> str:
+    """The plural of a (possibly multi-word) name: the last word is pluralised.
+
+    >>> pluralize("traffic light"), pluralize("potted plant")
+    ('traffic lights', 'potted plants')
+    """
+    words = name.split()
+    if not words:
+        return name
+    return " ".join([*words[:-1], pluralize_word(words[-1])])
+
+
+def article(name: str) -> str:
+    """``"a"`` or ``"an"`` for a name.
+
+    >>> article("apple"), article("mug")
+    ('an', 'a')
+    """
+    return "an" if name[:1].lower() in "aeiou" else "a"
+
+
+def strip_option_label(option: str, letter: str | None = None) -> str:
+    """Remove a leading ``(A)``/``A.``/``A)`` label from an option (only ``letter``'s, when given).
+
+    >>> strip_option_label("(B) behind", "B"), strip_option_label("A. left"), strip_option_label("a bit")
+    ('behind', 'left', 'a bit')
+    """
+    match = _OPTION_LABEL.match(option)
+    if match is None:
+        return option.strip()
+    if letter is not None and match.group(1).upper() != letter.upper():
+        return option.strip()
+    raw = option.lstrip()
+    # "a bit" must not lose its article: a label needs brackets or a following punctuation mark.
+    if not (raw.startswith("(") or re.match(r"^[A-Da-d]\s*[).:\-]", raw)):
+        return option.strip()
+    return option[match.end() :].strip()
+
+
+def normalize_option(option: str) -> str:
+    """Option text for duplicate detection: label removed, case folded, spaces and end punctuation tidied.
+
+    >>> normalize_option("(A)  Left of "), normalize_option("left of.")
+    ('left of', 'left of')
+    """
+    text = strip_option_label(option)
+    return re.sub(r"\s+", " ", text.casefold()).strip().rstrip(".").strip()
+
+
+def parse_count(text: str) -> int | None:
+    """The integer an option states (digits or a number word), or ``None``.
+
+    >>> parse_count("(C) 12"), parse_count("two"), parse_count("many")
+    (12, 2, None)
+    """
+    cleaned = strip_option_label(text).strip().lower().rstrip(".")
+    if re.fullmatch(r"\d+", cleaned):
+        return int(cleaned)
+    return NUMBER_WORDS.get(cleaned)
