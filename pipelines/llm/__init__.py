@@ -18,8 +18,8 @@ from pipelines.llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsag
 from pipelines.llm.schema import ResponseFormatError, parse_json_text, validate_json
 
 __all__ = [
-    "CachedResponse",
     "DEFAULT_PRICE_TABLE",
+    "CachedResponse",
     "LLMClient",
     "LLMClientConfig",
     "LLMRequest",

@@ -1,6 +1,6 @@
 """A persistent response cache in SQLite, keyed by a content hash of the request.
 
-The key is the SHA-256 of a canonical JSON document holding everything that shapes an answer: the
+The key is the SHA-256 of a canonical JSON array of everything that shapes an answer: the
 provider, the model, the prompt template's name and version, the rendered system prompt and prompt,
 the effective sampling parameters, the JSON schema and output mode, the hashes of the images and the
 sample index. API keys, base URLs and request ids are not part of it, and nothing secret is stored.
@@ -19,13 +19,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Self
 
 from pipelines.llm.records import LLMRequest, TokenUsage
 
-__all__ = ["CACHE_KEY_VERSION", "CachedResponse", "ResponseCache", "compute_cache_key"]
+__all__ = ["CACHE_KEY_VERSION", "CachedResponse", "ResponseCache", "canonical_json", "compute_cache_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +32,7 @@ CACHE_KEY_VERSION = 1
 """Bump when the key's recipe changes, so old entries are no longer matched."""
 
 _LOOKUP_CHUNK = 500
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS responses (
     cache_key TEXT PRIMARY KEY,
@@ -53,14 +53,30 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys (non-JSON values as `str`), the form hashed into cache keys.
+
+    Example:
+        >>> canonical_json({"b": 1, "a": [0.5, "x"]})
+        '{"a":[0.5,"x"],"b":1}'
+    """
+    return _KEY_ENCODER.encode(value)
+
+
 def compute_cache_key(
     provider: str,
     model: str,
     request: LLMRequest,
     parameters: Mapping[str, Any],
     json_mode: str,
+    *,
+    parameters_json: str | None = None,
+    schema_json: str | None = None,
 ) -> str:
     """The content hash identifying `request` sent to `model` with the effective `parameters`.
+
+    The components are written as one JSON array (the parameters as canonical JSON), which is
+    unambiguous, and hashed with SHA-256.
 
     Args:
         provider (`str`): `"openai"` or `"anthropic"`.
@@ -69,6 +85,9 @@ def compute_cache_key(
         parameters (`Mapping[str, Any]`): the effective sampling parameters (client defaults merged with
             the request's own), JSON-serialisable.
         json_mode (`str`): the structured-output mode, which changes what is sent.
+        parameters_json (`str`, *optional*): `canonical_json(parameters)` when the caller already has it.
+        schema_json (`str`, *optional*): `request.schema_json` when the caller already has it (a batch
+            sharing one schema object serialises it once).
 
     Returns:
         `str`: 64 hex characters.
@@ -81,27 +100,29 @@ def compute_cache_key(
         >>> key == compute_cache_key("openai", "gpt-4o-mini", request, {"temperature": 1.0}, "native")
         False
     """
-    document = {
-        "key_version": CACHE_KEY_VERSION,
-        "provider": provider,
-        "model": model,
-        "template_name": request.template_name,
-        "template_version": request.template_version,
-        "system": request.system,
-        "prompt": request.prompt,
-        "parameters": dict(parameters),
-        "schema": request.schema_json,
-        "schema_name": request.schema_name,
-        "json_mode": json_mode,
-        "images": request.image_hashes,
-        "sample_index": request.sample_index,
-    }
-    encoded = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+    if parameters_json is None:
+        parameters_json = canonical_json(dict(parameters))
+    if schema_json is None:
+        schema_json = request.schema_json
+    document = [
+        CACHE_KEY_VERSION,
+        provider,
+        model,
+        request.template_name,
+        request.template_version,
+        request.system,
+        request.prompt,
+        parameters_json,
+        schema_json,
+        request.schema_name,
+        json_mode,
+        request.image_hashes,
+        request.sample_index,
+    ]
+    return hashlib.sha256(_KEY_ENCODER.encode(document).encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class CachedResponse:
+class CachedResponse(NamedTuple):
     """One stored answer (a valid one, or one quarantined as invalid after the allowed re-asks)."""
 
     cache_key: str
@@ -148,7 +169,7 @@ class ResponseCache:
         self._connection.execute("PRAGMA synchronous=NORMAL")
         self._connection.execute(_SCHEMA_SQL)
 
-    def __enter__(self) -> ResponseCache:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

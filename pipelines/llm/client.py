@@ -46,13 +46,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tqdm.auto import tqdm
 
-from pipelines.llm.cache import CachedResponse, ResponseCache, compute_cache_key
+from pipelines.llm.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
 from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
 from pipelines.llm.providers import (
     JSON_MODES,
@@ -69,7 +69,7 @@ from pipelines.llm.ratelimit import TokenBucket, backoff_delay
 from pipelines.llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
 from pipelines.llm.schema import ResponseFormatError, parse_json_text, validate_json
 
-__all__ = ["LLMClientConfig", "LLMClient", "UsageSummary"]
+__all__ = ["LLMClient", "LLMClientConfig", "UsageSummary"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,11 @@ class LLMClientConfig:
 
     def default_parameters(self) -> dict[str, Any]:
         """The sampling parameters every request starts from."""
-        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "image_detail": self.image_detail}
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "image_detail": self.image_detail,
+        }
 
 
 @dataclass
@@ -190,6 +194,11 @@ class UsageSummary:
             elif result.status == ResultStatus.REJECTED:
                 self.rejected += 1
 
+    def merge(self, other: UsageSummary) -> None:
+        """Add another summary's counters to this one (provider and model stay)."""
+        for name in _SUMMARY_COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     @classmethod
     def from_results(cls, results: Sequence[LLMResult], provider: str = "", model: str = "") -> UsageSummary:
         """Summarise a list of results.
@@ -230,6 +239,11 @@ class UsageSummary:
         return {prefix + name: value for name, value in values.items()}
 
 
+_SUMMARY_COUNTERS = tuple(
+    item.name for item in fields(UsageSummary) if item.name not in ("provider", "model")
+)
+
+
 @dataclass
 class _Attempts:
     """Book-keeping of one request's calls inside a worker."""
@@ -237,7 +251,7 @@ class _Attempts:
     calls: int = 0
     transport_failures: int = 0
     invalid_answers: int = 0
-    usage: TokenUsage = TokenUsage()
+    usage: TokenUsage = field(default_factory=TokenUsage)
     cost_usd: float = 0.0
 
 
@@ -279,7 +293,7 @@ class LLMClient:
     def __repr__(self) -> str:
         return f"LLMClient(provider={self.config.provider!r}, model={self.config.model!r})"
 
-    def __enter__(self) -> LLMClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -303,9 +317,40 @@ class LLMClient:
 
     def cache_key(self, request: LLMRequest) -> str:
         """The cache key of `request` for this client's provider, model and settings."""
-        return compute_cache_key(
-            self.config.provider, self.config.model, request, self.effective_parameters(request), self.config.json_mode
-        )
+        return self._cache_keys([request])[0]
+
+    def _cache_keys(self, requests: Sequence[LLMRequest]) -> list[str]:
+        """Cache keys of a batch, serialising the default parameters and each distinct schema object once."""
+        default_parameters = self.config.default_parameters()
+        default_parameters_json = canonical_json(default_parameters)
+        schema_texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        keys = []
+        for request in requests:
+            schema_json = None
+            if request.schema is not None:
+                known = schema_texts.get(id(request.schema))
+                if known is None:
+                    # Holding the schema object keeps it alive, so its id stays unique during the batch.
+                    known = (request.schema, request.schema_json)
+                    schema_texts[id(request.schema)] = known
+                schema_json = known[1]
+            if request.parameters:
+                parameters = self.effective_parameters(request)
+                parameters_json = canonical_json(parameters)
+            else:
+                parameters, parameters_json = default_parameters, default_parameters_json
+            keys.append(
+                compute_cache_key(
+                    self.config.provider,
+                    self.config.model,
+                    request,
+                    parameters,
+                    self.config.json_mode,
+                    parameters_json=parameters_json,
+                    schema_json=schema_json,
+                )
+            )
+        return keys
 
     def run(self, request: LLMRequest) -> LLMResult:
         """Run one request (a batch of one, without a progress bar)."""
@@ -329,7 +374,7 @@ class LLMClient:
             `list[LLMResult]`: aligned with `requests`.
         """
         started = time.perf_counter()
-        keys = [self.cache_key(request) for request in requests]
+        keys = self._cache_keys(requests)
         first_index_of_key: dict[str, int] = {}
         for index, key in enumerate(keys):
             first_index_of_key.setdefault(key, index)
@@ -356,11 +401,10 @@ class LLMClient:
                 results[index] = self._copy_for_duplicate(results[first], requests[index])
 
         finished: list[LLMResult] = [result for result in results if result is not None]
-        batch_summary = UsageSummary.from_results(finished)
+        batch_summary = UsageSummary.from_results(finished, self.config.provider, self.config.model)
+        batch_summary.elapsed_s = time.perf_counter() - started
         with self._summary_lock:
-            for result in finished:
-                self.summary.add(result)
-            self.summary.elapsed_s += time.perf_counter() - started
+            self.summary.merge(batch_summary)
         logger.info(
             "%s/%s: %d requests, %d cached, %d API calls, %d retries, %d failures, %d+%d tokens, $%.4f",
             self.config.provider,
@@ -423,8 +467,12 @@ class LLMClient:
                 if attempts.transport_failures > self.config.max_retries:
                     logger.warning("request %s failed after %d calls: %s", key[:12], attempts.calls, reason)
                     return self._failure(
-                        ResultStatus.TRANSPORT_ERROR, f"{reason} (after {attempts.calls} calls)", key, request,
-                        attempts, last_answer,
+                        ResultStatus.TRANSPORT_ERROR,
+                        f"{reason} (after {attempts.calls} calls)",
+                        key,
+                        request,
+                        attempts,
+                        last_answer,
                     )
                 delay = self._backoff(attempts.transport_failures, error.retry_after_s)
                 if error.status_code == 429:
@@ -449,7 +497,9 @@ class LLMClient:
                     reason += f" (finish_reason={reply.finish_reason})"
                 if attempts.invalid_answers > self.config.invalid_json_retries:
                     logger.warning("request %s quarantined: %s", key[:12], reason)
-                    result = self._failure(ResultStatus.INVALID_RESPONSE, reason, key, request, attempts, reply)
+                    result = self._failure(
+                        ResultStatus.INVALID_RESPONSE, reason, key, request, attempts, reply
+                    )
                     self._store(result, request)
                     return result
                 logger.debug("request %s: %s; asking again", key[:12], reason)
@@ -536,7 +586,9 @@ class LLMClient:
         try:
             self._cache.put(entry)
         except sqlite3.Error as error:
-            logger.error("could not store the answer of request %s in the cache: %s", result.cache_key[:12], error)
+            logger.error(
+                "could not store the answer of request %s in the cache: %s", result.cache_key[:12], error
+            )
 
     @staticmethod
     def _result_from_cache(entry: CachedResponse, request: LLMRequest) -> LLMResult:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pipelines.llm.records import TokenUsage
 
-__all__ = ["ModelPrice", "DEFAULT_PRICE_TABLE", "find_price", "cost_usd"]
+__all__ = ["DEFAULT_PRICE_TABLE", "ModelPrice", "cost_usd", "find_price"]
 
 
 @dataclass(frozen=True)

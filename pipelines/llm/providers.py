@@ -41,17 +41,17 @@ from pipelines.llm.records import LLMRequest, TokenUsage
 __all__ = [
     "JSON_MODES",
     "PROVIDERS",
-    "ProviderReply",
-    "TransientProviderError",
-    "PermanentProviderError",
+    "AnthropicMessagesProvider",
     "ChatProvider",
     "OpenAIChatProvider",
-    "AnthropicMessagesProvider",
+    "PermanentProviderError",
+    "ProviderReply",
+    "TransientProviderError",
     "build_provider",
-    "redact",
-    "parse_retry_after",
     "image_media_type",
     "json_instruction",
+    "parse_retry_after",
+    "redact",
 ]
 
 logger = logging.getLogger(__name__)
@@ -193,9 +193,8 @@ def json_instruction(schema: Mapping[str, Any] | None) -> str:
     """
     if schema is None:
         return "Answer with one JSON document and nothing else."
-    return (
-        "Answer with one JSON document that matches this JSON schema, and nothing else:\n"
-        + json.dumps(schema, ensure_ascii=False, sort_keys=True)
+    return "Answer with one JSON document that matches this JSON schema, and nothing else:\n" + json.dumps(
+        schema, ensure_ascii=False, sort_keys=True
     )
 
 
@@ -322,7 +321,11 @@ class OpenAIChatProvider:
             return {"type": "json_object"}
         return {
             "type": "json_schema",
-            "json_schema": {"name": request.schema_name, "schema": dict(request.schema), "strict": self.strict_schema},
+            "json_schema": {
+                "name": request.schema_name,
+                "schema": dict(request.schema),
+                "strict": self.strict_schema,
+            },
         }
 
     def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
@@ -510,7 +513,10 @@ class AnthropicMessagesProvider:
         finish_reason = getattr(message, "stop_reason", None)
         if self.uses_tool(request):
             for block in blocks:
-                if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == request.schema_name:
+                if (
+                    getattr(block, "type", None) == "tool_use"
+                    and getattr(block, "name", None) == request.schema_name
+                ):
                     tool_input = getattr(block, "input", None)
                     return ProviderReply(
                         raw_text=json.dumps(tool_input, ensure_ascii=False),
@@ -518,7 +524,9 @@ class AnthropicMessagesProvider:
                         usage=tokens,
                         finish_reason=finish_reason,
                     )
-        text = "".join(getattr(block, "text", "") for block in blocks if getattr(block, "type", None) == "text")
+        text = "".join(
+            getattr(block, "text", "") for block in blocks if getattr(block, "type", None) == "text"
+        )
         return ProviderReply(raw_text=text, parsed=None, usage=tokens, finish_reason=finish_reason)
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 __all__ = ["TokenBucket", "backoff_delay"]
 
+_TOKEN_EPSILON = 1e-9  # float tolerance: a refill that reaches 0.999999999 counts as a whole token
+
 
 class TokenBucket:
     """A token bucket shared by threads: `acquire()` blocks until a request may be sent.
@@ -71,8 +73,8 @@ class TokenBucket:
                         float(self.burst), self._tokens + (now - self._updated_at) * self.rate_per_s
                     )
                     self._updated_at = now
-                    if self._tokens >= 1.0:
-                        self._tokens -= 1.0
+                    if self._tokens >= 1.0 - _TOKEN_EPSILON:
+                        self._tokens = max(self._tokens - 1.0, 0.0)
                         return waited
                     wait = (1.0 - self._tokens) / self.rate_per_s
             self._sleep(wait)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-__all__ = ["LLMRequest", "LLMResult", "TokenUsage", "ResultStatus"]
+__all__ = ["LLMRequest", "LLMResult", "ResultStatus", "TokenUsage"]
 
 
 class ResultStatus:

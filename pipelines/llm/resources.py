@@ -36,7 +36,7 @@ from pydantic import Field
 from pipelines.llm.client import LLMClient, LLMClientConfig
 from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
 
-__all__ = ["LLMResource", "ModelPriceConfig", "default_storage_root", "CACHE_RELATIVE_PATH"]
+__all__ = ["CACHE_RELATIVE_PATH", "LLMResource", "ModelPriceConfig", "default_storage_root"]
 
 CACHE_RELATIVE_PATH = Path("llm_cache") / "responses.sqlite"
 
@@ -65,10 +65,15 @@ class LLMResource(dg.ConfigurableResource):
     to the defaults (gpt-4o-mini, gpt-4o, claude-sonnet-4).
     """
 
-    provider: str = Field(default="openai", description="'openai' (any OpenAI-compatible server) or 'anthropic'.")
-    model: str = Field(default="gpt-4o-mini", description="Model name sent to the API; part of the cache key.")
+    provider: str = Field(
+        default="openai", description="'openai' (any OpenAI-compatible server) or 'anthropic'."
+    )
+    model: str = Field(
+        default="gpt-4o-mini", description="Model name sent to the API; part of the cache key."
+    )
     base_url: str | None = Field(
-        default=None, description="API root, e.g. http://localhost:8000/v1 for a vLLM server; None for the vendor's."
+        default=None,
+        description="API root, e.g. http://localhost:8000/v1 for a vLLM server; None for the vendor's.",
     )
     api_key: str | None = Field(
         default=None,
@@ -76,12 +81,24 @@ class LLMResource(dg.ConfigurableResource):
         description="Bind with dagster.EnvVar('OPENAI_API_KEY') / EnvVar('ANTHROPIC_API_KEY'); never logged or stored.",
     )
     max_concurrency: int = Field(default=16, description="Requests in flight at once.")
-    requests_per_second: float | None = Field(default=None, description="Sustained rate limit; None for none.")
+    requests_per_second: float | None = Field(
+        default=None, description="Sustained rate limit; None for none."
+    )
+    burst: int | None = Field(
+        default=None, description="Requests the limiter lets out back to back; defaults to max_concurrency."
+    )
     max_retries: int = Field(default=5, description="Retries of timeouts, dropped connections, 429 and 5xx.")
-    invalid_json_retries: int = Field(default=1, description="Re-asks of an answer that does not fit the schema.")
+    invalid_json_retries: int = Field(
+        default=1, description="Re-asks of an answer that does not fit the schema."
+    )
     timeout_s: float = Field(default=60.0, description="Per-call timeout in seconds.")
-    backoff_base_s: float = Field(default=1.0, description="First retry delay; doubled per retry, with jitter.")
+    backoff_base_s: float = Field(
+        default=1.0, description="First retry delay; doubled per retry, with jitter."
+    )
     backoff_max_s: float = Field(default=60.0, description="Longest retry delay without a Retry-After hint.")
+    max_retry_after_s: float = Field(
+        default=120.0, description="Longest Retry-After wait honoured, in seconds."
+    )
     temperature: float = Field(default=0.0, description="Default sampling temperature.")
     max_tokens: int = Field(default=1024, description="Default completion token limit.")
     image_detail: str = Field(default="auto", description="OpenAI image detail: low, high or auto.")
@@ -91,13 +108,16 @@ class LLMResource(dg.ConfigurableResource):
     )
     strict_schema: bool = Field(default=True, description="OpenAI strict structured outputs.")
     price_table: dict[str, ModelPriceConfig] = Field(
-        default_factory=dict, description="USD per million tokens by model-name prefix, merged over the defaults."
+        default_factory=dict,
+        description="USD per million tokens by model-name prefix, merged over the defaults.",
     )
     cache_path: str | None = Field(
-        default=None, description="Response cache file; defaults to <storage_root>/llm_cache/responses.sqlite."
+        default=None,
+        description="Response cache file; defaults to <storage_root>/llm_cache/responses.sqlite.",
     )
     storage_root: str | None = Field(
-        default=None, description="Storage root for the default cache path; defaults to $SPATIAL_DATA_ROOT or ./data."
+        default=None,
+        description="Storage root for the default cache path; defaults to $SPATIAL_DATA_ROOT or ./data.",
     )
     requery_quarantined: bool = Field(
         default=False, description="Ask again requests whose cached answer was quarantined (pays again)."
@@ -122,11 +142,13 @@ class LLMResource(dg.ConfigurableResource):
             api_key=self.api_key,
             max_concurrency=self.max_concurrency,
             requests_per_second=self.requests_per_second,
+            burst=self.burst,
             max_retries=self.max_retries,
             invalid_json_retries=self.invalid_json_retries,
             timeout_s=self.timeout_s,
             backoff_base_s=self.backoff_base_s,
             backoff_max_s=self.backoff_max_s,
+            max_retry_after_s=self.max_retry_after_s,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             image_detail=self.image_detail,

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ResponseFormatError", "parse_json_text", "validate_json", "parse_and_validate"]
+__all__ = ["ResponseFormatError", "parse_and_validate", "parse_json_text", "validate_json"]
 
 _FENCE_PATTERN = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(?P<body>.*?)\n?```\s*$", re.DOTALL)
 _MAX_REPORTED_ERRORS = 5
@@ -65,14 +65,20 @@ def parse_json_text(text: str) -> Any:
                 return json.loads(fence.group("body"))
             except json.JSONDecodeError:
                 pass
-        for opener, closer in (("{", "}"), ("[", "]")):
-            start, end = stripped.find(opener), stripped.rfind(closer)
-            if 0 <= start < end:
+        # Prose around one document: take the span from the first opening bracket to the last matching
+        # closing one (never a fragment nested inside a broken outer document).
+        openings = [position for position in (stripped.find("{"), stripped.find("[")) if position >= 0]
+        if openings:
+            start = min(openings)
+            end = stripped.rfind("}" if stripped[start] == "{" else "]")
+            if start < end:
                 try:
                     return json.loads(stripped[start : end + 1])
                 except json.JSONDecodeError:
-                    continue
-        raise ResponseFormatError(f"response is not valid JSON: {first_error.msg} at char {first_error.pos}") from None
+                    pass
+        raise ResponseFormatError(
+            f"response is not valid JSON: {first_error.msg} at char {first_error.pos}"
+        ) from None
 
 
 def validate_json(instance: Any, schema: Mapping[str, Any] | None) -> list[str]:

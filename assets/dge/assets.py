@@ -1,0 +1,524 @@
+"""DGE assets (group ``dge``): per-scan geometry, per-frame visibility and exact tasks, one partition per scan.
+
+| asset | one row per | built by |
+|---|---|---|
+| ``scene_geometry`` | scan (partition) | :func:`assets.dge.geometry.build_scan_geometry` |
+| ``frame_visibility`` | (frame, object in view) | :func:`assets.dge.visibility.build_frame_visibility` |
+| ``dge_tasks`` | question | :func:`assets.dge.tasks.build_scene_tasks` |
+| ``dge_image_tasks`` | question about one image (estimated depth) | :func:`assets.dge.single_image.single_image_tasks` |
+
+The first three are partitioned by ``scenes_partitions`` (dynamic, one key per scene id) and read
+the unpartitioned ``rgbd_frames`` / ``rgbd_scenes`` tables; a scan that cannot be built fails its
+own partition only. Each writes its rejected records (bad frames, unmeasurable objects, rows that
+break the contract) to a ``*_quarantine`` table and carries a blocking contract check.
+``dge_image_tasks`` is unpartitioned, reads ``scene_graphs`` and produces rows flagged
+``estimated`` only when a depth source is configured.
+"""
+
+import logging
+from collections.abc import Iterator
+from typing import Literal
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from assets.dge.floor import FloorConfig
+from assets.dge.fusion import FusionConfig
+from assets.dge.geometry import (
+    ScanGeometry,
+    SceneBuildError,
+    SceneGeometryConfig,
+    build_scan_geometry,
+    camera_poses_in_gravity,
+    frame_records,
+)
+from assets.dge.objects import ObjectConfig
+from assets.dge.plots import top_down_plot
+from assets.dge.single_image import SingleImageConfig, single_image_tasks
+from assets.dge.tasks import TaskConfig, build_scene_tasks, horizontal_heading
+from assets.dge.visibility import VisibilityConfig, build_frame_visibility
+from assets.previews import draw_boxes, gallery, markdown_image, save_preview
+from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
+from data_contracts import dge_tasks as dge_tasks_contract
+from data_contracts import frame_visibility as frame_visibility_contract
+from data_contracts import scene_geometry as scene_geometry_contract
+from data_contracts.images import encode_image
+from data_contracts.quarantine import QuarantineLog
+from pipelines.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
+from pipelines.resources import StorageResource
+
+logger = logging.getLogger(__name__)
+
+GROUP = "dge"
+DGE_CODE_VERSION = "1"
+SCENE_GEOMETRY = "scene_geometry"
+FRAME_VISIBILITY = "frame_visibility"
+DGE_TASKS = "dge_tasks"
+DGE_IMAGE_TASKS = "dge_image_tasks"
+
+__all__ = [
+    "DGE_ASSETS",
+    "SCENES_PARTITIONS_NAME",
+    "dge_image_tasks_asset",
+    "dge_tasks_asset",
+    "frame_visibility_asset",
+    "scene_geometry_asset",
+    "scenes_partitions",
+]
+
+
+class SceneGeometryAssetConfig(dg.Config):
+    """Run configuration of ``scene_geometry``."""
+
+    object_points_source: Literal["auto", "mesh", "instance_masks"] = Field(
+        default="auto",
+        description="Object points from the segmented mesh, the frames' instance masks, or auto (mesh when present).",
+    )
+    pixel_stride: int = Field(
+        default=0, description="Back-project every n-th depth pixel; 0 picks it from the depth size."
+    )
+    scene_voxel_size_m: float = Field(default=0.03, description="Voxel size of the fused scene cloud.")
+    object_voxel_size_m: float = Field(
+        default=0.015, description="Voxel size of object clouds fused from frames."
+    )
+    stored_cloud_voxel_m: float = Field(
+        default=0.05, description="Voxel size of the stored copy of the cloud."
+    )
+    mesh_sample_spacing_m: float = Field(
+        default=0.015, description="Spacing of points sampled on mesh triangles."
+    )
+    floor_distance_threshold_m: float = Field(
+        default=0.02, description="RANSAC inlier distance of the floor plane."
+    )
+    dbscan_eps_m: float = Field(default=0.08, description="DBSCAN radius of object cleaning.")
+    min_object_points: int = Field(
+        default=30, description="Objects with fewer points after cleaning are quarantined."
+    )
+    max_stored_points: int = Field(default=6000, description="Stored points per object.")
+    store_cloud_colors: bool = Field(
+        default=False, description="Read the colour images to store the cloud's colours."
+    )
+
+    def to_config(self) -> SceneGeometryConfig:
+        """The pure-function configuration."""
+        fusion = FusionConfig(
+            pixel_stride=max(1, self.pixel_stride),
+            scene_voxel_size_m=self.scene_voxel_size_m,
+            object_voxel_size_m=self.object_voxel_size_m,
+            with_colors=self.store_cloud_colors,
+        )
+        return SceneGeometryConfig(
+            fusion=fusion,
+            floor=FloorConfig(distance_threshold_m=self.floor_distance_threshold_m),
+            objects=ObjectConfig(
+                mesh_sample_spacing_m=self.mesh_sample_spacing_m,
+                dbscan_eps_m=self.dbscan_eps_m,
+                min_points=self.min_object_points,
+                max_stored_points=self.max_stored_points,
+            ),
+            object_points_source=self.object_points_source,
+            auto_stride=self.pixel_stride <= 0,
+            stored_cloud_voxel_m=self.stored_cloud_voxel_m,
+        )
+
+
+class FrameVisibilityAssetConfig(dg.Config):
+    """Run configuration of ``frame_visibility``."""
+
+    depth_tolerance_m: float = Field(default=0.03, description="Depth-buffer tolerance (absolute part).")
+    depth_tolerance_relative: float = Field(
+        default=0.01, description="Depth-buffer tolerance (share of the depth)."
+    )
+    self_occlusion_radius_m: float = Field(
+        default=0.05, description="A hiding surface this close to the object is the object."
+    )
+    boxes_from_instance_masks: bool = Field(
+        default=True, description="Take 2D boxes from instance masks when frames have them."
+    )
+
+    def to_config(self) -> VisibilityConfig:
+        """The pure-function configuration."""
+        return VisibilityConfig(
+            depth_tolerance_m=self.depth_tolerance_m,
+            depth_tolerance_relative=self.depth_tolerance_relative,
+            self_occlusion_radius_m=self.self_occlusion_radius_m,
+            boxes_from_instance_masks=self.boxes_from_instance_masks,
+        )
+
+
+class DgeTasksAssetConfig(dg.Config):
+    """Run configuration of ``dge_tasks`` (see :class:`assets.dge.tasks.TaskConfig` for every margin)."""
+
+    max_tasks_per_type: int = Field(default=4, description="Most questions of one task type per scene.")
+    max_images: int = Field(default=4, description="Most frames shown by one question.")
+    min_visibility: float = Field(
+        default=0.5, description="Least unoccluded share for an object to be named in a frame."
+    )
+    distance_margin_m: float = Field(default=0.15, description="Least gap between compared distances.")
+    depth_margin_m: float = Field(default=0.15, description="Least gap between compared depths.")
+    direction_margin_deg: float = Field(default=15.0, description="Least angle to a direction boundary.")
+    visibility_margin: float = Field(default=0.2, description="Least gap between compared visible shares.")
+    test_fraction: float = Field(default=0.1, description="Share of scenes in the test split.")
+    image_max_side: int = Field(
+        default=0, description="Re-encode images larger than this (JPEG); 0 keeps the files."
+    )
+    seed: int = Field(default=0, description="Seed of the per-scene question sampling.")
+
+    def to_config(self) -> TaskConfig:
+        """The pure-function configuration."""
+        return TaskConfig(
+            max_tasks_per_type=self.max_tasks_per_type,
+            max_images=self.max_images,
+            min_visibility=self.min_visibility,
+            distance_margin_m=self.distance_margin_m,
+            depth_margin_m=self.depth_margin_m,
+            direction_margin_deg=self.direction_margin_deg,
+            visibility_margin=self.visibility_margin,
+            test_fraction=self.test_fraction,
+            image_max_side=self.image_max_side or None,
+            seed=self.seed,
+        )
+
+
+class DgeImageTasksAssetConfig(dg.Config):
+    """Run configuration of ``dge_image_tasks`` (nothing is produced unless a depth source is set)."""
+
+    depth_dir: str | None = Field(
+        default=None, description="Folder of depth files <image_id>.png (uint16) or .npy (metres)."
+    )
+    depth_scale: float = Field(default=1000.0, description="PNG depth units per metre.")
+    depth_model_path: str | None = Field(
+        default=None, description="Local transformers depth-estimation checkpoint."
+    )
+    depth_model_output: Literal["metric", "relative"] = Field(
+        default="relative", description="What the model predicts."
+    )
+    device: str = Field(default="cpu", description="Device of the depth model.")
+    horizontal_fov_deg: float = Field(default=60.0, description="Field of view assumed for the intrinsics.")
+    model_validity: float = Field(default=0.6, description="Validity prior of model depth.")
+    min_validity: float = Field(default=0.5, description="Objects with lower validity are not named.")
+    max_tasks_per_type: int = Field(default=2, description="Questions per type and image.")
+
+    def to_config(self) -> SingleImageConfig:
+        """The pure-function configuration."""
+        return SingleImageConfig(**self.model_dump())
+
+
+def _scene_row(rgbd_scenes: pl.DataFrame, scene_id: str) -> dict:
+    rows = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
+    if rows.height == 0:
+        raise dg.Failure(
+            description=f"scene {scene_id} is not in rgbd_scenes (partition key without a scan); "
+            "rematerialise rgbd_frames/rgbd_scenes or remove the partition",
+        )
+    return rows.row(0, named=True)
+
+
+def _top_down(
+    geometry: ScanGeometry, frames: pl.DataFrame, storage: StorageResource
+) -> dict[str, dg.MetadataValue]:
+    records = frame_records(frames.filter(pl.col("scene_id") == geometry.scene_id))
+    cameras = []
+    for _, pose in sorted(camera_poses_in_gravity(geometry, records).items()):
+        cameras.append((pose[:3, 3], horizontal_heading(pose)))
+    image = top_down_plot(
+        geometry.room.footprint,
+        geometry.objects,
+        cameras,
+        title=f"{geometry.scene_id}: {len(geometry.objects)} objects, {len(cameras)} cameras",
+        cloud_points=geometry.cloud_points,
+    )
+    path = save_preview(image, storage.path, f"{SCENE_GEOMETRY}__{geometry.scene_id}")
+    return {
+        "top_down_plot": dg.MetadataValue.md(markdown_image(image, alt=f"top-down {geometry.scene_id}")),
+        "top_down_plot_path": dg.MetadataValue.path(str(path)),
+    }
+
+
+@dg.multi_asset(
+    outs={
+        SCENE_GEOMETRY: dg.AssetOut(
+            description="Per scan: fused voxel cloud, floor plane and gravity frame, room size, and per object its "
+            "cleaned points, axis-aligned and oriented boxes, centroid, size and point count.",
+            code_version=DGE_CODE_VERSION,
+        ),
+        f"{SCENE_GEOMETRY}_quarantine": dg.AssetOut(
+            description="Frames (empty or NaN depth, non-rigid pose, unreadable files) and objects (too few points) "
+            "left out of the scan's geometry, with the reason.",
+            code_version=DGE_CODE_VERSION,
+        ),
+    },
+    ins={"rgbd_frames": dg.AssetIn(), "rgbd_scenes": dg.AssetIn()},
+    partitions_def=scenes_partitions,
+    check_specs=contract_check_specs(SCENE_GEOMETRY),
+    group_name=GROUP,
+)
+def scene_geometry_asset(
+    context: dg.AssetExecutionContext,
+    config: SceneGeometryAssetConfig,
+    storage: StorageResource,
+    rgbd_frames: pl.DataFrame,
+    rgbd_scenes: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Fuse one scan's RGB-D frames (open3d) and measure its floor, room and objects."""
+    scene_id = context.partition_key
+    scene = _scene_row(rgbd_scenes, scene_id)
+    log = QuarantineLog(SCENE_GEOMETRY)
+    try:
+        geometry = build_scan_geometry(rgbd_frames, scene, config.to_config(), log)
+    except SceneBuildError as error:
+        raise dg.Failure(description=str(error)) from error
+    checked = finalize_table(
+        geometry.to_frame(),
+        scene_geometry_contract.SceneGeometry,
+        scene_geometry_contract.CONTRACT_VERSION,
+        asset_key=SCENE_GEOMETRY,
+        quarantine=log,
+        preview_columns=[
+            "scene_id",
+            "object_points_source",
+            "room_length_m",
+            "room_width_m",
+            "room_area_m2",
+            "num_objects",
+            "num_cloud_points",
+            "num_quarantined_frames",
+        ],
+        extra_metadata={
+            "object_points_source": geometry.object_points_source,
+            "frames_used": len(geometry.used_frames),
+            "objects": len(geometry.objects),
+            "objects_dropped": len(geometry.dropped_objects),
+            "object_point_counts": json_metadata(
+                {f"{o.object_id}:{o.label}": o.point_count for o in geometry.objects}
+            ),
+            "object_labels": json_metadata(_label_counts([o.label for o in geometry.objects])),
+            "cloud_points": len(geometry.cloud_points),
+            "room_size_m": json_metadata(
+                {
+                    "length": round(geometry.room.length_m, 3),
+                    "width": round(geometry.room.width_m, 3),
+                    "height": round(geometry.room.height_m, 3),
+                    "area_m2": round(geometry.room.area_m2, 2),
+                    "floor_area_m2": round(geometry.room.floor_area_m2, 2),
+                }
+            ),
+            "floor_tilt_deg": round(geometry.floor.tilt_deg(), 4),
+            **_top_down(geometry, rgbd_frames, storage),
+        },
+    )
+    context.log.info(
+        "scene_geometry %s: %d objects, %d quarantined records", scene_id, len(geometry.objects), len(log)
+    )
+    yield dg.Output(checked.frame, output_name=SCENE_GEOMETRY, metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name=f"{SCENE_GEOMETRY}_quarantine", metadata=metadata)
+
+
+def _label_counts(labels: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _visibility_preview(frames: pl.DataFrame):
+    def preview(visibility: pl.DataFrame):
+        images = []
+        for (frame_index,), rows in visibility.filter(pl.col("bbox").is_not_null()).group_by(
+            ["frame_index"], maintain_order=True
+        ):
+            path = frames.filter(pl.col("frame_index") == frame_index)["color_path"]
+            if path.len() == 0:
+                continue
+            images.append(draw_boxes(encode_image(path[0]), rows["bbox"].to_list(), rows["label"].to_list()))
+            if len(images) == 3:
+                break
+        return gallery(images) if images else None
+
+    return preview
+
+
+@dg.multi_asset(
+    outs={
+        FRAME_VISIBILITY: dg.AssetOut(
+            description="Per frame and object in view: 2D box (0..1000 grid and pixels), visibility ratio "
+            "(depth-buffer occlusion test), in-frame share, truncated, occluded, camera position.",
+            code_version=DGE_CODE_VERSION,
+        ),
+        f"{FRAME_VISIBILITY}_quarantine": dg.AssetOut(
+            description="Frames whose files could not be read when computing visibility.",
+            code_version=DGE_CODE_VERSION,
+        ),
+    },
+    ins={SCENE_GEOMETRY: dg.AssetIn(), "rgbd_frames": dg.AssetIn()},
+    partitions_def=scenes_partitions,
+    check_specs=contract_check_specs(FRAME_VISIBILITY),
+    group_name=GROUP,
+)
+def frame_visibility_asset(
+    context: dg.AssetExecutionContext,
+    config: FrameVisibilityAssetConfig,
+    scene_geometry: pl.DataFrame,
+    rgbd_frames: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Project every measured object into every used frame of the scan, with a depth-buffer test."""
+    scene_id = context.partition_key
+    rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
+    if rows.height == 0:
+        raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
+    geometry = ScanGeometry.from_row(rows.row(0, named=True))
+    log = QuarantineLog(FRAME_VISIBILITY)
+    frame = build_frame_visibility(geometry, rgbd_frames, config.to_config(), log)
+    scene_frames = rgbd_frames.filter(pl.col("scene_id") == scene_id)
+    checked = finalize_table(
+        frame,
+        frame_visibility_contract.FrameVisibility,
+        frame_visibility_contract.CONTRACT_VERSION,
+        asset_key=FRAME_VISIBILITY,
+        quarantine=log,
+        record_id_column="frame_index",
+        preview_columns=[
+            "frame_index",
+            "object_id",
+            "label",
+            "visibility_ratio",
+            "in_frame_ratio",
+            "truncated",
+            "occluded",
+            "bbox",
+        ],
+        preview_image=_visibility_preview(scene_frames),
+        extra_metadata={
+            "frames": int(frame["frame_index"].n_unique()) if frame.height else 0,
+            "objects_in_view_per_frame": round(frame.height / max(1, len(geometry.used_frames)), 2),
+            "mean_visibility_ratio": round(float(frame["visibility_ratio"].mean()), 4)
+            if frame.height
+            else 0.0,
+            "occluded_share": round(float(frame["occluded"].mean()), 4) if frame.height else 0.0,
+            "truncated_share": round(float(frame["truncated"].mean()), 4) if frame.height else 0.0,
+        },
+    )
+    yield dg.Output(checked.frame, output_name=FRAME_VISIBILITY, metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name=f"{FRAME_VISIBILITY}_quarantine", metadata=metadata)
+
+
+def _tasks_preview(tasks: pl.DataFrame):
+    images = []
+    for row in tasks.head(3).iter_rows(named=True):
+        images.append(draw_boxes(row["images"][0], []))
+    return gallery(images) if images else None
+
+
+def _distribution(frame: pl.DataFrame, column: str) -> dict[str, int]:
+    if frame.height == 0:
+        return {}
+    counts = frame.group_by(column).len().sort(column)
+    return {str(value): int(count) for value, count in counts.iter_rows()}
+
+
+@dg.multi_asset(
+    outs={
+        DGE_TASKS: dg.AssetOut(
+            description="Exact spatial questions for 16 DGE task types from the scan's geometry, with frames, "
+            "options or numeric answer with unit, and the justifying facts (JSON).",
+            code_version=DGE_CODE_VERSION,
+        ),
+        f"{DGE_TASKS}_quarantine": dg.AssetOut(
+            description="Generated questions that broke the dge_tasks contract.",
+            code_version=DGE_CODE_VERSION,
+        ),
+    },
+    ins={SCENE_GEOMETRY: dg.AssetIn(), FRAME_VISIBILITY: dg.AssetIn(), "rgbd_frames": dg.AssetIn()},
+    partitions_def=scenes_partitions,
+    check_specs=contract_check_specs(DGE_TASKS),
+    group_name=GROUP,
+)
+def dge_tasks_asset(
+    context: dg.AssetExecutionContext,
+    config: DgeTasksAssetConfig,
+    scene_geometry: pl.DataFrame,
+    frame_visibility: pl.DataFrame,
+    rgbd_frames: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Generate the scan's unambiguous questions with exact answers."""
+    scene_id = context.partition_key
+    rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
+    if rows.height == 0:
+        raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
+    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config.to_config())
+    log = QuarantineLog(DGE_TASKS)
+    checked = finalize_table(
+        tasks,
+        dge_tasks_contract.DgeTasks,
+        dge_tasks_contract.CONTRACT_VERSION,
+        asset_key=DGE_TASKS,
+        quarantine=log,
+        preview_columns=["task_type", "frame_indices", "question", "options", "answer", "unit", "split"],
+        preview_image=_tasks_preview,
+        extra_metadata={
+            "task_types": json_metadata(_distribution(tasks, "task_type")),
+            "splits": json_metadata(_distribution(tasks, "split")),
+        },
+    )
+    yield dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name=f"{DGE_TASKS}_quarantine", metadata=metadata)
+
+
+@dg.multi_asset(
+    outs={
+        DGE_IMAGE_TASKS: dg.AssetOut(
+            description="DGE questions about single images (Visual Genome-like scene graphs) from estimated depth "
+            "(a depth file or a monocular depth model); every row is flagged geometry_source='estimated'.",
+            code_version=DGE_CODE_VERSION,
+        ),
+        f"{DGE_IMAGE_TASKS}_quarantine": dg.AssetOut(
+            description="Images whose depth could not be read, and rows that broke the contract.",
+            code_version=DGE_CODE_VERSION,
+        ),
+    },
+    ins={"scene_graphs": dg.AssetIn()},
+    check_specs=contract_check_specs(DGE_IMAGE_TASKS),
+    group_name=GROUP,
+)
+def dge_image_tasks_asset(
+    context: dg.AssetExecutionContext, config: DgeImageTasksAssetConfig, scene_graphs: pl.DataFrame
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Single-image mode: ordinal (and, with metric depth, metric) questions from estimated geometry."""
+    settings = config.to_config()
+    log = QuarantineLog(DGE_IMAGE_TASKS)
+    if settings.enabled:
+        tasks = single_image_tasks(scene_graphs, settings, log)
+    else:
+        context.log.info(
+            "dge_image_tasks: no depth_dir or depth_model_path configured; no single-image questions"
+        )
+        tasks = dge_tasks_contract.DgeTasks.create_empty()
+    checked = finalize_table(
+        tasks,
+        dge_tasks_contract.DgeTasks,
+        dge_tasks_contract.CONTRACT_VERSION,
+        asset_key=DGE_IMAGE_TASKS,
+        quarantine=log,
+        preview_columns=["task_type", "question", "options", "answer", "unit"],
+        extra_metadata={
+            "depth_source": "model"
+            if settings.depth_model_path
+            else ("files" if settings.depth_dir else "none"),
+            "task_types": json_metadata(_distribution(tasks, "task_type")),
+        },
+    )
+    yield dg.Output(checked.frame, output_name=DGE_IMAGE_TASKS, metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name=f"{DGE_IMAGE_TASKS}_quarantine", metadata=metadata)
+
+
+DGE_ASSETS = [scene_geometry_asset, frame_visibility_asset, dge_tasks_asset, dge_image_tasks_asset]
+"""Everything to register in the ``Definitions`` (resources: ``io_manager``, ``storage``)."""

@@ -1,0 +1,193 @@
+"""The floor plane (RANSAC with open3d) and the gravity-aligned frame built on it.
+
+The cameras of a scan are held roughly upright, so the mean of their "up" axes (``-y`` of an
+OpenCV camera) is a prior for gravity. Among the points whose normals agree with that prior
+(floors, table tops, seats), planes are found one after another with open3d's RANSAC; the floor
+is the lowest of the well-supported planes within ``max_tilt_deg`` of the prior. The plane is
+refined by least squares on its inliers.
+
+The gravity-aligned frame has ``z`` along the floor normal (up), the floor at ``z = 0`` and ``x``
+along the world ``x`` axis projected onto the floor, so for a scan whose world frame already has
+``z`` up and the floor at 0 (ScanNet, the sample world) the transform is the identity.
+
+>>> import numpy as np
+>>> plane = FloorPlane(normal=np.array([0.0, 0.0, 1.0]), offset=0.0, inlier_count=100, inlier_rmse=0.0)
+>>> gravity_transform(plane).round(6).tolist() == np.eye(4).tolist()
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import open3d as o3d
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FloorConfig:
+    """How the floor is found.
+
+    Args:
+        distance_threshold_m (`float`, *optional*, defaults to 0.02): RANSAC inlier distance.
+        num_iterations (`int`, *optional*, defaults to 500): RANSAC iterations per plane.
+        max_tilt_deg (`float`, *optional*, defaults to 30.0): largest angle between a floor candidate's
+            normal and the cameras' up prior.
+        max_planes (`int`, *optional*, defaults to 5): planes extracted before choosing the floor.
+        min_support_fraction (`float`, *optional*, defaults to 0.05): a plane needs at least this
+            fraction of the upward-facing points to be a floor candidate.
+        seed (`int`, *optional*, defaults to 0): random seed of open3d's RANSAC.
+    """
+
+    distance_threshold_m: float = 0.02
+    num_iterations: int = 500
+    max_tilt_deg: float = 30.0
+    max_planes: int = 5
+    min_support_fraction: float = 0.05
+    seed: int = 0
+
+
+class FloorNotFoundError(ValueError):
+    """No plane in the cloud qualifies as the floor."""
+
+
+@dataclass(frozen=True)
+class FloorPlane:
+    """A plane ``normal . x + offset = 0`` in world coordinates, ``normal`` a unit vector pointing up."""
+
+    normal: np.ndarray
+    offset: float
+    inlier_count: int
+    inlier_rmse: float
+
+    def height(self, points: np.ndarray) -> np.ndarray:
+        """Signed height of world points above the plane."""
+        return points @ self.normal + self.offset
+
+    def tilt_deg(self, up: np.ndarray | None = None) -> float:
+        """Angle between the plane normal and ``up`` (default: world ``+z``) in degrees.
+
+        >>> FloorPlane(np.array([0.0, 0.0, 1.0]), 0.0, 1, 0.0).tilt_deg()
+        0.0
+        """
+        up = np.array([0.0, 0.0, 1.0]) if up is None else np.asarray(up, dtype=np.float64)
+        cosine = float(np.clip(np.dot(self.normal, up) / np.linalg.norm(up), -1.0, 1.0))
+        return math.degrees(math.acos(cosine))
+
+
+def up_prior_from_poses(poses: list[np.ndarray]) -> np.ndarray:
+    """Mean "up" direction of upright OpenCV cameras (their ``-y`` axes) in world coordinates.
+
+    >>> up_prior_from_poses([np.diag([1.0, -1.0, -1.0, 1.0])]).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    if not poses:
+        return np.array([0.0, 0.0, 1.0])
+    ups = np.stack([-pose[:3, 1] for pose in poses])
+    mean = ups.mean(axis=0)
+    norm = np.linalg.norm(mean)
+    return mean / norm if norm > 1e-9 else np.array([0.0, 0.0, 1.0])
+
+
+def refine_plane(points: np.ndarray) -> tuple[np.ndarray, float]:
+    """Least-squares plane through points: ``(unit normal, offset)``.
+
+    >>> pts = np.array([[0, 0, 1.0], [1, 0, 1.0], [0, 1, 1.0], [1, 1, 1.0]])
+    >>> normal, offset = refine_plane(pts)
+    >>> [abs(round(float(v), 6)) for v in normal], round(abs(offset), 6)
+    ([0.0, 0.0, 1.0], 1.0)
+    """
+    centre = points.mean(axis=0)
+    _, _, vt = np.linalg.svd(points - centre, full_matrices=False)
+    normal = vt[-1]
+    normal = normal / np.linalg.norm(normal)
+    return normal, float(-normal @ centre)
+
+
+def fit_floor_plane(
+    points: np.ndarray,
+    normals: np.ndarray | None,
+    up_prior: np.ndarray,
+    config: FloorConfig = FloorConfig(),
+) -> FloorPlane:
+    """Find the floor plane of a world-frame cloud (see the module docstring).
+
+    Raises :class:`FloorNotFoundError` when no candidate plane qualifies.
+    """
+    up_prior = up_prior / np.linalg.norm(up_prior)
+    cos_tilt = math.cos(math.radians(config.max_tilt_deg))
+    if normals is not None and len(normals) == len(points):
+        with np.errstate(invalid="ignore"):
+            upward = np.nan_to_num(normals @ up_prior, nan=0.0) > cos_tilt
+        candidates = points[upward]
+    else:
+        candidates = points
+    if len(candidates) < 3:
+        raise FloorNotFoundError(f"no upward-facing surface among {len(points)} points")
+    o3d.utility.random.seed(config.seed)
+    remaining = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(candidates, dtype=np.float64)))
+    min_support = max(3, int(config.min_support_fraction * len(candidates)))
+    planes: list[tuple[float, FloorPlane]] = []
+    for _ in range(config.max_planes):
+        if len(remaining.points) < min_support:
+            break
+        _, inliers = remaining.segment_plane(
+            distance_threshold=config.distance_threshold_m, ransac_n=3, num_iterations=config.num_iterations
+        )
+        if len(inliers) < min_support:
+            break
+        inlier_points = np.asarray(remaining.points)[inliers]
+        normal, offset = refine_plane(inlier_points)
+        if normal @ up_prior < 0:
+            normal, offset = -normal, -offset
+        residual = inlier_points @ normal + offset
+        keep = np.abs(residual) <= config.distance_threshold_m
+        if keep.sum() >= 3:
+            normal, offset = refine_plane(inlier_points[keep])
+            if normal @ up_prior < 0:
+                normal, offset = -normal, -offset
+            residual = inlier_points[keep] @ normal + offset
+        plane = FloorPlane(
+            normal, offset, int(keep.sum()), float(np.sqrt(np.mean(residual**2))) if keep.any() else 0.0
+        )
+        remaining = remaining.select_by_index(inliers, invert=True)
+        if normal @ up_prior < cos_tilt:
+            continue
+        # The plane's height along the prior: the floor is the lowest candidate.
+        planes.append((float(-offset), plane))
+    if not planes:
+        raise FloorNotFoundError(
+            f"no plane within {config.max_tilt_deg} degrees of the cameras' up direction has "
+            f">= {min_support} supporting points"
+        )
+    planes.sort(key=lambda item: item[0])
+    floor = planes[0][1]
+    logger.debug(
+        "floor plane normal %s offset %.3f (%d inliers)", floor.normal, floor.offset, floor.inlier_count
+    )
+    return floor
+
+
+def gravity_transform(plane: FloorPlane) -> np.ndarray:
+    """The 4x4 world-to-gravity transform: ``z`` along the floor normal, floor at ``z = 0``.
+
+    ``x`` is the world ``x`` axis projected onto the floor (the world ``y`` axis when ``x`` is
+    nearly vertical); ``y = z x x``.
+    """
+    z_axis = plane.normal / np.linalg.norm(plane.normal)
+    reference = np.array([1.0, 0.0, 0.0])
+    if abs(reference @ z_axis) > 0.9:
+        reference = np.array([0.0, 1.0, 0.0])
+    x_axis = reference - (reference @ z_axis) * z_axis
+    x_axis /= np.linalg.norm(x_axis)
+    y_axis = np.cross(z_axis, x_axis)
+    transform = np.eye(4)
+    transform[0, :3] = x_axis
+    transform[1, :3] = y_axis
+    transform[2, :3] = z_axis
+    transform[2, 3] = plane.offset / np.linalg.norm(plane.normal)
+    return transform

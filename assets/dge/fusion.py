@@ -1,0 +1,394 @@
+"""RGB-D fusion: a scene's frames back-projected into one voxel-downsampled world point cloud.
+
+Each frame's depth image (metres = stored units / ``depth_scale``) is back-projected through the
+depth intrinsics and moved to the world by the frame's camera-to-world pose. Every point keeps a
+surface normal estimated from the depth image, a colour and the instance id read from the frame's
+instance mask (ScanNet ``instance-filt``: ``objectId + 1``, 0 for none), found by projecting the
+point into the colour image, whose resolution and intrinsics differ from the depth image's. The
+points are then voxel-downsampled with open3d: one cloud for the scene, one per object.
+
+A frame whose depth is empty or NaN, whose files cannot be read or whose pose is not rigid is
+skipped with a reason (see :class:`FrameError`); the scene is built from the rest.
+
+>>> config = FusionConfig(pixel_stride=4)
+>>> config.scene_voxel_size_m
+0.03
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import open3d as o3d
+from PIL import Image, UnidentifiedImageError
+from tqdm.auto import tqdm
+
+from assets.dge.camera import (
+    backproject_depth,
+    depth_normals_camera,
+    intrinsics_matrix,
+    pose_matrix,
+    project_points,
+    rigid_pose_problem,
+    rotate_vectors,
+    transform_points,
+)
+
+logger = logging.getLogger(__name__)
+
+NO_OBJECT = -1
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """How frames are turned into point clouds.
+
+    Args:
+        pixel_stride (`int`, *optional*, defaults to 2): back-project every n-th depth row and column.
+        scene_voxel_size_m (`float`, *optional*, defaults to 0.03): voxel size of the scene cloud.
+        object_voxel_size_m (`float`, *optional*, defaults to 0.015): voxel size of each object's cloud.
+        min_depth_m (`float`, *optional*, defaults to 0.1): nearer depth readings are dropped.
+        max_depth_m (`float`, *optional*, defaults to 10.0): farther depth readings are dropped.
+        min_valid_depth_fraction (`float`, *optional*, defaults to 0.01): a frame with fewer valid
+            depth pixels than this fraction is quarantined as empty.
+        with_colors (`bool`, *optional*, defaults to False): read the colour images to colour the cloud.
+        erode_instance_boundaries (`bool`, *optional*, defaults to True): ignore instance-mask pixels
+            on a boundary between two ids, where depth and colour registration is least reliable.
+    """
+
+    pixel_stride: int = 2
+    scene_voxel_size_m: float = 0.03
+    object_voxel_size_m: float = 0.015
+    min_depth_m: float = 0.1
+    max_depth_m: float = 10.0
+    min_valid_depth_fraction: float = 0.01
+    with_colors: bool = False
+    erode_instance_boundaries: bool = True
+
+
+class FrameError(ValueError):
+    """A frame that cannot be used: the reason, and the file it came from."""
+
+    def __init__(self, reason: str, source_file: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.source_file = source_file
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    """One row of ``rgbd_frames`` with its matrices parsed.
+
+    >>> record = FrameRecord.from_row({"scene_id": "s", "frame_index": 3, "color_path": "c.jpg",
+    ...     "depth_path": "d.png", "instance_path": None, "depth_scale": 1000.0, "color_width": 8,
+    ...     "color_height": 6, "depth_width": 8, "depth_height": 6,
+    ...     "color_intrinsics": [4, 0, 4, 0, 4, 3, 0, 0, 1], "depth_intrinsics": [4, 0, 4, 0, 4, 3, 0, 0, 1],
+    ...     "pose": np.eye(4).reshape(-1).tolist()})
+    >>> record.record_id
+    's/3'
+    """
+
+    scene_id: str
+    frame_index: int
+    color_path: str
+    depth_path: str
+    instance_path: str | None
+    depth_scale: float
+    color_size: tuple[int, int]
+    depth_size: tuple[int, int]
+    color_intrinsics: np.ndarray
+    depth_intrinsics: np.ndarray
+    pose: np.ndarray
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> FrameRecord:
+        """Parse a ``rgbd_frames`` row (a dict)."""
+        return cls(
+            scene_id=str(row["scene_id"]),
+            frame_index=int(row["frame_index"]),
+            color_path=str(row["color_path"]),
+            depth_path=str(row["depth_path"]),
+            instance_path=None if row.get("instance_path") is None else str(row["instance_path"]),
+            depth_scale=float(row["depth_scale"]),
+            color_size=(int(row["color_width"]), int(row["color_height"])),
+            depth_size=(int(row["depth_width"]), int(row["depth_height"])),
+            color_intrinsics=intrinsics_matrix(row["color_intrinsics"]),
+            depth_intrinsics=intrinsics_matrix(row["depth_intrinsics"]),
+            pose=pose_matrix(row["pose"]),
+        )
+
+    @property
+    def record_id(self) -> str:
+        """``<scene_id>/<frame_index>``, the id used in quarantine tables."""
+        return f"{self.scene_id}/{self.frame_index}"
+
+
+def read_depth_m(path: str | Path, depth_scale: float) -> np.ndarray:
+    """Read a depth image and return metres as float32 (0 or NaN where missing).
+
+    16-bit PNGs (ScanNet: millimetres, ``depth_scale`` 1000) and 32-bit float images are accepted;
+    both are divided by ``depth_scale``. Raises :class:`FrameError` when the file is unreadable.
+    """
+    try:
+        with Image.open(path) as image:
+            raw = np.asarray(image)
+    except FileNotFoundError as error:
+        raise FrameError(f"missing depth file: {error}", str(path)) from error
+    except (UnidentifiedImageError, OSError, SyntaxError) as error:
+        raise FrameError(f"unreadable depth image: {error}", str(path)) from error
+    if raw.ndim != 2:
+        raise FrameError(f"depth image has shape {raw.shape}, expected one channel", str(path))
+    return (raw.astype(np.float32) / np.float32(depth_scale)).astype(np.float32)
+
+
+def depth_problem(depth_m: np.ndarray, min_valid_fraction: float = 0.01) -> str:
+    """Empty string when a depth image is usable, else why it is not (empty, NaN).
+
+    >>> depth_problem(np.zeros((4, 4)))
+    'empty depth: no valid pixel (0 of 16 are > 0)'
+    >>> depth_problem(np.full((2, 2), np.nan))
+    'NaN depth: 4 of 4 pixels are NaN and none is valid'
+    >>> depth_problem(np.ones((2, 2)))
+    ''
+    """
+    total = depth_m.size
+    nan_count = int(np.count_nonzero(np.isnan(depth_m))) if np.issubdtype(depth_m.dtype, np.floating) else 0
+    with np.errstate(invalid="ignore"):
+        valid = int(np.count_nonzero(np.isfinite(depth_m) & (depth_m > 0)))
+    if valid == 0:
+        if nan_count:
+            return f"NaN depth: {nan_count} of {total} pixels are NaN and none is valid"
+        return f"empty depth: no valid pixel (0 of {total} are > 0)"
+    if valid < min_valid_fraction * total:
+        return (
+            f"empty depth: only {valid} of {total} pixels are valid "
+            f"(< {min_valid_fraction:.0%}; NaN pixels: {nan_count})"
+        )
+    return ""
+
+
+def read_instance_ids(path: str | Path, erode_boundaries: bool = True) -> np.ndarray:
+    """Read a ScanNet instance image as object ids (``value - 1``; -1 where no object).
+
+    With ``erode_boundaries`` the pixels whose 4-neighbourhood holds another id become -1.
+    """
+    try:
+        with Image.open(path) as image:
+            raw = np.asarray(image).astype(np.int32)
+    except FileNotFoundError as error:
+        raise FrameError(f"missing instance mask: {error}", str(path)) from error
+    except (UnidentifiedImageError, OSError, SyntaxError) as error:
+        raise FrameError(f"unreadable instance mask: {error}", str(path)) from error
+    if raw.ndim == 3:
+        raw = raw[..., 0]
+    ids = raw - 1
+    if erode_boundaries:
+        boundary = np.zeros(ids.shape, dtype=bool)
+        boundary[1:, :] |= ids[1:, :] != ids[:-1, :]
+        boundary[:-1, :] |= ids[:-1, :] != ids[1:, :]
+        boundary[:, 1:] |= ids[:, 1:] != ids[:, :-1]
+        boundary[:, :-1] |= ids[:, :-1] != ids[:, 1:]
+        ids = np.where(boundary, NO_OBJECT, ids)
+    return ids
+
+
+def _read_color(path: str) -> np.ndarray:
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"))
+    except FileNotFoundError as error:
+        raise FrameError(f"missing colour image: {error}", path) from error
+    except (UnidentifiedImageError, OSError, SyntaxError) as error:
+        raise FrameError(f"unreadable colour image: {error}", path) from error
+
+
+def frame_problem(record: FrameRecord) -> str:
+    """Problems that can be seen without reading files: a non-rigid pose, bad intrinsics."""
+    problem = rigid_pose_problem(record.pose)
+    if problem:
+        return problem
+    for name, matrix in (("depth", record.depth_intrinsics), ("colour", record.color_intrinsics)):
+        if not np.all(np.isfinite(matrix)) or matrix[0, 0] <= 0 or matrix[1, 1] <= 0:
+            return f"bad {name} intrinsics: {matrix.reshape(-1).tolist()}"
+    return ""
+
+
+@dataclass
+class FramePoints:
+    """One frame's back-projected points in the world frame."""
+
+    frame_index: int
+    points: np.ndarray  # (N, 3) float32, world frame
+    normals: np.ndarray  # (N, 3) float32, world frame, NaN where unknown
+    colors: np.ndarray | None  # (N, 3) uint8
+    object_ids: np.ndarray  # (N,) int32, NO_OBJECT where none
+
+
+def frame_points(
+    record: FrameRecord, config: FusionConfig = FusionConfig(), with_instances: bool = True
+) -> FramePoints:
+    """Back-project one frame; raises :class:`FrameError` naming the reason and the file."""
+    problem = frame_problem(record)
+    if problem:
+        raise FrameError(problem, record.depth_path)
+    depth = read_depth_m(record.depth_path, record.depth_scale)
+    if depth.shape != (record.depth_size[1], record.depth_size[0]):
+        raise FrameError(
+            f"depth image is {depth.shape[1]}x{depth.shape[0]}, the table says "
+            f"{record.depth_size[0]}x{record.depth_size[1]}",
+            record.depth_path,
+        )
+    problem = depth_problem(depth, config.min_valid_depth_fraction)
+    if problem:
+        raise FrameError(problem, record.depth_path)
+    with np.errstate(invalid="ignore"):
+        depth = np.where((depth >= config.min_depth_m) & (depth <= config.max_depth_m), depth, 0.0)
+    stride = config.pixel_stride
+    points_camera, rows, cols = backproject_depth(depth, record.depth_intrinsics, stride)
+    if points_camera.shape[0] == 0:
+        raise FrameError(
+            f"empty depth: no pixel between {config.min_depth_m} m and {config.max_depth_m} m",
+            record.depth_path,
+        )
+    normals_grid = depth_normals_camera(depth, record.depth_intrinsics, stride)
+    normals_camera = normals_grid[rows // stride, cols // stride]
+
+    needs_color_pixels = config.with_colors or (with_instances and record.instance_path is not None)
+    colors = None
+    object_ids = np.full(points_camera.shape[0], NO_OBJECT, dtype=np.int32)
+    if needs_color_pixels:
+        uv, _ = project_points(points_camera, record.color_intrinsics)
+        width, height = record.color_size
+        pixel_cols = np.clip(np.round(uv[:, 0]).astype(np.int64), 0, width - 1)
+        pixel_rows = np.clip(np.round(uv[:, 1]).astype(np.int64), 0, height - 1)
+        inside = (uv[:, 0] > -0.5) & (uv[:, 0] < width - 0.5) & (uv[:, 1] > -0.5) & (uv[:, 1] < height - 0.5)
+        if config.with_colors:
+            color_image = _read_color(record.color_path)
+            if color_image.shape[:2] != (height, width):
+                raise FrameError(
+                    f"colour image is {color_image.shape[1]}x{color_image.shape[0]}, the table says {width}x{height}",
+                    record.color_path,
+                )
+            colors = color_image[pixel_rows, pixel_cols]
+        if with_instances and record.instance_path is not None:
+            ids = read_instance_ids(record.instance_path, config.erode_instance_boundaries)
+            if ids.shape != (height, width):
+                raise FrameError(
+                    f"instance mask is {ids.shape[1]}x{ids.shape[0]}, the colour image is {width}x{height}",
+                    record.instance_path,
+                )
+            object_ids = np.where(inside, ids[pixel_rows, pixel_cols], NO_OBJECT).astype(np.int32)
+    return FramePoints(
+        frame_index=record.frame_index,
+        points=transform_points(record.pose, points_camera).astype(np.float32),
+        normals=rotate_vectors(record.pose, normals_camera).astype(np.float32),
+        colors=colors,
+        object_ids=object_ids,
+    )
+
+
+def voxel_downsample(
+    points: np.ndarray, voxel_size: float, normals: np.ndarray | None = None, colors: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Voxel-downsample with open3d (averages of points, normals and colours per voxel).
+
+    Unknown (NaN) normals are averaged as zeros; the averaged normals are renormalised, and voxels
+    with no known normal get NaN.
+
+    >>> pts = np.array([[0.0, 0, 0], [0.001, 0, 0], [1, 1, 1]])
+    >>> down, _, _ = voxel_downsample(pts, 0.1)
+    >>> len(down)
+    2
+    """
+    if len(points) == 0:
+        empty = np.zeros((0, 3))
+        return (
+            empty,
+            (empty.copy() if normals is not None else None),
+            (np.zeros((0, 3), np.uint8) if colors is not None else None),
+        )
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, dtype=np.float64)))
+    if normals is not None:
+        cloud.normals = o3d.utility.Vector3dVector(np.nan_to_num(np.asarray(normals, dtype=np.float64)))
+    if colors is not None:
+        cloud.colors = o3d.utility.Vector3dVector(np.asarray(colors, dtype=np.float64) / 255.0)
+    down = cloud.voxel_down_sample(voxel_size)
+    down_points = np.asarray(down.points)
+    down_normals = None
+    if normals is not None:
+        down_normals = np.asarray(down.normals).copy()
+        length = np.linalg.norm(down_normals, axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            down_normals = np.where(length > 1e-6, down_normals / length, np.nan)
+    down_colors = None
+    if colors is not None:
+        down_colors = np.clip(np.round(np.asarray(down.colors) * 255.0), 0, 255).astype(np.uint8)
+    return down_points, down_normals, down_colors
+
+
+@dataclass
+class FusedScene:
+    """The fused scene: a downsampled cloud, per-object clouds, and which frames were used."""
+
+    points: np.ndarray
+    normals: np.ndarray
+    colors: np.ndarray | None
+    object_points: dict[int, tuple[np.ndarray, np.ndarray]]
+    used_frames: list[int]
+    failures: list[tuple[str, str | None, str]] = field(default_factory=list)  # (record_id, file, reason)
+
+
+def fuse_frames(
+    records: Iterable[FrameRecord],
+    config: FusionConfig = FusionConfig(),
+    with_instances: bool = True,
+    progress: bool = False,
+) -> FusedScene:
+    """Fuse frames into a scene cloud and per-object clouds (world frame); bad frames are listed in ``failures``.
+
+    Object clouds are built only when ``with_instances`` and the frames carry instance masks.
+    """
+    records = list(records)
+    points, normals, colors, ids = [], [], [], []
+    used: list[int] = []
+    failures: list[tuple[str, str | None, str]] = []
+    for record in tqdm(records, desc="fusing frames", disable=not progress, leave=False):
+        try:
+            result = frame_points(record, config, with_instances=with_instances)
+        except FrameError as error:
+            logger.warning("skipping frame %s: %s", record.record_id, error.reason)
+            failures.append((record.record_id, error.source_file, error.reason))
+            continue
+        used.append(record.frame_index)
+        points.append(result.points)
+        normals.append(result.normals)
+        ids.append(result.object_ids)
+        if result.colors is not None:
+            colors.append(result.colors)
+    if not used:
+        return FusedScene(np.zeros((0, 3)), np.zeros((0, 3)), None, {}, [], failures)
+    all_points = np.concatenate(points)
+    all_normals = np.concatenate(normals)
+    all_ids = np.concatenate(ids)
+    all_colors = np.concatenate(colors) if len(colors) == len(points) else None
+    scene_points, scene_normals, scene_colors = voxel_downsample(
+        all_points, config.scene_voxel_size_m, all_normals, all_colors
+    )
+    object_points: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    labelled = np.nonzero(all_ids >= 0)[0]
+    if labelled.size:
+        order = labelled[np.argsort(all_ids[labelled], kind="stable")]
+        sorted_ids = all_ids[order]
+        boundaries = np.flatnonzero(np.diff(sorted_ids)) + 1
+        for chunk in np.split(order, boundaries):
+            object_id = int(all_ids[chunk[0]])
+            down_points, down_normals, _ = voxel_downsample(
+                all_points[chunk], config.object_voxel_size_m, all_normals[chunk]
+            )
+            object_points[object_id] = (down_points, down_normals)
+    return FusedScene(scene_points, scene_normals, scene_colors, object_points, used, failures)

@@ -1,0 +1,121 @@
+"""Top-down plot of a scene: the room footprint, the fused cloud, objects' oriented boxes and the cameras.
+
+>>> import numpy as np
+>>> image = top_down_plot(room_footprint=np.array([[0, 0], [4, 0], [4, 3], [0, 3.0]]), objects=[],
+...                       cameras=[(np.array([1.0, 1.0, 1.5]), np.array([1.0, 0.0]))], title="scene")
+>>> image.size[0] > 0
+True
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from PIL import Image
+
+from assets.dge.objects import ObjectGeometry
+
+_COLOURS = plt.get_cmap("tab20").colors
+
+
+def obb_footprint(center: np.ndarray, extents: np.ndarray, yaw: float) -> np.ndarray:
+    """The 4 xy corners of a yaw-oriented box (counter-clockwise).
+
+    >>> obb_footprint(np.zeros(3), np.array([2.0, 1.0, 1.0]), 0.0).tolist()
+    [[-1.0, -0.5], [1.0, -0.5], [1.0, 0.5], [-1.0, 0.5]]
+    """
+    half_length, half_width = extents[0] / 2.0, extents[1] / 2.0
+    local = np.array(
+        [
+            [-half_length, -half_width],
+            [half_length, -half_width],
+            [half_length, half_width],
+            [-half_length, half_width],
+        ]
+    )
+    cos_yaw, sin_yaw = math.cos(yaw), math.sin(yaw)
+    rotation = np.array([[cos_yaw, -sin_yaw], [sin_yaw, cos_yaw]])
+    return local @ rotation.T + center[:2]
+
+
+def top_down_plot(
+    room_footprint: np.ndarray,
+    objects: Sequence[ObjectGeometry],
+    cameras: Sequence[tuple[np.ndarray, np.ndarray | None]],
+    title: str = "",
+    cloud_points: np.ndarray | None = None,
+    max_cloud_points: int = 20_000,
+    size_inches: float = 5.0,
+    dpi: int = 90,
+) -> Image.Image:
+    """Render the plot as a PIL image.
+
+    Args:
+        room_footprint (`np.ndarray`): ``(K, 2)`` polygon of the room (gravity frame).
+        objects (`Sequence[ObjectGeometry]`): drawn as oriented footprints with their labels.
+        cameras (`Sequence[tuple[np.ndarray, np.ndarray | None]]`): ``(position, horizontal heading)`` pairs.
+        title (`str`, *optional*): the plot's title.
+        cloud_points (`np.ndarray`, *optional*): fused cloud, drawn as light grey dots (a seeded subsample).
+    """
+    figure, axes = plt.subplots(figsize=(size_inches, size_inches), dpi=dpi)
+    try:
+        if cloud_points is not None and len(cloud_points):
+            points = cloud_points
+            if len(points) > max_cloud_points:
+                rng = np.random.default_rng(0)
+                points = points[rng.choice(len(points), size=max_cloud_points, replace=False)]
+            axes.scatter(points[:, 0], points[:, 1], s=0.2, c="#bbbbbb", linewidths=0)
+        if len(room_footprint) >= 3:
+            closed = np.vstack([room_footprint, room_footprint[:1]])
+            axes.plot(closed[:, 0], closed[:, 1], color="black", linewidth=1.2)
+        for index, obj in enumerate(objects):
+            colour = _COLOURS[index % len(_COLOURS)]
+            corners = obb_footprint(obj.obb_center, obj.obb_extents, obj.obb_yaw)
+            axes.fill(
+                corners[:, 0], corners[:, 1], color=colour, alpha=0.55, linewidth=0.8, edgecolor="black"
+            )
+            axes.annotate(
+                f"{obj.object_id}:{obj.label}", obj.centroid[:2], fontsize=6, ha="center", va="center"
+            )
+        for number, (position, heading) in enumerate(cameras):
+            axes.plot(position[0], position[1], marker="o", markersize=3, color="tab:red")
+            if heading is not None:
+                axes.arrow(
+                    position[0],
+                    position[1],
+                    0.35 * heading[0],
+                    0.35 * heading[1],
+                    head_width=0.08,
+                    color="tab:red",
+                    length_includes_head=True,
+                )
+            if number % max(1, len(cameras) // 10) == 0:
+                axes.annotate(
+                    str(number),
+                    position[:2],
+                    fontsize=5,
+                    color="tab:red",
+                    xytext=(2, 2),
+                    textcoords="offset points",
+                )
+        axes.set_aspect("equal")
+        axes.set_xlabel("x (m)")
+        axes.set_ylabel("y (m)")
+        axes.set_title(title, fontsize=9)
+        axes.grid(True, linewidth=0.3)
+        buffer = io.BytesIO()
+        figure.tight_layout()
+        figure.savefig(buffer, format="png")
+    finally:
+        plt.close(figure)
+    buffer.seek(0)
+    image = Image.open(buffer)
+    image.load()
+    return image.convert("RGB")

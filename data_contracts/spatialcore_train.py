@@ -1,0 +1,72 @@
+"""Contract for ``spatialcore_train``: OmniSpatial questions joined with their pseudo-GT boxes.
+
+One row per question. The columns are the keyword arguments of the SpatialCORE reward functions:
+the gold answer as a 0-based ``answer_index`` and its letter ``answer`` (never read back out of option
+text), and ``pseudo_gt``, the task-relevant objects boxed on the 0..1000 grid with the detector's
+confidence as ``validity`` (1.0 for human boxes). An empty ``pseudo_gt`` means no reference exists:
+the spatial reward is then zero and generated boxes are neither rewarded nor penalised.
+
+>>> from data_contracts.validation import polars_schema
+>>> polars_schema(SpatialcoreTrain)["pseudo_gt"]
+List(Struct({'bbox_2d': List(Int64), 'label': String, 'validity': Float64}))
+"""
+
+from __future__ import annotations
+
+import dataframely as dy
+import polars as pl
+
+from data_contracts.columns import all_grid_boxes_valid, grid_box_column, image_column
+
+CONTRACT_VERSION = "1.0.0"
+LETTERS = "ABCDEFGH"
+
+PSEUDO_GT_FIELDS = {
+    "bbox_2d": grid_box_column(),
+    "label": dy.String(nullable=False, min_length=1),
+    "validity": dy.Float64(nullable=False, min=0.0, max=1.0),
+}
+"""One pseudo-GT box: canonical grid box, object phrase, validity in [0, 1]."""
+
+
+def pseudo_gt_column() -> dy.List:
+    """A list of pseudo-GT boxes (possibly empty)."""
+    return dy.List(dy.Struct(PSEUDO_GT_FIELDS, nullable=False), nullable=False)
+
+
+def pseudo_gt_boxes_valid(items: pl.Expr) -> pl.Expr:
+    """Expression: every pseudo-GT box of the list column ``items`` has x2 > x1 and y2 > y1."""
+    return all_grid_boxes_valid(items, "bbox_2d")
+
+
+class SpatialcoreTrain(dy.Schema):
+    """A SpatialCORE training question with its image, gold answer and pseudo-GT."""
+
+    question_id = dy.String(primary_key=True, min_length=1)
+    image = image_column()
+    image_width = dy.Int64(nullable=False, min=1)
+    image_height = dy.Int64(nullable=False, min=1)
+    question = dy.String(nullable=False, min_length=1)
+    options = dy.List(dy.String(nullable=False), nullable=False, max_length=len(LETTERS))
+    answer_index = dy.Int64(nullable=False, min=0)
+    answer = dy.String(nullable=False, regex=r"^[A-H]$")
+    task_type = dy.String(nullable=False)
+    sub_task_type = dy.String(nullable=False)
+    pseudo_gt = pseudo_gt_column()
+    split = dy.String(nullable=False)
+    source = dy.String(nullable=False)
+
+    @dy.rule()
+    def answer_index_in_options(cls) -> pl.Expr:
+        """The gold index points at an option (rows whose options are drawn in the image have none)."""
+        return (cls.options.col.list.len() == 0) | (cls.answer_index.col < cls.options.col.list.len())
+
+    @dy.rule()
+    def letter_matches_index(cls) -> pl.Expr:
+        """The gold letter is the letter of ``answer_index``."""
+        return cls.answer.col == pl.lit(LETTERS).str.slice(cls.answer_index.col, 1)
+
+    @dy.rule()
+    def pseudo_gt_boxes_are_ordered(cls) -> pl.Expr:
+        """Every pseudo-GT box has x2 > x1 and y2 > y1."""
+        return pseudo_gt_boxes_valid(cls.pseudo_gt.col)

@@ -1,0 +1,1 @@
+"""Tests of the DGE package (``assets.dge``) and its contracts."""

@@ -1,0 +1,194 @@
+"""Camera maths, depth reading, frame validation and fusion on small synthetic frames."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from assets.dge.camera import (
+    backproject_depth,
+    depth_normals_camera,
+    intrinsics_matrix,
+    invert_rigid,
+    project_points,
+    rigid_pose_problem,
+    transform_points,
+)
+from assets.dge.fusion import (
+    FrameError,
+    FrameRecord,
+    FusionConfig,
+    depth_problem,
+    frame_points,
+    fuse_frames,
+    read_depth_m,
+    read_instance_ids,
+    voxel_downsample,
+)
+
+K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
+
+
+def _pose(yaw_deg=0.0, translation=(0.0, 0.0, 0.0)):
+    angle = np.radians(yaw_deg)
+    pose = np.eye(4)
+    pose[:3, :3] = [[np.cos(angle), 0, np.sin(angle)], [0, 1, 0], [-np.sin(angle), 0, np.cos(angle)]]
+    pose[:3, 3] = translation
+    return pose
+
+
+def _write_frame(folder, index, depth_m, pose, instance=None, depth_scale=1000.0):
+    folder.mkdir(parents=True, exist_ok=True)
+    height, width = depth_m.shape
+    depth_path = folder / f"depth_{index}.png"
+    Image.fromarray(np.round(depth_m * depth_scale).astype(np.uint16)).save(depth_path)
+    color_path = folder / f"color_{index}.jpg"
+    Image.fromarray(np.full((height, width, 3), 128, np.uint8)).save(color_path)
+    instance_path = None
+    if instance is not None:
+        instance_path = folder / f"instance_{index}.png"
+        Image.fromarray((instance + 1).astype(np.uint16)).save(instance_path)
+    return {
+        "scene_id": "synthetic",
+        "frame_index": index,
+        "color_path": str(color_path),
+        "depth_path": str(depth_path),
+        "instance_path": None if instance_path is None else str(instance_path),
+        "depth_scale": depth_scale,
+        "color_width": width,
+        "color_height": height,
+        "depth_width": width,
+        "depth_height": height,
+        "color_intrinsics": K.reshape(-1).tolist(),
+        "depth_intrinsics": K.reshape(-1).tolist(),
+        "pose": pose.reshape(-1).tolist(),
+    }
+
+
+class TestCamera:
+    def test_project_inverts_backproject(self):
+        depth = np.random.default_rng(0).uniform(1.0, 4.0, (48, 64))
+        points, rows, cols = backproject_depth(depth, K)
+        uv, z = project_points(points, K)
+        np.testing.assert_allclose(uv[:, 0], cols, atol=1e-9)
+        np.testing.assert_allclose(uv[:, 1], rows, atol=1e-9)
+        np.testing.assert_allclose(z, depth[rows, cols])
+
+    def test_missing_depth_is_skipped(self):
+        depth = np.array([[0.0, 1.0], [np.nan, 2.0]])
+        points, _, _ = backproject_depth(depth, K)
+        assert len(points) == 2
+
+    def test_transform_round_trip(self):
+        pose = _pose(30.0, (1.0, 2.0, 3.0))
+        points = np.random.default_rng(1).normal(size=(100, 3))
+        back = transform_points(invert_rigid(pose), transform_points(pose, points))
+        np.testing.assert_allclose(back, points, atol=1e-12)
+
+    @pytest.mark.parametrize(
+        "pose, problem",
+        [
+            (np.eye(4), ""),  # identity is rigid
+            (np.diag([1.0, 1.0, 2.0, 1.0]), "not orthonormal"),  # scaled axis
+            (np.diag([1.0, 1.0, -1.0, 1.0]), "determinant"),  # a reflection
+            (np.full((4, 4), -np.inf), "not finite"),  # ScanNet's invalid pose
+        ],
+    )
+    def test_rigidity(self, pose, problem):
+        found = rigid_pose_problem(pose)
+        assert (problem in found) if problem else found == ""
+
+    def test_normals_of_a_tilted_plane(self):
+        # A plane z = 2 + 0.5 y seen by the camera: normal (0, 0.5, -1) normalised, facing the camera.
+        rows = np.mgrid[0:48, 0:64][0]
+        y_over_z = (rows - K[1, 2]) / K[1, 1]
+        depth = 2.0 / (1.0 - 0.5 * y_over_z)
+        normals = depth_normals_camera(depth, K)
+        expected = np.array([0.0, 0.5, -1.0]) / np.linalg.norm([0.0, 0.5, -1.0])
+        np.testing.assert_allclose(normals[24, 32], expected, atol=1e-6)
+        assert np.isnan(normals[0, 0]).all()
+
+
+class TestDepthProblems:
+    @pytest.mark.parametrize(
+        "depth, expected",
+        [
+            (np.zeros((4, 4), np.float32), "empty depth"),  # every pixel missing
+            (np.full((4, 4), np.nan, np.float32), "NaN depth"),  # a float depth map of NaN
+            (np.where(np.eye(20) > 0, 1.0, 0.0).astype(np.float32), "empty depth: only"),  # 5% valid < 10%
+            (np.ones((4, 4), np.float32), ""),  # usable
+        ],
+    )
+    def test_cases(self, depth, expected):
+        found = depth_problem(depth, min_valid_fraction=0.1)
+        assert found.startswith(expected) if expected else found == ""
+
+    def test_png_millimetres(self, tmp_path):
+        path = tmp_path / "d.png"
+        Image.fromarray(np.array([[1500, 0]], dtype=np.uint16)).save(path)
+        np.testing.assert_allclose(read_depth_m(path, 1000.0), [[1.5, 0.0]])
+
+    def test_unreadable_file(self, tmp_path):
+        path = tmp_path / "d.png"
+        path.write_bytes(b"not a png")
+        with pytest.raises(FrameError, match="unreadable depth"):
+            read_depth_m(path, 1000.0)
+
+    def test_instance_boundaries_are_eroded(self, tmp_path):
+        ids = np.full((6, 6), -1)
+        ids[1:5, 1:5] = 3
+        path = tmp_path / "i.png"
+        Image.fromarray((ids + 1).astype(np.uint16)).save(path)
+        eroded = read_instance_ids(path)
+        assert (eroded == 3).sum() == 4  # only the 2x2 core keeps its id
+        assert (read_instance_ids(path, erode_boundaries=False) == 3).sum() == 16
+
+
+class TestFusion:
+    def test_wall_points_in_the_world(self, tmp_path):
+        depth = np.full((48, 64), 2.0)
+        row = _write_frame(tmp_path, 0, depth, _pose(90.0, (1.0, 0.0, 0.0)))
+        result = frame_points(FrameRecord.from_row(row), FusionConfig(pixel_stride=1))
+        # Looking along world +x from x = 1: the wall is the plane x = 3.
+        np.testing.assert_allclose(result.points[:, 0], 3.0, atol=1e-5)
+        np.testing.assert_allclose(
+            result.normals[24 * 64 + 32], [-1.0, 0.0, 0.0], atol=1e-5
+        )  # an interior pixel
+
+    def test_instance_labels_follow_the_mask(self, tmp_path):
+        depth = np.full((48, 64), 2.0)
+        instance = np.full((48, 64), -1)
+        instance[10:30, 20:40] = 5
+        row = _write_frame(tmp_path, 0, depth, np.eye(4), instance)
+        fused = fuse_frames(
+            [FrameRecord.from_row(row)], FusionConfig(pixel_stride=1, object_voxel_size_m=0.005)
+        )
+        points, _ = fused.object_points[5]
+        u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
+        assert u.min() > 20 and u.max() < 39  # eroded mask interior only
+
+    def test_bad_frames_are_listed_and_the_rest_fused(self, tmp_path):
+        depth = np.full((48, 64), 2.0)
+        good = _write_frame(tmp_path, 0, depth, np.eye(4))
+        empty = _write_frame(tmp_path, 1, np.zeros((48, 64)), np.eye(4))
+        scaled = _write_frame(tmp_path, 2, depth, np.diag([2.0, 1.0, 1.0, 1.0]))
+        nan_path = tmp_path / "nan.tiff"
+        Image.fromarray(np.full((48, 64), np.nan, np.float32), mode="F").save(nan_path)
+        nan = {**_write_frame(tmp_path, 3, depth, np.eye(4)), "depth_path": str(nan_path)}
+        missing = {**_write_frame(tmp_path, 4, depth, np.eye(4)), "depth_path": str(tmp_path / "gone.png")}
+        records = [FrameRecord.from_row(row) for row in (good, empty, scaled, nan, missing)]
+        fused = fuse_frames(records, FusionConfig(pixel_stride=2))
+        assert fused.used_frames == [0]
+        reasons = {record_id: reason for record_id, _, reason in fused.failures}
+        assert reasons["synthetic/1"].startswith("empty depth")
+        assert reasons["synthetic/2"].startswith("pose is not rigid")
+        assert reasons["synthetic/3"].startswith("NaN depth")
+        assert reasons["synthetic/4"].startswith("missing depth file")
+        assert len(fused.points) > 0
+
+    def test_voxel_downsample_averages(self):
+        points = np.array([[0.001, 0.001, 0.001], [0.009, 0.009, 0.009], [0.5, 0.5, 0.5]])
+        normals = np.array([[0.0, 0.0, 1.0], [np.nan, np.nan, np.nan], [1.0, 0.0, 0.0]])
+        down, down_normals, _ = voxel_downsample(points, 0.1, normals)
+        order = np.argsort(down[:, 0])
+        np.testing.assert_allclose(down[order][0], [0.005, 0.005, 0.005])
+        np.testing.assert_allclose(down_normals[order][0], [0.0, 0.0, 1.0])

@@ -1,0 +1,223 @@
+"""Floor RANSAC, gravity frame, object cleaning and boxes, mesh sampling and room size on synthetic clouds."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from assets.dge.camera import transform_points
+from assets.dge.floor import (
+    FloorConfig,
+    FloorNotFoundError,
+    fit_floor_plane,
+    gravity_transform,
+    up_prior_from_poses,
+)
+from assets.dge.objects import (
+    ObjectConfig,
+    ObjectRejectedError,
+    clean_point_indices,
+    dominant_wall_yaw,
+    measure_object,
+    mesh_object_samples,
+    min_area_rectangle,
+    sample_triangles,
+    voxel_point_areas,
+    yaw_oriented_box,
+)
+from assets.dge.room import measure_room
+
+RNG = np.random.default_rng(7)
+
+
+def _grid(x_range, y_range, step, z=0.0):
+    xs, ys = np.meshgrid(np.arange(*x_range, step), np.arange(*y_range, step))
+    return np.stack([xs.ravel(), ys.ravel(), np.full(xs.size, z)], axis=1)
+
+
+def _box_surface(centre, size, yaw=0.0, step=0.01):
+    """Points and outward normals on the 6 faces of a box."""
+    half = np.asarray(size) / 2.0
+    points, normals = [], []
+    for axis in range(3):
+        others = [a for a in range(3) if a != axis]
+        u = np.arange(-half[others[0]], half[others[0]] + 1e-9, step)
+        v = np.arange(-half[others[1]], half[others[1]] + 1e-9, step)
+        uu, vv = np.meshgrid(u, v)
+        for sign in (-1.0, 1.0):
+            face = np.zeros((uu.size, 3))
+            face[:, others[0]] = uu.ravel()
+            face[:, others[1]] = vv.ravel()
+            face[:, axis] = sign * half[axis]
+            normal = np.zeros((uu.size, 3))
+            normal[:, axis] = sign
+            points.append(face)
+            normals.append(normal)
+    points, normals = np.concatenate(points), np.concatenate(normals)
+    rotation = np.array([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]])
+    return points @ rotation.T + centre, normals @ rotation.T
+
+
+def _rotation_x(degrees):
+    angle = math.radians(degrees)
+    return np.array(
+        [[1, 0, 0], [0, math.cos(angle), -math.sin(angle)], [0, math.sin(angle), math.cos(angle)]]
+    )
+
+
+class TestFloor:
+    def _room_cloud(self):
+        floor = _grid((0, 4), (0, 3), 0.05)
+        table_top = _grid((1, 2), (1, 2), 0.05, z=0.75)
+        wall = np.stack([np.zeros(400), RNG.uniform(0, 3, 400), RNG.uniform(0, 2.5, 400)], axis=1)
+        points = np.vstack([floor, table_top, wall])
+        normals = np.vstack(
+            [np.tile([0, 0, 1.0], (len(floor) + len(table_top), 1)), np.tile([1.0, 0, 0], (400, 1))]
+        )
+        return points, normals
+
+    def test_lowest_horizontal_plane_is_the_floor(self):
+        points, normals = self._room_cloud()
+        plane = fit_floor_plane(points, normals, np.array([0.0, 0.0, 1.0]))
+        assert plane.tilt_deg() < 0.01
+        assert plane.offset == pytest.approx(0.0, abs=1e-6)
+
+    @pytest.mark.parametrize("tilt", [5.0, 12.0, 25.0])
+    def test_tilted_scan_recovered_within_a_degree(self, tilt):
+        points, normals = self._room_cloud()
+        rotation = _rotation_x(tilt)
+        points = points @ rotation.T + [0.3, -0.2, 1.1]
+        normals = normals @ rotation.T
+        plane = fit_floor_plane(points, normals, np.array([0.0, 0.0, 1.0]))
+        truth = rotation @ [0.0, 0.0, 1.0]
+        assert math.degrees(math.acos(min(1.0, plane.normal @ truth))) < 1.0
+        gravity = transform_points(gravity_transform(plane), points[:100])
+        np.testing.assert_allclose(gravity[:, 2], 0.0, atol=1e-6)  # the first points are floor points
+
+    def test_up_prior_from_upright_cameras(self):
+        look_along_x = np.eye(4)
+        look_along_x[:3, :3] = np.array([[0, 0, 1], [-1, 0, 0], [0, -1, 0.0]])  # OpenCV camera, z up world
+        np.testing.assert_allclose(up_prior_from_poses([look_along_x]), [0, 0, 1])
+
+    def test_no_horizontal_surface(self):
+        wall = np.stack([np.zeros(300), RNG.uniform(0, 3, 300), RNG.uniform(0, 2.5, 300)], axis=1)
+        with pytest.raises(FloorNotFoundError):
+            fit_floor_plane(wall, np.tile([1.0, 0, 0], (300, 1)), np.array([0.0, 0.0, 1.0]), FloorConfig())
+
+
+class TestObjects:
+    def test_axis_aligned_box(self):
+        points, normals = _box_surface([1.0, 2.0, 0.25], [0.6, 0.4, 0.5])
+        obj = measure_object(3, "box", points, normals, np.full(len(points), 1e-4))
+        np.testing.assert_allclose(obj.centroid, [1.0, 2.0, 0.25], atol=1e-6)
+        np.testing.assert_allclose(obj.obb_extents, [0.6, 0.4, 0.5], atol=1e-6)
+        assert obj.size == pytest.approx(0.6)
+        assert obj.point_count == len(points)
+
+    @pytest.mark.parametrize("yaw", [0.3, 1.0, 2.5])
+    def test_rotated_box_keeps_its_sides(self, yaw):
+        points, normals = _box_surface([0.0, 0.0, 0.4], [1.2, 0.5, 0.8], yaw=yaw)
+        centre, extents, found = yaw_oriented_box(points, normals)
+        np.testing.assert_allclose(extents, [1.2, 0.5, 0.8], atol=1e-6)
+        assert math.isclose(math.cos(2 * (found - yaw)), 1.0, abs_tol=1e-9)  # same axis (modulo pi)
+        np.testing.assert_allclose(centre, [0.0, 0.0, 0.4], atol=1e-6)
+
+    def test_cylinder_with_handle_follows_the_handle(self):
+        angles = RNG.uniform(0, 2 * math.pi, 4000)
+        cylinder = np.stack([0.04 * np.cos(angles), 0.04 * np.sin(angles), RNG.uniform(0, 0.1, 4000)], axis=1)
+        cylinder_normals = np.stack([np.cos(angles), np.sin(angles), np.zeros(4000)], axis=1)
+        handle, handle_normals = _box_surface([0.05, 0.0, 0.05], [0.02, 0.008, 0.05], step=0.002)
+        yaw = 0.7
+        rotation = np.array(
+            [[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]]
+        )
+        points = np.vstack([cylinder, handle]) @ rotation.T
+        normals = np.vstack([cylinder_normals, handle_normals]) @ rotation.T
+        _, extents, _ = yaw_oriented_box(points, normals)
+        assert extents[0] == pytest.approx(0.1, abs=0.002)  # 4 cm radius + 6 cm to the handle's end
+
+    def test_cleaning_drops_outliers_and_small_clusters(self):
+        points, _ = _box_surface([0, 0, 0.2], [0.4, 0.4, 0.4], step=0.02)
+        stray = np.array([[2.0, 2.0, 2.0], [2.01, 2.0, 2.0], [2.0, 2.01, 2.0]])
+        spike = np.array([[0.0, 0.0, 1.5]])
+        everything = np.vstack([points, stray, spike])
+        kept = clean_point_indices(everything, ObjectConfig())
+        assert kept.max() < len(points)
+        assert len(kept) > 0.95 * len(points)
+
+    def test_too_few_points(self):
+        with pytest.raises(ObjectRejectedError, match="too few points"):
+            measure_object(1, "mug", np.zeros((5, 3)), np.zeros((5, 3)), np.ones(5))
+
+    def test_min_area_rectangle_of_a_rotated_rectangle(self):
+        corners = np.array([[0, 0], [2, 0], [2, 1], [0, 1.0]])
+        angle = math.radians(20)
+        rotation = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+        centre, extents, yaw = min_area_rectangle(corners @ rotation.T)
+        np.testing.assert_allclose(extents, [2.0, 1.0], atol=1e-9)
+        assert math.degrees(yaw) == pytest.approx(20.0)
+        np.testing.assert_allclose(centre, rotation @ [1.0, 0.5], atol=1e-9)
+
+    def test_wall_yaw_strength(self):
+        angles = np.linspace(0, 2 * math.pi, 360, endpoint=False)
+        round_normals = np.stack([np.cos(angles), np.sin(angles), np.zeros(360)], axis=1)
+        assert dominant_wall_yaw(round_normals)[1] < 1e-9  # a cylinder has no orientation
+        assert dominant_wall_yaw(np.array([[0, 0, 1.0]]))[1] == 0.0  # no vertical faces
+
+    def test_voxel_areas_grow_for_slanted_faces(self):
+        areas = voxel_point_areas(np.array([[1.0, 0, 0], [math.sqrt(0.5), math.sqrt(0.5), 0]]), 0.01)
+        assert areas[1] == pytest.approx(1e-4 / math.sqrt(2))
+
+
+class TestMesh:
+    def test_uniform_samples(self):
+        vertices = np.array([[0, 0, 0], [2, 0, 0], [2, 1, 0], [0, 1, 0.0]])
+        points, normals, area = sample_triangles(
+            vertices, np.array([[0, 1, 2], [0, 2, 3]]), 0.05, np.random.default_rng(0)
+        )
+        assert area == pytest.approx(2.0)
+        assert len(points) == 800
+        np.testing.assert_allclose(normals, np.tile([0, 0, 1.0], (800, 1)))
+        assert abs(np.mean(points[:, 0] > 1.0) - 0.5) < 0.06  # uniform by area
+
+    def test_segmentation_files(self, tmp_path):
+        import open3d as o3d
+
+        box = o3d.geometry.TriangleMesh.create_box(0.5, 0.5, 0.5)
+        other = o3d.geometry.TriangleMesh.create_box(0.2, 0.2, 0.2).translate([2.0, 0.0, 0.0])
+        mesh = box + other
+        o3d.io.write_triangle_mesh(str(tmp_path / "m.ply"), mesh)
+        segments = [0] * 8 + [1] * 8
+        (tmp_path / "s.json").write_text(json.dumps({"segIndices": segments}))
+        groups = [
+            {"objectId": 0, "label": "box", "segments": [0]},
+            {"objectId": 1, "label": "cube", "segments": [1]},
+        ]
+        (tmp_path / "a.json").write_text(json.dumps({"segGroups": groups}))
+        samples = mesh_object_samples(
+            tmp_path / "m.ply", tmp_path / "s.json", tmp_path / "a.json", ObjectConfig()
+        )
+        assert [sample.label for sample in samples] == ["box", "cube"]
+        assert samples[0].area == pytest.approx(6 * 0.25)
+        assert samples[1].points[:, 0].min() >= 2.0 - 1e-9
+        outward = np.sum(samples[0].normals * (samples[0].points - [0.25, 0.25, 0.25]), axis=1)
+        assert (outward > 0).all()
+
+
+def test_room_from_walls_and_floor():
+    floor = _grid((0, 5), (0, 4), 0.05)
+    walls = np.vstack(
+        [
+            np.stack([np.zeros(500), RNG.uniform(0, 4, 500), RNG.uniform(0, 2.6, 500)], axis=1),
+            np.stack([np.full(500, 5.0), RNG.uniform(0, 4, 500), RNG.uniform(0, 2.6, 500)], axis=1),
+            np.stack([RNG.uniform(0, 5, 500), np.zeros(500), RNG.uniform(0, 2.6, 500)], axis=1),
+            np.stack([RNG.uniform(0, 5, 500), np.full(500, 4.0), RNG.uniform(0, 2.6, 500)], axis=1),
+        ]
+    )
+    room = measure_room(np.vstack([floor, walls]))
+    assert room.length_m == pytest.approx(5.0, abs=0.01)
+    assert room.width_m == pytest.approx(4.0, abs=0.01)
+    assert room.area_m2 == pytest.approx(20.0, rel=0.01)
+    assert 4.95 * 3.95 - 1e-9 <= room.floor_area_m2 <= room.area_m2  # floor grid, plus wall feet near z = 0
+    assert room.height_m == pytest.approx(2.6, abs=0.01)

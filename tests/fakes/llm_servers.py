@@ -1,0 +1,576 @@
+"""Loopback HTTP servers that speak the OpenAI chat-completions and Anthropic Messages protocols.
+
+The real `openai` and `anthropic` SDK clients talk to these servers over TCP on 127.0.0.1, so the
+whole client layer (HTTP, parsing, retries, cache) is exercised without network or keys.
+
+- Answers come from a pluggable *responder*: a function `request_json -> str | dict | list` (text, or a
+  JSON value that is serialised, or given as the tool input when an Anthropic request forces a tool).
+  The default answers a schema-shaped example (:func:`schema_example`) when a schema was requested,
+  else `"ok"`. Helpers read what a responder needs: :func:`request_text`, :func:`request_images`,
+  :func:`request_schema`.
+- Faults are queued (:meth:`LoopbackLLMServer.queue_faults`, FIFO, one per request) or chosen by a
+  `fault_policy(recorded_request, hit_number) -> Fault | None`: 429 with `Retry-After`, 500 (or any
+  status), a stall longer than the client's timeout, a truncated body, a non-JSON body, and an error
+  that echoes the received API key (to prove the client redacts it).
+- `latency_s` delays every answer; `requests` records every hit (path, headers, body, time, fault);
+  `max_in_flight` is the highest number of requests handled at once.
+
+Pytest fixtures (`openai_server`, `anthropic_server`, `llm_server_factory`) are defined here; register
+them for the whole suite in `tests/conftest.py` with::
+
+    from tests.fakes.llm_servers import anthropic_server, llm_server_factory, openai_server  # noqa: F401
+
+Run as a script to serve from a separate process (the benchmark does)::
+
+    python tests/fakes/llm_servers.py --protocol openai --latency 0.2
+
+It prints the port on the first line of stdout and serves until stdin closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import collections
+import json
+import logging
+import socketserver
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+import pytest
+
+__all__ = [
+    "Fault",
+    "LoopbackLLMServer",
+    "RecordedRequest",
+    "anthropic_server",
+    "llm_server_factory",
+    "openai_server",
+    "request_images",
+    "request_schema",
+    "request_text",
+    "schema_example",
+]
+
+logger = logging.getLogger(__name__)
+
+Responder = Callable[[dict], Any]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A misbehaviour for one request; build them with the class methods.
+
+    Example:
+        >>> Fault.rate_limit(retry_after_s=0.5).status
+        429
+    """
+
+    kind: str
+    status: int = 200
+    retry_after_s: float | None = None
+    delay_s: float = 0.0
+    body: str = ""
+    content_type: str = "application/json"
+
+    @classmethod
+    def rate_limit(cls, retry_after_s: float | None = 1.0) -> Fault:
+        """HTTP 429 with a `Retry-After` header (seconds, may be fractional)."""
+        return cls("rate_limit", status=429, retry_after_s=retry_after_s)
+
+    @classmethod
+    def server_error(cls, status: int = 500, retry_after_s: float | None = None) -> Fault:
+        """An HTTP 5xx (500 by default; 529 is Anthropic's "overloaded")."""
+        return cls("server_error", status=status, retry_after_s=retry_after_s)
+
+    @classmethod
+    def http_error(cls, status: int, message: str = "request refused") -> Fault:
+        """Any HTTP error status with a provider-shaped JSON error body."""
+        return cls("http_error", status=status, body=message)
+
+    @classmethod
+    def echo_key_error(cls, status: int = 401) -> Fault:
+        """An error whose message repeats the API key the client sent (as some gateways do)."""
+        return cls("echo_key_error", status=status)
+
+    @classmethod
+    def timeout(cls, delay_s: float = 2.0) -> Fault:
+        """Stall `delay_s` before answering (set it longer than the client's timeout)."""
+        return cls("timeout", delay_s=delay_s)
+
+    @classmethod
+    def truncated(cls) -> Fault:
+        """A 200 whose body stops halfway (the connection closes before `Content-Length` bytes)."""
+        return cls("truncated")
+
+    @classmethod
+    def non_json(cls, content_type: str = "text/html") -> Fault:
+        """A 200 whose body is not JSON (an HTML error page by default)."""
+        return cls("non_json", body="<html><body>502 Bad Gateway</body></html>", content_type=content_type)
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict | None
+    received_at: float
+    fault: str | None = None
+
+
+def schema_example(schema: Any) -> Any:
+    """A small value that satisfies a JSON schema (first enum value, required properties, min items...).
+
+    Example:
+        >>> schema_example({"type": "object", "required": ["phrases"],
+        ...                 "properties": {"phrases": {"type": "array", "items": {"type": "string"}}}})
+        {'phrases': ['text']}
+    """
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for combinator in ("anyOf", "oneOf"):
+        if schema.get(combinator):
+            return schema_example(schema[combinator][0])
+    schema_type = schema.get("type", "object")
+    if isinstance(schema_type, list):
+        schema_type = next((name for name in schema_type if name != "null"), "null")
+    if schema_type == "object":
+        properties = schema.get("properties", {})
+        return {
+            name: schema_example(properties.get(name, {}))
+            for name in schema.get("required", list(properties))
+        }
+    if schema_type == "array":
+        return [
+            schema_example(schema.get("items", {"type": "string"}))
+            for _ in range(max(schema.get("minItems", 1), 1))
+        ]
+    if schema_type == "string":
+        return "text" + "x" * max(schema.get("minLength", 0) - 4, 0)
+    if schema_type == "integer":
+        return int(schema.get("minimum", 1))
+    if schema_type == "number":
+        return float(schema.get("minimum", 0.5))
+    if schema_type == "boolean":
+        return True
+    return None
+
+
+def _content_blocks(body: dict) -> Iterator[dict]:
+    for message in body.get("messages", []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            yield {"type": "text", "text": content}
+        elif isinstance(content, list):
+            yield from content
+
+
+def request_text(body: dict) -> str:
+    """The user text of a request (either protocol), blocks joined by newlines.
+
+    Example:
+        >>> request_text({"messages": [{"role": "user", "content": "Where is the cup?"}]})
+        'Where is the cup?'
+    """
+    return "\n".join(block.get("text", "") for block in _content_blocks(body) if block.get("type") == "text")
+
+
+def request_images(body: dict) -> list[bytes]:
+    """The images of a request, decoded (OpenAI `data:` URLs or Anthropic base64 blocks)."""
+    images: list[bytes] = []
+    for block in _content_blocks(body):
+        if block.get("type") == "image_url":
+            url = block["image_url"]["url"]
+            images.append(base64.b64decode(url.split(",", 1)[1]))
+        elif block.get("type") == "image":
+            images.append(base64.b64decode(block["source"]["data"]))
+    return images
+
+
+def request_schema(body: dict) -> dict | None:
+    """The JSON schema a request asks for: OpenAI `response_format.json_schema.schema` or the forced tool's `input_schema`."""
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        return response_format["json_schema"].get("schema")
+    tool_choice = body.get("tool_choice") or {}
+    for tool in body.get("tools", []):
+        if tool.get("name") == tool_choice.get("name"):
+            return tool.get("input_schema")
+    return None
+
+
+def default_responder(body: dict) -> Any:
+    """Answer a schema-shaped example when a schema was requested, else `"ok"`."""
+    schema = request_schema(body)
+    return schema_example(schema) if schema is not None else "ok"
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class LoopbackLLMServer:
+    """A threaded HTTP server on 127.0.0.1 speaking `protocol` (`"openai"` or `"anthropic"`).
+
+    Args:
+        protocol (`str`): `"openai"` (`POST /v1/chat/completions`) or `"anthropic"` (`POST /v1/messages`).
+        responder (`Callable[[dict], Any]`, *optional*): request JSON -> answer content.
+        latency_s (`float`, *optional*, defaults to `0.0`): delay before every answer.
+        api_key (`str`, *optional*): when set, requests must carry it (`Authorization: Bearer` for
+            openai, `x-api-key` for anthropic) or get a 401 that does not repeat it.
+
+    Example:
+        >>> with LoopbackLLMServer("openai") as server:
+        ...     server.base_url.startswith("http://127.0.0.1:")
+        True
+    """
+
+    def __init__(
+        self,
+        protocol: str,
+        responder: Responder | None = None,
+        latency_s: float = 0.0,
+        api_key: str | None = None,
+    ) -> None:
+        if protocol not in ("openai", "anthropic"):
+            raise ValueError(f"protocol must be 'openai' or 'anthropic', got {protocol!r}")
+        self.protocol = protocol
+        self.responder: Responder = responder or default_responder
+        self.latency_s = latency_s
+        self.api_key = api_key
+        self.fault_policy: Callable[[RecordedRequest, int], Fault | None] | None = None
+        self.requests: list[RecordedRequest] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._faults: collections.deque[Fault] = collections.deque()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> LoopbackLLMServer:
+        """Bind a free port and serve in a background thread."""
+        httpd = _LoopbackHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the server is not running")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as the SDK client's `base_url`."""
+        root = f"http://127.0.0.1:{self.port}"
+        return root + "/v1" if self.protocol == "openai" else root
+
+    # -- scripting -------------------------------------------------------------------------------
+    def queue_faults(self, *faults: Fault) -> None:
+        """Make the next requests misbehave, one fault each, in order."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    def reset(self) -> None:
+        """Forget recorded requests, queued faults and the in-flight maximum."""
+        with self._lock:
+            self.requests.clear()
+            self._faults.clear()
+            self.max_in_flight = 0
+
+    @property
+    def hits(self) -> int:
+        """Requests received so far."""
+        with self._lock:
+            return len(self.requests)
+
+    def texts(self) -> list[str]:
+        """The user text of every recorded request, in arrival order."""
+        with self._lock:
+            return [request_text(recorded.body or {}) for recorded in self.requests]
+
+    # -- request handling (called from handler threads) ------------------------------------------
+    def _admit(self, recorded: RecordedRequest) -> Fault | None:
+        with self._lock:
+            self.requests.append(recorded)
+            hit_number = len(self.requests)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            fault = self._faults.popleft() if self._faults else None
+        if fault is None and self.fault_policy is not None:
+            fault = self.fault_policy(recorded, hit_number)
+        recorded.fault = fault.kind if fault is not None else None
+        return fault
+
+    def _release(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _answer_body(self, body: dict) -> dict:
+        content = self.responder(body)
+        if self.protocol == "openai":
+            return _openai_completion(body, content)
+        return _anthropic_message(body, content)
+
+    def _received_key(self, headers: dict[str, str]) -> str:
+        if self.protocol == "anthropic" and headers.get("x-api-key"):
+            return headers["x-api-key"]
+        return headers.get("authorization", "").removeprefix("Bearer ").strip()
+
+
+class _LoopbackHTTPServer(ThreadingHTTPServer):
+    """Threaded server with a deep accept queue that skips the reverse DNS lookup of the host name."""
+
+    daemon_threads = True
+    request_queue_size = 256
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+def _openai_completion(body: dict, content: Any) -> dict:
+    text = content if isinstance(content, str) else json.dumps(content)
+    prompt_tokens = _estimate_tokens(json.dumps(body.get("messages", [])))
+    completion_tokens = _estimate_tokens(text)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "unknown"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _anthropic_message(body: dict, content: Any) -> dict:
+    tool_choice = body.get("tool_choice") or {}
+    forced_tool = tool_choice.get("name") if tool_choice.get("type") == "tool" else None
+    if forced_tool and not isinstance(content, str):
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_{uuid.uuid4().hex[:12]}",
+            "name": forced_tool,
+            "input": content,
+        }
+        stop_reason, output_text = "tool_use", json.dumps(content)
+    else:
+        output_text = content if isinstance(content, str) else json.dumps(content)
+        block = {"type": "text", "text": output_text}
+        stop_reason = "end_turn"
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "unknown"),
+        "content": [block],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": _estimate_tokens(
+                json.dumps(body.get("messages", [])) + str(body.get("system", ""))
+            ),
+            "output_tokens": _estimate_tokens(output_text),
+        },
+    }
+
+
+def _error_body(protocol: str, status: int, message: str) -> dict:
+    kind = {429: "rate_limit_error", 401: "authentication_error", 400: "invalid_request_error"}.get(
+        status, "api_error"
+    )
+    if protocol == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def _make_handler(server: LoopbackLLMServer) -> type[BaseHTTPRequestHandler]:
+    expected_path = "/v1/chat/completions" if server.protocol == "openai" else "/v1/messages"
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # no 40 ms stall between the header and body segments
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("loopback %s: " + format, server.protocol, *args)
+
+        def _send(
+            self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None
+        ) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _send_json(self, status: int, document: dict, headers: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(document).encode("utf-8"), "application/json", headers)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except json.JSONDecodeError:
+                body = None
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            recorded = RecordedRequest(self.path, headers, body, time.monotonic())
+            fault = server._admit(recorded)
+            try:
+                self._respond(recorded, body, headers, fault)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            finally:
+                server._release()
+
+        def _respond(
+            self, recorded: RecordedRequest, body: dict | None, headers: dict[str, str], fault: Fault | None
+        ) -> None:
+            if server.latency_s:
+                time.sleep(server.latency_s)
+            if self.path.split("?")[0] != expected_path:
+                self._send_json(404, _error_body(server.protocol, 404, f"unknown path {self.path}"))
+                return
+            if body is None:
+                self._send_json(400, _error_body(server.protocol, 400, "request body is not JSON"))
+                return
+            if server.api_key is not None and server._received_key(headers) != server.api_key:
+                self._send_json(401, _error_body(server.protocol, 401, "invalid API key"))
+                return
+            if fault is not None and self._apply_fault(fault, headers):
+                return
+            self._send_json(200, server._answer_body(body))
+
+        def _apply_fault(self, fault: Fault, headers: dict[str, str]) -> bool:
+            """Send the faulty answer; returns False when the fault only delays a normal answer."""
+            if fault.kind in ("rate_limit", "server_error"):
+                extra = {} if fault.retry_after_s is None else {"Retry-After": f"{fault.retry_after_s:g}"}
+                message = "rate limit exceeded" if fault.status == 429 else "internal server error"
+                self._send_json(fault.status, _error_body(server.protocol, fault.status, message), extra)
+                return True
+            if fault.kind == "http_error":
+                self._send_json(fault.status, _error_body(server.protocol, fault.status, fault.body))
+                return True
+            if fault.kind == "echo_key_error":
+                message = f"Incorrect API key provided: {server._received_key(headers)}"
+                self._send_json(fault.status, _error_body(server.protocol, fault.status, message))
+                return True
+            if fault.kind == "timeout":
+                time.sleep(fault.delay_s)
+                return False
+            if fault.kind == "truncated":
+                payload = json.dumps(_openai_completion({}, "x" * 200)).encode("utf-8")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload[: len(payload) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return True
+            if fault.kind == "non_json":
+                self._send(200, fault.body.encode("utf-8"), fault.content_type)
+                return True
+            raise ValueError(f"unknown fault kind {fault.kind!r}")
+
+    return Handler
+
+
+# -- pytest fixtures ----------------------------------------------------------------------------------
+@pytest.fixture
+def llm_server_factory() -> Iterator[Callable[..., LoopbackLLMServer]]:
+    """Start loopback servers with options: `llm_server_factory("openai", latency_s=0.1, responder=fn)`.
+
+    Every server started through the factory is stopped at teardown.
+    """
+    started: list[LoopbackLLMServer] = []
+
+    def start(protocol: str = "openai", **options: Any) -> LoopbackLLMServer:
+        server = LoopbackLLMServer(protocol, **options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[LoopbackLLMServer]:
+    """A running OpenAI-compatible loopback server (default responder, no latency, no faults)."""
+    with LoopbackLLMServer("openai") as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[LoopbackLLMServer]:
+    """A running Anthropic Messages loopback server (default responder, no latency, no faults)."""
+    with LoopbackLLMServer("anthropic") as server:
+        yield server
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve from this process until stdin closes; the first stdout line is the port."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--protocol", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    arguments = parser.parse_args(argv)
+    with LoopbackLLMServer(arguments.protocol, latency_s=arguments.latency) as server:
+        sys.stdout.write(f"{server.port}\n")
+        sys.stdout.flush()
+        sys.stdin.read()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Tests of the grounding package (object phrases, pseudo-GT, SpatialCORE tables)."""

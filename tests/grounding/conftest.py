@@ -1,0 +1,67 @@
+"""Fixtures of the grounding tests: the LLM loopback servers, a tiny Grounding DINO, questions, resources."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.fakes.llm_servers import LoopbackLLMServer, llm_server_factory, openai_server  # noqa: F401
+
+TEST_API_KEY = "sk-test-grounding-5c1d9e7a3b"
+"""A key-shaped secret that must never reach an output, metadata, a log line or the cache file."""
+
+
+@pytest.fixture(autouse=True)
+def single_torch_thread() -> Iterator[None]:
+    """Run torch on one thread in these tests (restored afterwards).
+
+    The tiny detector's forward passes are so small that on a shared two-core machine a second
+    thread costs far more in contention than it gains.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def tiny_grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Grounding DINO with random weights, tokenizer and image processor saved to a folder, built once."""
+    from assets.grounding.detector import build_tiny_grounding_dino
+
+    return build_tiny_grounding_dino(tmp_path_factory.mktemp("models") / "tiny-grounding-dino", seed=0)
+
+
+@pytest.fixture(scope="session")
+def world_questions(small_world: Path) -> pl.DataFrame:
+    """The small world's OmniSpatial questions as an `mcq_questions` frame (read once)."""
+    from assets.sources.readers import read_omnispatial
+
+    frame, log = read_omnispatial(small_world / "omnispatial", split="train")
+    assert len(log) == 0
+    return frame
+
+
+def grounding_resources(storage_root: Path, world: Path, **llm_settings) -> dict:
+    """Resources for `dg.materialize` of the source and grounding assets."""
+    from pipelines.llm.resources import LLMResource
+    from pipelines.resources import SourcesResource, StorageResource
+    from pipelines.storage import ParquetIOManager
+
+    return {
+        "io_manager": ParquetIOManager(root=str(storage_root)),
+        "storage": StorageResource(root=str(storage_root)),
+        "sources": SourcesResource(sample_world_root=str(world)),
+        "phrase_llm": LLMResource(storage_root=str(storage_root), **llm_settings),
+        "sft_reasoning_llm": LLMResource(storage_root=str(storage_root), **llm_settings),
+    }

@@ -1,0 +1,214 @@
+"""`spatial-train`: recipes, clear errors, the smoke run, resume with the scheduler state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from training.cli import main, make_grpo_parser, make_sft_parser
+from training.testing import (
+    DGE_COMPLETIONS,
+    SPATIALCORE_COMPLETIONS,
+    build_tiny_tokenizer,
+    scripted_generation,
+)
+
+RECIPES = sorted(path for path in Path("training/recipes").rglob("*.yaml") if "accelerate" not in path.parts)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[str(path) for path in RECIPES])
+def test_every_recipe_parses(recipe):
+    parser = make_sft_parser() if "sft" in recipe.name else make_grpo_parser()
+    script_args, training_args, model_args = parser.parse_args_and_config(
+        ["--config", str(recipe), "--use_cpu", "true"]
+    )
+    assert model_args.model_name_or_path
+
+
+def test_spatialcore_recipe_is_table_4():
+    script_args, args, model_args = make_grpo_parser().parse_args_and_config(
+        ["--config", "training/recipes/spatialcore_8b.yaml", "--use_cpu", "true"]
+    )
+    assert (args.num_generations, args.gradient_accumulation_steps, args.max_completion_length) == (
+        4,
+        8,
+        3072,
+    )
+    assert args.per_device_train_batch_size // args.num_generations == 2  # 2 prompts per device
+    assert (args.learning_rate, args.beta, args.lr_scheduler_kwargs["min_lr"], args.warmup_steps) == (
+        5e-5,
+        0.01,
+        5e-6,
+        0.05,
+    )
+    assert args.use_vllm and args.vllm_mode == "colocate"
+    assert (model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout) == (32, 64, 0.05)
+    assert (model_args.vision_lora_r, model_args.vision_lora_alpha) == (4, 8)
+    assert script_args.reward_funcs == ["spatialcore_reward"] and script_args.prompt_format == "spatialcore"
+
+
+def test_command_line_overrides_the_recipe():
+    _, args, _ = make_grpo_parser().parse_args_and_config(
+        ["--config", "training/recipes/spatialcore_8b.yaml", "--use_cpu", "true", "--learning_rate", "1e-5"]
+    )
+    assert args.learning_rate == 1e-5
+
+
+def test_help_and_unknown_command(capsys):
+    assert main(["--help"]) == 0
+    assert "grpo" in capsys.readouterr().out
+    assert main(["train"]) == 2
+    assert main([]) == 2
+
+
+def _grpo(model_dir, data_root, output_dir, *extra):
+    return main(
+        [
+            "grpo",
+            "--config",
+            "training/recipes/smoke.yaml",
+            "--model_name_or_path",
+            str(model_dir),
+            "--data_root",
+            str(data_root),
+            "--output_dir",
+            str(output_dir),
+            *extra,
+        ]
+    )
+
+
+def test_missing_table_is_a_clear_error(tiny_qwen3_vl, tmp_path, caplog):
+    assert _grpo(tiny_qwen3_vl, tmp_path / "empty", tmp_path / "out") == 2
+    assert "training table 'spatialcore_train' not found" in caplog.text
+
+
+def test_missing_column_is_a_clear_error(tiny_qwen3_vl, tiny_tables, tmp_path, caplog):
+    import polars as pl
+
+    table = tiny_tables / "spatialcore_train.parquet"
+    pl.read_parquet(table).drop("pseudo_gt").write_parquet(table)
+    assert _grpo(tiny_qwen3_vl, tiny_tables, tmp_path / "out") == 2
+    assert "lacks column(s) pseudo_gt" in caplog.text
+
+
+def test_unknown_model_family_is_a_clear_error(tiny_tables, tmp_path, caplog):
+    model_dir = tmp_path / "llava"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    assert _grpo(model_dir, tiny_tables, tmp_path / "out") == 2
+    assert "unknown model family 'gpt2'" in caplog.text
+
+
+def test_unknown_reward_is_a_clear_error(tiny_qwen3_vl, tiny_tables, tmp_path, caplog):
+    assert _grpo(tiny_qwen3_vl, tiny_tables, tmp_path / "out", "--reward_funcs", "spatialcore_rewrd") == 2
+    assert "unknown reward 'spatialcore_rewrd'" in caplog.text
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tiny_qwen3_vl, tiny_tables, tmp_path, caplog):
+    assert _grpo(tiny_qwen3_vl, tiny_tables, tmp_path / "out", "--resume_from_checkpoint", "last") == 2
+    assert "no checkpoint to resume from" in caplog.text
+
+
+@pytest.mark.slow
+def test_smoke_recipe_trains_lora_and_writes_tensorboard(tiny_qwen3_vl, tiny_tables, tmp_path):
+    output_dir = tmp_path / "smoke"
+    with scripted_generation(build_tiny_tokenizer(), SPATIALCORE_COMPLETIONS):
+        assert _grpo(tiny_qwen3_vl, tiny_tables, output_dir) == 0
+    adapter = load_file(str(output_dir / "adapter_model.safetensors"))
+    # LoRA B starts at zero: a non-zero B means the optimizer moved the adapter
+    assert any("lora_B" in key and torch.count_nonzero(value) for key, value in adapter.items())
+    assert list(output_dir.rglob("events.out.tfevents.*"))
+    state = json.loads((output_dir / "checkpoint-2" / "trainer_state.json").read_text())
+    logged = {key for entry in state["log_history"] for key in entry}
+    assert {
+        "spatialcore/answer",
+        "spatialcore/spatial",
+        "spatialcore/mean_box_entropy",
+        "spatialcore/mean_matched_iou",
+        "grounding/coordinate_entropy",
+    } <= logged
+
+
+@pytest.mark.slow
+def test_resume_continues_steps_and_scheduler_state(tiny_qwen3_vl, tiny_tables, tmp_path):
+    output_dir = tmp_path / "dge"
+    dge = [
+        "--dataset_table",
+        "dge_tasks",
+        "--reward_funcs",
+        "dge_reward",
+        "--task_scheduler",
+        "true",
+        "--max_completion_length",
+        "16",
+        "--report_to",
+        "none",
+    ]
+    with scripted_generation(build_tiny_tokenizer(), DGE_COMPLETIONS):
+        assert _grpo(tiny_qwen3_vl, tiny_tables, output_dir, *dge) == 0
+        first = json.loads((output_dir / "checkpoint-1" / "task_scheduler.json").read_text())
+        assert first["chunks_consumed"] == 1 and sum(first["scheduler"]["attempts"].values()) == 4
+        assert (
+            _grpo(
+                tiny_qwen3_vl,
+                tiny_tables,
+                output_dir,
+                *dge,
+                "--max_steps",
+                "3",
+                "--resume_from_checkpoint",
+                str(output_dir / "checkpoint-1"),
+            )
+            == 0
+        )
+    state = json.loads((output_dir / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    resumed = json.loads((output_dir / "checkpoint-3" / "task_scheduler.json").read_text())
+    # checkpoint-1's 4 scored completions plus two more steps of 4
+    assert resumed["chunks_consumed"] == 3 and sum(resumed["scheduler"]["attempts"].values()) == 12
+    assert (
+        resumed["scheduler"]["attempts"]["absolute_distance"]
+        >= first["scheduler"]["attempts"]["absolute_distance"]
+    )
+
+
+@pytest.mark.slow
+def test_console_script_runs_the_smoke_recipe(tiny_qwen3_vl, tiny_tables, tmp_path):
+    command = [
+        str(Path(sys.executable).with_name("spatial-train")),
+        "grpo",
+        "--config",
+        "training/recipes/smoke.yaml",
+        "--model_name_or_path",
+        str(tiny_qwen3_vl),
+        "--data_root",
+        str(tiny_tables),
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--max_completion_length",
+        "16",
+        "--report_to",
+        "none",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "out" / "checkpoint-2" / "trainer_state.json").is_file()
+
+
+def test_resolve_checkpoint_aliases(tmp_path):
+    from training.grpo_trainer import resolve_checkpoint
+
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-10").mkdir()
+    assert resolve_checkpoint(tmp_path, "last") == str(tmp_path / "checkpoint-10")
+    assert resolve_checkpoint(tmp_path, str(tmp_path / "checkpoint-2")) == str(tmp_path / "checkpoint-2")
+    assert resolve_checkpoint(tmp_path, None) is None
+    with pytest.raises(FileNotFoundError):
+        resolve_checkpoint(tmp_path, str(tmp_path / "checkpoint-99"))

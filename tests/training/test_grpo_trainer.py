@@ -1,0 +1,206 @@
+"""`SpatialGRPOTrainer` on a tiny Qwen3-VL: box entropies handed to the rewards, learning, metrics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from trl import GRPOConfig
+
+from training.data import load_training_data
+from training.entropy import token_entropy
+from training.grpo_trainer import SpatialGRPOTrainer
+from training.models import SpatialModelConfig, load_model, load_processor, prepare_policy
+from training.rewards import get_reward_funcs
+from training.rewards.parsing import parse_spatialcore
+from training.scheduler import TaskScheduler
+from training.testing import DGE_COMPLETIONS, SPATIALCORE_COMPLETIONS, scripted_generation
+
+pytestmark = pytest.mark.slow
+
+
+def _config(output_dir, **overrides) -> GRPOConfig:
+    values = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=80,
+        max_steps=1,
+        logging_steps=1,
+        learning_rate=1e-2,
+        beta=0.01,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        save_strategy="no",
+        seed=0,
+    )
+    values.update(overrides)
+    return GRPOConfig(**values)
+
+
+def _trainer(
+    model_dir,
+    data_root,
+    output_dir,
+    reward_funcs,
+    table="spatialcore_train",
+    prompt_format="spatialcore",
+    **kwargs,
+):
+    trainer_kwargs = {
+        key: kwargs.pop(key) for key in list(kwargs) if key in ("box_entropy_source", "task_scheduler")
+    }
+    model_args = SpatialModelConfig(
+        model_name_or_path=str(model_dir), use_peft=True, lora_r=8, lora_alpha=16, lora_dropout=0.0
+    )
+    model, peft_config = prepare_policy(load_model(model_args), model_args)
+    data = load_training_data(data_root, table, prompt_format, "qwen3_vl")
+    return SpatialGRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=_config(output_dir, **kwargs),
+        train_dataset=data.dataset,
+        processing_class=load_processor(model_dir, "qwen3_vl"),
+        peft_config=peft_config,
+        prompt_format=prompt_format,
+        **trainer_kwargs,
+    )
+
+
+class EntropyProbe:
+    """A reward that records `box_entropies` and the entropies of an independent full forward pass."""
+
+    __name__ = "entropy_probe_reward"
+
+    def __init__(self):
+        self.trainer = None
+        self.records = []
+
+    def __call__(self, completions, prompts, completion_ids, box_entropies, **kwargs):
+        processor = self.trainer.processing_class
+        model = self.trainer.model
+        for prompt, ids, entry, completion in zip(
+            prompts, completion_ids, box_entropies, completions, strict=True
+        ):
+            inputs = processor.apply_chat_template(
+                prompt, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+            )
+            completion_tensor = torch.tensor(ids).unsqueeze(0)
+            input_ids = torch.cat([inputs["input_ids"], completion_tensor], dim=1)
+            with torch.no_grad():
+                logits = model(
+                    input_ids=input_ids,
+                    attention_mask=torch.ones_like(input_ids),
+                    pixel_values=inputs["pixel_values"],
+                    image_grid_thw=inputs["image_grid_thw"],
+                    mm_token_type_ids=torch.cat(
+                        [inputs["mm_token_type_ids"], torch.zeros_like(completion_tensor)], 1
+                    ),
+                ).logits
+            prompt_length = inputs["input_ids"].shape[1]
+            full = token_entropy(logits[0, prompt_length - 1 : -1]).tolist()
+            self.records.append({"text": completion[0]["content"], "entry": entry, "full": full})
+        return [0.0] * len(completions)
+
+
+def _coordinate_digits_of(text: str) -> str:
+    """Digits of the coordinates of the valid reasoning-segment boxes, in order."""
+    return "".join(
+        text[start:end] for box in parse_spatialcore(text).grounding_boxes for start, end in box.coord_spans
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "overrides"),
+    [
+        ("generation", {}),
+        ("selective_pass", {}),
+        # two iterations per generation batch make TRL run its own no-grad log-prob pass
+        ("logprob_pass", {"num_iterations": 2}),
+    ],
+)
+def test_rewards_get_full_forward_entropies_at_exactly_the_coordinate_digits(
+    source, overrides, tiny_qwen3_vl, tiny_tables, tmp_path
+):
+    probe = EntropyProbe()
+    trainer = _trainer(
+        tiny_qwen3_vl, tiny_tables, tmp_path / "out", [probe], box_entropy_source=source, **overrides
+    )
+    probe.trainer = trainer
+    assert trainer.entropy_source == source
+    with scripted_generation(trainer.processing_class.tokenizer, SPATIALCORE_COMPLETIONS):
+        trainer.train()
+    assert len(probe.records) == 4
+    for record in probe.records:
+        tokens, entropies = record["entry"]["tokens"], record["entry"]["entropies"]
+        assert "".join(tokens) == record["text"]
+        measured = [index for index, value in enumerate(entropies) if math.isfinite(value)]
+        # exactly the coordinate-digit tokens of the boxes the reward scores
+        assert "".join(tokens[index] for index in measured) == _coordinate_digits_of(record["text"])
+        for index in measured:
+            assert entropies[index] == pytest.approx(record["full"][index], abs=1e-4)
+
+
+def test_spatialcore_training_step_learns_and_logs_every_component(tiny_qwen3_vl, tiny_tables, tmp_path):
+    trainer = _trainer(
+        tiny_qwen3_vl, tiny_tables, tmp_path / "out", get_reward_funcs(["spatialcore_reward"]), max_steps=2
+    )
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if "lora_" in name}
+    with scripted_generation(trainer.processing_class.tokenizer, SPATIALCORE_COMPLETIONS):
+        trainer.train()
+    changed = [
+        name
+        for name, p in trainer.model.named_parameters()
+        if "lora_" in name and not torch.equal(p, before[name])
+    ]
+    assert any("language_model" in name for name in changed)
+    logged = {key for entry in trainer.state.log_history for key in entry}
+    for component in (
+        "answer",
+        "format",
+        "attempt_bonus",
+        "spatial",
+        "gated_spatial",
+        "precision",
+        "recall",
+        "mean_matched_iou",
+        "mean_box_entropy",
+        "boxes_per_completion",
+        "share_with_boxes",
+        "truncated",
+        "has_answer",
+    ):
+        assert f"spatialcore/{component}" in logged, component
+    for key in (
+        "rewards/spatialcore_reward/mean",
+        "completions/clipped_ratio",
+        "grounding/answer_accuracy",
+        "grounding/coordinate_entropy",
+    ):
+        assert key in logged, key
+
+
+def test_scheduler_moves_weight_to_the_failing_task_type(tiny_qwen3_vl, tiny_tables, tmp_path):
+    # Every completion answers "A": right for the multiple-choice rows (relative_direction_image),
+    # wrong for the numeric rows (absolute_distance).
+    scheduler = TaskScheduler(["absolute_distance", "relative_direction_image"])
+    trainer = _trainer(
+        tiny_qwen3_vl,
+        tiny_tables,
+        tmp_path / "out",
+        get_reward_funcs(["dge_reward"]),
+        table="dge_tasks",
+        prompt_format="dge",
+        task_scheduler=scheduler,
+        max_steps=2,
+    )
+    with scripted_generation(trainer.processing_class.tokenizer, DGE_COMPLETIONS):
+        trainer.train()
+    weights = scheduler.weights()
+    assert weights["absolute_distance"] > weights["relative_direction_image"]
+    assert sum(scheduler.attempts.values()) == 8
+    logged = {key for entry in trainer.state.log_history for key in entry}
+    assert "scheduler/weight/absolute_distance" in logged

@@ -1,0 +1,186 @@
+"""`spatial-train`: GRPO and SFT from a YAML recipe, with command-line overrides and resume.
+
+Usage::
+
+    spatial-train grpo --config training/recipes/spatialcore_8b.yaml [--max_steps 100 ...]
+    spatial-train grpo --config RECIPE --resume_from_checkpoint last      # or a checkpoint folder
+    spatial-train sft  --config training/recipes/spatialcore_sft.yaml
+    accelerate launch --config_file training/recipes/accelerate/zero3_8gpu.yaml \\
+        -m training.cli grpo --config training/recipes/spatialcore_8b.yaml
+
+Every recipe key is a field of `training.config.SpatialGRPOArguments` (or
+`training.sft.SpatialSFTArguments`), TRL's `GRPOConfig` (`SFTConfig`), or
+`training.models.SpatialModelConfig`; TRL's parser reads the file and applies the flags on top.
+Progress and metrics go to the console and to the recipe's `report_to` (TensorBoard; W&B is added
+when installed). A missing table, a missing column, an unknown reward, format or model family, or
+a missing checkpoint end the command with a one-line error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from collections.abc import Sequence
+
+from data_contracts.boxes import UnknownModelFamilyError
+from training.config import RecipeError
+from training.data import MissingColumnError, MissingTableError
+
+logger = logging.getLogger("training.cli")
+
+USAGE = """usage: spatial-train {grpo,sft} --config RECIPE.yaml [--key value ...]
+
+commands:
+  grpo   GRPO post-training (SpatialCORE, SpatialThinker, DGE recipes)
+  sft    supervised cold start (completion-only loss, language LoRA)
+
+Run `spatial-train grpo --help` for every recipe key.
+"""
+
+USER_ERRORS = (MissingTableError, MissingColumnError, UnknownModelFamilyError, RecipeError, FileNotFoundError)
+
+
+def _add_wandb(training_args) -> None:
+    report_to = training_args.report_to
+    if not report_to or report_to in ("none", ["none"]) or importlib.util.find_spec("wandb") is None:
+        return
+    if isinstance(report_to, str):
+        report_to = [report_to]
+    if "wandb" not in report_to and "all" not in report_to:
+        training_args.report_to = [*report_to, "wandb"]
+
+
+def make_grpo_parser():
+    """TRL's parser over the GRPO recipe dataclasses."""
+    from trl import GRPOConfig, TrlParser
+
+    from training.config import SpatialGRPOArguments
+    from training.models import SpatialModelConfig
+
+    return TrlParser((SpatialGRPOArguments, GRPOConfig, SpatialModelConfig), prog="spatial-train grpo")
+
+
+def make_sft_parser():
+    """TRL's parser over the SFT recipe dataclasses."""
+    from trl import SFTConfig, TrlParser
+
+    from training.models import SpatialModelConfig
+    from training.sft import SpatialSFTArguments
+
+    return TrlParser((SpatialSFTArguments, SFTConfig, SpatialModelConfig), prog="spatial-train sft")
+
+
+def build_reward_funcs(script_args) -> list:
+    """The recipe's reward functions (with the SpatialCORE curriculum in place of `spatialcore_reward`)."""
+    from training.rewards import get_reward_funcs
+    from training.schedules import spatialcore_curriculum_reward
+
+    rewards = get_reward_funcs(script_args.reward_funcs)
+    if script_args.reward_curriculum is not None:
+        index = script_args.reward_funcs.index("spatialcore_reward")
+        rewards[index] = spatialcore_curriculum_reward(script_args.reward_curriculum)
+    return rewards
+
+
+def run_grpo(script_args, training_args, model_args):
+    """Load data, model and rewards, train with `SpatialGRPOTrainer`, save; return the trainer."""
+    from training.data import default_data_root, load_training_data, task_types_of, write_quarantine
+    from training.grpo_trainer import SpatialGRPOTrainer, resolve_checkpoint
+    from training.models import detect_family, load_model, load_processor, prepare_policy
+    from training.scheduler import TaskScheduler
+
+    if model_args.model_name_or_path is None:
+        raise RecipeError("the recipe names no model (model_name_or_path)")
+    family = script_args.model_family or detect_family(model_args.model_name_or_path)
+    resume = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+    extra = (script_args.task_type_column,) if script_args.task_scheduler else ()
+    data = load_training_data(
+        script_args.data_root or default_data_root(),
+        script_args.dataset_table,
+        script_args.prompt_format,
+        family,
+        split=script_args.dataset_split,
+        extra_columns=extra,
+        max_samples=script_args.max_train_samples,
+        include_task_types=script_args.include_task_types,
+        task_type_column=script_args.task_type_column,
+    )
+    quarantine_path = write_quarantine(data.quarantine, training_args.output_dir, script_args.dataset_table)
+    if quarantine_path is not None:
+        logger.warning("%d rows quarantined to %s", data.quarantine.height, quarantine_path)
+    scheduler = None
+    if script_args.task_scheduler:
+        scheduler = TaskScheduler(
+            sorted(set(task_types_of(data.dataset, script_args.task_type_column))),
+            floor=script_args.scheduler_floor,
+            prior=script_args.scheduler_prior,
+            prior_weight=script_args.scheduler_prior_weight,
+        )
+    if script_args.report_wandb_if_installed:
+        _add_wandb(training_args)
+    processor = load_processor(model_args.model_name_or_path, family)
+    model, peft_config = prepare_policy(load_model(model_args), model_args)
+    trainer = SpatialGRPOTrainer(
+        model=model,
+        reward_funcs=build_reward_funcs(script_args),
+        args=training_args,
+        train_dataset=data.dataset,
+        processing_class=processor,
+        peft_config=peft_config,
+        prompt_format=script_args.prompt_format,
+        box_entropy_source=script_args.box_entropy_source,
+        task_scheduler=scheduler,
+        task_type_column=script_args.task_type_column,
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(training_args.output_dir)
+    logger.info("saved the policy to %s", training_args.output_dir)
+    return trainer
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `spatial-train`; returns the exit status.
+
+    >>> main(["--help"])  # doctest: +ELLIPSIS
+    usage: spatial-train {grpo,sft} ...
+    0
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0 if arguments else 2
+    command, rest = arguments[0], arguments[1:]
+    if command not in ("grpo", "sft"):
+        sys.stderr.write(f"spatial-train: unknown command {command!r}\n{USAGE}")
+        return 2
+    _configure_logging()
+    try:
+        if command == "grpo":
+            script_args, training_args, model_args = make_grpo_parser().parse_args_and_config(rest)
+            run_grpo(script_args, training_args, model_args)
+        else:
+            from training.grpo_trainer import resolve_checkpoint
+            from training.sft import run_sft
+
+            script_args, training_args, model_args = make_sft_parser().parse_args_and_config(rest)
+            training_args.resume_from_checkpoint = resolve_checkpoint(
+                training_args.output_dir, training_args.resume_from_checkpoint
+            )
+            run_sft(script_args, training_args, model_args)
+    except USER_ERRORS as error:
+        logger.error("%s", error)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

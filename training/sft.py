@@ -1,0 +1,269 @@
+"""SFT cold start (SpatialCORE appendix A.4): teach the grounded output format before GRPO.
+
+Target completions are, per training row: the pseudo-GT box lines in the model family's coordinate
+convention (when pseudo-GT exists), a reasoning trace (from an LLM backend when one is given, else a
+template built from the boxes), `</think>`, and the gold answer letter. `build_sft_targets` is the
+pure function; the `sft_cold_start` asset wraps it (`build_sft_frame` selects the rows and adds the
+`completion` column). `run_sft` trains a LoRA adapter on the language side with the vision encoder
+frozen and completion-only loss (TRL's `SFTTrainer` masks the prompt tokens); that adapter
+initialises GRPO (`init_adapter_path`).
+
+>>> row = {"question": "Where is the cup?", "options": ["left", "right"], "answer": "A",
+...        "image_width": 640, "image_height": 480,
+...        "pseudo_gt": [{"bbox_2d": [100, 200, 300, 400], "label": "cup", "validity": 0.9}]}
+>>> print(build_sft_targets([row], family="qwen3_vl")[0])
+{"bbox_2d": [100, 200, 300, 400], "label": "cup"}
+The cup is in the upper left part of the image.
+So the answer is A (left).
+</think>
+<BLANKLINE>
+A
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from data_contracts.boxes import BoxError, ResizeRule, to_model_convention
+from training.prompts import as_option_list, option_letters
+from training.rewards.parsing import gold_option_letter
+
+logger = logging.getLogger(__name__)
+
+SFT_COLD_START_SAMPLES = 1000
+ReasoningFunction = Callable[[dict, list[dict]], str]
+
+
+def _region(centre: float, words: tuple[str, str, str]) -> str:
+    if centre < 333:
+        return words[0]
+    if centre > 667:
+        return words[2]
+    return words[1]
+
+
+def describe_position(box: Sequence[int]) -> str:
+    """Where a 0..1000 grid box sits in the image, in words.
+
+    >>> describe_position([0, 0, 100, 100]), describe_position([400, 400, 600, 600])
+    ('upper left', 'centre')
+    """
+    x_centre, y_centre = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    vertical = _region(y_centre, ("upper", "middle", "lower"))
+    horizontal = _region(x_centre, ("left", "centre", "right"))
+    if vertical == "middle" and horizontal == "centre":
+        return "centre"
+    if vertical == "middle":
+        return f"middle {horizontal}"
+    return f"{vertical} {horizontal}" if horizontal != "centre" else f"{vertical} centre"
+
+
+def template_reasoning(row: dict, boxes: list[dict]) -> str:
+    """A short reasoning trace from the boxes' positions and the gold answer (offline default).
+
+    Args:
+        row (`dict`): the training row (`options`, `answer`).
+        boxes (`list[dict]`): the pseudo-GT items kept as box lines (`bbox_2d` on the grid, `label`).
+    """
+    lines = [
+        f"The {item['label']} is in the {describe_position(item['bbox_2d'])} part of the image."
+        for item in boxes
+    ]
+    options = as_option_list(row.get("options"))
+    letter = gold_option_letter(row.get("answer"), len(options))
+    if options:
+        lines.append(f"So the answer is {letter} ({options[option_letters(len(options)).index(letter)]}).")
+    else:
+        lines.append(f"So the answer is {letter}.")
+    return "\n".join(lines)
+
+
+def _valid_pseudo_gt(row: dict) -> list[dict]:
+    items = row.get("pseudo_gt") or []
+    if isinstance(items, str):
+        items = json.loads(items)
+    return [
+        item
+        for item in items
+        if isinstance(item, dict)
+        and item.get("bbox_2d") is not None
+        and len(item["bbox_2d"]) == 4
+        and item.get("label")
+    ]
+
+
+def build_sft_targets(
+    rows: Sequence[dict],
+    *,
+    family: str = "qwen3_vl",
+    reasoning_fn: ReasoningFunction | None = None,
+    resize_rule: ResizeRule | None = None,
+) -> list[str]:
+    """Target completions of the SFT cold start, one per row.
+
+    Each target is the pseudo-GT box lines (one JSON object per line, coordinates in `family`'s
+    convention), a reasoning trace, `</think>`, a blank line and the gold letter: exactly the
+    completion the SpatialCORE reward parses (the chat template has opened `<think>`).
+
+    Args:
+        rows (`Sequence[dict]`): `spatialcore_train` rows (`question`, `options`, `answer`,
+            `image_width`, `image_height`, `pseudo_gt`).
+        family (`str`, *optional*, defaults to `"qwen3_vl"`): model family of the coordinates.
+        reasoning_fn (`Callable[[dict, list[dict]], str]`, *optional*): writes the reasoning of a row
+            from the row and its kept boxes (e.g. an LLM backend); the template when omitted.
+        resize_rule (`ResizeRule`, *optional*): Qwen2.5-VL's resize rule (the processor's).
+
+    Returns:
+        `list[str]`: the target completions.
+
+    Raises:
+        `ValueError`: when a row's gold answer is not an option letter.
+    """
+    targets = []
+    for row in rows:
+        width, height = int(row["image_width"]), int(row["image_height"])
+        kept, lines = [], []
+        for item in _valid_pseudo_gt(row):
+            try:
+                if resize_rule is None:
+                    coordinates = to_model_convention(item["bbox_2d"], family, width, height)
+                else:
+                    coordinates = to_model_convention(item["bbox_2d"], family, width, height, resize_rule)
+            except BoxError as error:
+                logger.debug("pseudo-GT box dropped from the SFT target: %s", error)
+                continue
+            kept.append(item)
+            lines.append(json.dumps({"bbox_2d": coordinates, "label": str(item["label"])}))
+        reasoning = reasoning_fn(row, kept) if reasoning_fn is not None else template_reasoning(row, kept)
+        letter = gold_option_letter(row.get("answer"), len(as_option_list(row.get("options"))))
+        body = "\n".join([*lines, reasoning.strip()])
+        targets.append(f"{body}\n</think>\n\n{letter}")
+    return targets
+
+
+def build_sft_frame(
+    spatialcore_train: pl.DataFrame,
+    *,
+    samples: int = SFT_COLD_START_SAMPLES,
+    seed: int = 0,
+    family: str = "qwen3_vl",
+    reasoning_fn: ReasoningFunction | None = None,
+    reasoning_backend: str = "template",
+    split: str | None = "train",
+) -> pl.DataFrame:
+    """Select `samples` training rows (seeded) and add `completion`, `model_family`, `reasoning_backend`.
+
+    The result has the `sft_cold_start` contract's columns; `reasoning_backend` names where the
+    traces came from (`"template"`, or `"<provider>/<model>"` with a `reasoning_fn`).
+
+    Rows whose gold answer is unusable are dropped (with a warning) rather than failing the batch.
+
+    >>> from training.testing import tiny_training_frames
+    >>> build_sft_frame(tiny_training_frames(rows=4)["spatialcore_train"], samples=2).height
+    2
+    """
+    frame = spatialcore_train
+    if split is not None and "split" in frame.columns:
+        frame = frame.filter(pl.col("split") == split)
+    if frame.height > samples:
+        frame = frame.sample(n=samples, seed=seed, shuffle=True)
+    keep, completions = [], []
+    for index, row in enumerate(
+        frame.drop([c for c in ("image", "images") if c in frame.columns]).iter_rows(named=True)
+    ):
+        try:
+            completions.append(build_sft_targets([row], family=family, reasoning_fn=reasoning_fn)[0])
+        except ValueError as error:
+            logger.warning("row %s left out of the SFT set: %s", row.get("question_id", index), error)
+            continue
+        keep.append(index)
+    return frame[keep].with_columns(
+        pl.Series("completion", completions, dtype=pl.String),
+        pl.lit(family).alias("model_family"),
+        pl.lit(reasoning_backend if reasoning_fn is not None else "template").alias("reasoning_backend"),
+    )
+
+
+@dataclass
+class SpatialSFTArguments:
+    """Data arguments of `spatial-train sft`.
+
+    Args:
+        data_root (`str`, *optional*): storage root of the caches (`$SPATIAL_DATA_ROOT`, else `./data`).
+        dataset_table (`str`, *optional*, defaults to `"sft_cold_start"`): table with a `completion`
+            column; a `spatialcore_train`-like table without it gets template targets.
+        dataset_split (`str`, *optional*, defaults to `"train"`): rows whose `split` equals this.
+        max_train_samples (`int`, *optional*, defaults to `1000`): rows used (the paper's 1,000).
+        model_family (`str`, *optional*): coordinate convention; read from the model config when omitted.
+    """
+
+    data_root: str | None = field(default=None, metadata={"help": "Storage root of the Parquet caches."})
+    dataset_table: str = field(
+        default="sft_cold_start", metadata={"help": "SFT table (with a completion column)."}
+    )
+    dataset_split: str | None = field(default="train", metadata={"help": "Split to train on."})
+    max_train_samples: int | None = field(default=SFT_COLD_START_SAMPLES, metadata={"help": "Rows used."})
+    model_family: str | None = field(default=None, metadata={"help": "Box convention family (auto)."})
+
+
+def sft_dataset(data_root: str | Path, table: str, family: str, split: str | None, max_samples: int | None):
+    """The SFT dataset: `prompt` (SpatialCORE prompt), `completion` (assistant message), `image`."""
+    from training.data import load_training_data
+
+    data = load_training_data(data_root, table, "spatialcore", family, split=split, max_samples=max_samples)
+    dataset = data.dataset
+    if "completion" in dataset.column_names:
+        texts = [str(text) for text in dataset["completion"]]
+        dataset = dataset.remove_columns(["completion"])
+    else:
+        rows = dataset.remove_columns([c for c in ("image", "prompt") if c in dataset.column_names]).to_list()
+        texts = build_sft_targets(rows, family=family)
+    messages = [[{"role": "assistant", "content": text}] for text in texts]
+    dataset = dataset.select_columns(
+        [column for column in ("prompt", "image") if column in dataset.column_names]
+    )
+    return dataset.add_column("completion", messages), data.quarantine
+
+
+def build_sft_trainer(script_args: SpatialSFTArguments, training_args, model_args):
+    """TRL's `SFTTrainer` for the cold start: language-side LoRA, vision frozen, completion-only loss."""
+    from trl import SFTTrainer
+
+    from training.data import default_data_root, write_quarantine
+    from training.models import detect_family, load_model, load_processor, prepare_policy
+
+    if training_args.completion_only_loss is False:
+        raise ValueError(
+            "the SFT cold start trains on the completion only; do not set completion_only_loss: false"
+        )
+    training_args.completion_only_loss = True
+    family = script_args.model_family or detect_family(model_args.model_name_or_path)
+    data_root = script_args.data_root or default_data_root()
+    dataset, quarantine = sft_dataset(
+        data_root, script_args.dataset_table, family, script_args.dataset_split, script_args.max_train_samples
+    )
+    write_quarantine(quarantine, training_args.output_dir, script_args.dataset_table)
+    processor = load_processor(model_args.model_name_or_path, family)
+    model, peft_config = prepare_policy(load_model(model_args), model_args)
+    return SFTTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=processor,
+        peft_config=peft_config,
+    )
+
+
+def run_sft(script_args: SpatialSFTArguments, training_args, model_args) -> Path:
+    """Train the cold-start adapter and save it to `output_dir` (returned)."""
+    trainer = build_sft_trainer(script_args, training_args, model_args)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    logger.info("saved the SFT cold-start adapter to %s", training_args.output_dir)
+    return Path(training_args.output_dir)
