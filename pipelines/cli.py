@@ -1,12 +1,9 @@
 """``spatial-build``: materialise the whole asset graph in one command, then summarise the caches.
 
-The graph is run in three phases, because partitioned assets (per-scan DGE geometry) cannot share a
-run with unpartitioned ones:
-
-1. every unpartitioned asset that does not read a partitioned one (sample world, sources, grounding,
-   STVQA, ...);
-2. every partitioned asset, once per partition (a failing scene does not stop the others);
-3. the unpartitioned assets that read partitioned ones (training tables built from DGE tasks, ...).
+A Dagster run cannot mix partitions definitions, so the graph is run in waves, in dependency order:
+whenever every input of a set of unpartitioned assets is built, they run together in one run;
+partitioned assets (per-scan DGE geometry, Grounding DINO shards, STVQA shards) run once per
+partition, and a failing partition does not stop the others.
 
 Runs are recorded in the Dagster instance of ``$DAGSTER_HOME`` when it is set (so ``dagster dev``
 shows them afterwards), else in a temporary instance.
@@ -60,17 +57,46 @@ def _run_config(args: argparse.Namespace, with_sample_world: bool) -> dict:
     return config
 
 
-def build_phases(all_assets: Sequence, selection: dg.AssetSelection) -> tuple[list, list, list]:
-    """Split the selected asset keys into the three phases described in the module docstring."""
-    keys_of = lambda defs_list: {key for d in defs_list for key in d.keys}  # noqa: E731
-    partitioned = [d for d in all_assets if d.partitions_def is not None]
-    partitioned_keys = keys_of(partitioned)
-    selected = selection.resolve(all_assets)
-    downstream = dg.AssetSelection.assets(*partitioned_keys).downstream().resolve(all_assets) if partitioned_keys else set()
-    phase_one = sorted(selected - downstream, key=str)
-    phase_two = sorted(selected & partitioned_keys, key=str)
-    phase_three = sorted((selected & downstream) - partitioned_keys, key=str)
-    return phase_one, phase_two, phase_three
+def _upstream_nodes(node: dg.AssetsDefinition, owner: dict) -> set[int]:
+    upstream = {dep for deps in node.asset_deps.values() for dep in deps}
+    return {id(owner[key]) for key in upstream if key in owner and owner[key] is not node}
+
+
+def build_waves(all_assets: Sequence[dg.AssetsDefinition], selection: dg.AssetSelection) -> list[list[dg.AssetsDefinition]]:
+    """Order the selected asset definitions into waves (see the module docstring).
+
+    Each wave is either a list of unpartitioned definitions, built in one run, or a list of
+    partitioned definitions sharing one partitions definition, built once per partition.
+    """
+    selected_keys = selection.resolve(all_assets)
+    owner = {key: node for node in all_assets for key in node.keys}
+    remaining = [node for node in all_assets if set(node.keys) & selected_keys]
+    remaining_ids = {id(node) for node in remaining}
+    waves: list[list[dg.AssetsDefinition]] = []
+    while remaining:
+        ready = [n for n in remaining if not (_upstream_nodes(n, owner) & remaining_ids)]
+        if not ready:
+            raise RuntimeError("the asset graph has a cycle among: " + ", ".join(str(n.key) for n in remaining))
+        unpartitioned = [n for n in ready if n.partitions_def is None]
+        if unpartitioned:
+            wave = unpartitioned
+        else:
+            first = ready[0].partitions_def
+            wave = [n for n in ready if n.partitions_def == first]
+            grown = True
+            while grown:  # a chain of assets with the same partitions runs in one run per partition
+                wave_ids = {id(n) for n in wave}
+                extra = [
+                    n for n in remaining
+                    if id(n) not in wave_ids and n.partitions_def == first
+                    and _upstream_nodes(n, owner) & remaining_ids <= wave_ids
+                ]
+                wave.extend(extra)
+                grown = bool(extra)
+        waves.append(wave)
+        remaining = [n for n in remaining if all(n is not w for w in wave)]
+        remaining_ids = {id(node) for node in remaining}
+    return waves
 
 
 def _materialize(assets, keys, resources, instance, run_config, partition_key=None) -> bool:
@@ -92,8 +118,7 @@ def _materialize(assets, keys, resources, instance, run_config, partition_key=No
 
 
 def summarize(storage_root: Path) -> str:
-    """One screen: every Parquet cache with its rows and size, quarantines last."""
-    lines = [f"Parquet caches under {storage_root}:", f"  {'table':<34}{'rows':>9}{'files':>7}{'MiB':>9}"]
+    """One screen: every Parquet cache with its rows, files and size; quarantines folded into one line."""
     tables: dict[str, tuple[int, int, int]] = {}
     for path in sorted(storage_root.rglob("*.parquet")):
         relative = path.relative_to(storage_root)
@@ -103,9 +128,13 @@ def summarize(storage_root: Path) -> str:
         rows = pl.scan_parquet(path).select(pl.len()).collect().item()
         count, files, size = tables.get(name, (0, 0, 0))
         tables[name] = (count + rows, files + 1, size + path.stat().st_size)
-    for name in sorted(tables, key=lambda n: (n.endswith("_quarantine"), n)):
+    lines = [f"Parquet caches under {storage_root}:", f"  {'table':<30}{'rows':>9}{'files':>7}{'MiB':>9}"]
+    for name in sorted(n for n in tables if not n.endswith("_quarantine")):
         rows, files, size = tables[name]
-        lines.append(f"  {name:<34}{rows:>9}{files:>7}{size / 2**20:>9.2f}")
+        lines.append(f"  {name:<30}{rows:>9}{files:>7}{size / 2**20:>9.2f}")
+    quarantines = {n: tables[n][0] for n in tables if n.endswith("_quarantine")}
+    flagged = ", ".join(f"{n}: {rows}" for n, rows in sorted(quarantines.items()) if rows)
+    lines.append(f"Quarantined rows: {sum(quarantines.values())} in {len(quarantines)} quarantine tables" + (f" ({flagged})" if flagged else ""))
     return "\n".join(lines)
 
 
@@ -120,23 +149,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     resources = build_resources(str(storage_root))
     instance = _instance()
     selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()
-    phase_one, phase_two, phase_three = build_phases(ALL_ASSETS, selection)
     started = time.perf_counter()
-    ok = _materialize(ALL_ASSETS, phase_one, resources, instance, _run_config(args, True))
-    partitions_ok = failed_partitions = 0
-    if phase_two:
-        for key in scene_partition_keys(instance, storage_root):
-            if _materialize(ALL_ASSETS, phase_two, resources, instance, _run_config(args, False), partition_key=key):
+    ok = True
+    sample_world_config = _run_config(args, True)
+    built_unpartitioned = partitions_ok = failed_partitions = 0
+    for wave in build_waves(ALL_ASSETS, selection):
+        keys = [key for node in wave for key in node.keys]
+        partitions_def = wave[0].partitions_def
+        if partitions_def is None:
+            config = sample_world_config if any(k.to_user_string() == "sample_world" for k in keys) else _run_config(args, False)
+            ok = _materialize(ALL_ASSETS, keys, resources, instance, config) and ok
+            built_unpartitioned += len(wave)
+            continue
+        if isinstance(partitions_def, dg.DynamicPartitionsDefinition):
+            partition_keys = scene_partition_keys(instance, storage_root)
+        else:
+            partition_keys = list(partitions_def.get_partition_keys())
+        logger.info("building %s over %d partitions", [k.to_user_string() for k in keys], len(partition_keys))
+        for partition_key in partition_keys:
+            if _materialize(ALL_ASSETS, keys, resources, instance, _run_config(args, False), partition_key=partition_key):
                 partitions_ok += 1
             else:
                 failed_partitions += 1
-    ok = _materialize(ALL_ASSETS, phase_three, resources, instance, _run_config(args, False)) and ok
     elapsed = time.perf_counter() - started
     sys.stdout.write(summarize(storage_root) + "\n")
     sys.stdout.write(
-        f"Built {len(phase_one) + len(phase_three)} assets"
-        + (f" and {len(phase_two)} partitioned assets over {partitions_ok} partitions ({failed_partitions} failed)" if phase_two else "")
-        + f" in {elapsed:.1f} s. Dagster UI: ./dev.sh dagster\n"
+        f"Built {built_unpartitioned} unpartitioned asset definitions and {partitions_ok} partitions "
+        f"({failed_partitions} failed) in {elapsed:.1f} s. Dagster UI: ./dev.sh dagster\n"
     )
     return 0 if ok and not failed_partitions else 1
 

@@ -1,18 +1,25 @@
 """The project's one ``Definitions``: every asset, resource, job, schedule and sensor.
 
 ``dagster dev`` (no flags) and ``dg`` find this module through ``pyproject.toml``. The resources
-default to the built-in sample world and the offline backends; point them at real data and real
-backends in the launchpad's run configuration (see the README).
+default to the built-in sample world and the offline backends; the LLM resources name the
+environment variable of their key and read it only when an online backend is chosen, so an
+offline build needs no key. Point them at real data and real backends in the launchpad's run
+configuration (see the README).
 """
 
 from pathlib import Path
 
 import dagster as dg
 
+from assets.dge.assets import DGE_ASSETS
+from assets.eval.assets import EVAL_ASSETS
+from assets.grounding.assets import GROUNDING_ASSETS
 from assets.sources.assets import SOURCE_ASSETS
 from assets.sources.sample_world import sample_world
+from assets.stvqa.assets import STVQA_ASSETS
 from pipelines.automation import build_automation
 from pipelines.jobs import build_jobs
+from pipelines.llm.resources import LLMResource
 from pipelines.partitions import register_scene_partitions
 from pipelines.resources import SourcesResource, StorageResource
 from pipelines.storage import ParquetIOManager
@@ -20,14 +27,37 @@ from pipelines.storage import ParquetIOManager
 
 def build_resources(storage_root: str | None = None) -> dict:
     """The default resources; ``storage_root`` overrides the storage root for every one of them."""
+    openai_key, anthropic_key = "OPENAI_API_KEY", "ANTHROPIC_API_KEY"
     return {
         "io_manager": ParquetIOManager(root=storage_root),
         "storage": StorageResource(root=storage_root),
         "sources": SourcesResource(),
+        "phrase_llm": LLMResource(provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root),
+        "sft_reasoning_llm": LLMResource(
+            provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root
+        ),
+        "stvqa_generator_llm": LLMResource(
+            provider="anthropic",
+            model="claude-sonnet-4-20250514",
+            api_key_env=anthropic_key,
+            max_concurrency=8,
+            temperature=0.0,
+            max_tokens=2048,
+            storage_root=storage_root,
+        ),
+        "stvqa_judge_llm": LLMResource(
+            provider="openai",
+            model="gpt-4o",
+            api_key_env=openai_key,
+            image_detail="high",
+            temperature=1.0,
+            max_tokens=5,
+            storage_root=storage_root,
+        ),
     }
 
 
-ALL_ASSETS = [sample_world, *SOURCE_ASSETS]
+ALL_ASSETS = [sample_world, *SOURCE_ASSETS, *GROUNDING_ASSETS, *STVQA_ASSETS, *DGE_ASSETS, *EVAL_ASSETS]
 SCHEDULES, SENSORS = build_automation(ALL_ASSETS)
 
 defs = dg.Definitions(

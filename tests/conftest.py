@@ -32,3 +32,7 @@ def world_copy(small_world, tmp_path) -> Path:
     target = tmp_path / "sample_world"
     shutil.copytree(small_world, target)
     return target
+
+
+# Loopback OpenAI / Anthropic servers (real HTTP on 127.0.0.1) shared by every test folder.
+from tests.fakes.llm_servers import anthropic_server, llm_server_factory, openai_server  # noqa: E402, F401

@@ -80,6 +80,11 @@ class LLMResource(dg.ConfigurableResource):
         repr=False,
         description="Bind with dagster.EnvVar('OPENAI_API_KEY') / EnvVar('ANTHROPIC_API_KEY'); never logged or stored.",
     )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Environment variable holding the key, read only when a client is built and `api_key` is "
+        "unset, so a run on an offline backend needs no key (e.g. 'OPENAI_API_KEY').",
+    )
     max_concurrency: int = Field(default=16, description="Requests in flight at once.")
     requests_per_second: float | None = Field(
         default=None, description="Sustained rate limit; None for none."
@@ -139,7 +144,7 @@ class LLMResource(dg.ConfigurableResource):
             provider=self.provider,
             model=self.model,
             base_url=self.base_url,
-            api_key=self.api_key,
+            api_key=self.api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None),
             max_concurrency=self.max_concurrency,
             requests_per_second=self.requests_per_second,
             burst=self.burst,
