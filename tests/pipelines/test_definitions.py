@@ -6,9 +6,12 @@ import time
 import dagster as dg
 import pytest
 
-from pipelines.definitions import ALL_ASSETS, SCHEDULES, SENSORS, defs
-from pipelines.resources import SourcesResource, StorageResource
-from pipelines.storage import ParquetIOManager
+from pipelines.automation import build_automation
+from pipelines.definitions import ALL_ASSETS, build_resources, defs
+
+SOURCE_GROUP_ASSETS = [a for a in ALL_ASSETS if set(a.group_names_by_key.values()) == {"sources"}]
+SCHEDULES, SENSORS = build_automation(SOURCE_GROUP_ASSETS)
+from pipelines.resources import SourcesResource
 
 
 def test_definitions_load():
@@ -35,8 +38,7 @@ def built(tmp_path_factory, small_world):
     (tmp_path / "dagster_home").mkdir()
     instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home"))
     resources = {
-        "io_manager": ParquetIOManager(root=str(tmp_path)),
-        "storage": StorageResource(root=str(tmp_path)),
+        **build_resources(str(tmp_path)),
         "sources": SourcesResource(
             omnispatial_root=str(small_world / "omnispatial"),
             spatialab_path=str(small_world / "spatialab" / "spatialab.json"),
@@ -44,9 +46,8 @@ def built(tmp_path_factory, small_world):
             scannet_root=str(small_world / "scannet" / "scans"),
         ),
     }
-    unpartitioned = [a for a in ALL_ASSETS if a.partitions_def is None]
-    run_config = {"ops": {"sample_world": {"config": dict(num_scenes=1, views_per_scene=2, width=64, height=48)}}}
-    result = dg.materialize(unpartitioned, resources=resources, instance=instance, run_config=run_config)
+    run_config = {"ops": {"sample_world": {"config": {"num_scenes": 1, "views_per_scene": 2, "width": 64, "height": 48}}}}
+    result = dg.materialize(SOURCE_GROUP_ASSETS, resources=resources, instance=instance, run_config=run_config)
     assert result.success
     return instance, resources
 
