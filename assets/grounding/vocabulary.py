@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from data_contracts.nouns import singularize
+
 NUMBER_PATTERN = re.compile(r"\d+(?:\.\d+)?(?:st|nd|rd|th|m|cm|mm|%)?")
 WORD_PATTERN = re.compile(r"[a-z0-9]+(?:['\-][a-z0-9]+)*(?:\.[0-9]+)?")
 """A lower-case word: letters and digits, inner hyphens and apostrophes, a decimal part."""
@@ -167,47 +169,6 @@ SIZE_WORDS = {
 }
 """Size adjectives and whether they pick the largest or smallest of several instances."""
 
-IRREGULAR_PLURALS = {
-    "people": "person",
-    "persons": "person",
-    "men": "man",
-    "women": "woman",
-    "children": "child",
-    "feet": "foot",
-    "teeth": "tooth",
-    "mice": "mouse",
-    "geese": "goose",
-    "oxen": "ox",
-    "knives": "knife",
-    "wives": "wife",
-    "lives": "life",
-    "leaves": "leaf",
-    "shelves": "shelf",
-    "loaves": "loaf",
-    "halves": "half",
-    "wolves": "wolf",
-    "calves": "calf",
-    "scarves": "scarf",
-    "thieves": "thief",
-    "dice": "die",
-    "cacti": "cactus",
-    "fungi": "fungus",
-    "buses": "bus",
-    "gases": "gas",
-    "series": "series",
-    "species": "species",
-    "sheep": "sheep",
-    "deer": "deer",
-    "fish": "fish",
-    "aircraft": "aircraft",
-}
-UNCOUNTABLE_OR_SINGULAR_S = word_set(
-    "glass grass gas bus class dress mass moss boss cross press chess lens bass atlas canvas news physics "
-    "mathematics pants trousers jeans shorts glasses scissors sunglasses clothes this is was his its us "
-    "yes series species"
-)
-"""Words ending in "s" that are not regular plurals (or have no singular form worth using)."""
-
 
 def words(text: str) -> list[str]:
     """Lower-case words of ``text`` (punctuation dropped, inner hyphens and apostrophes kept).
@@ -225,34 +186,6 @@ def tokens(text: str) -> list[str]:
     ['Is', 'the', 'cup', 'left', 'of', 'it', '?']
     """
     return TOKEN_PATTERN.findall(text)
-
-
-@lru_cache(maxsize=65536)
-def singularize(word: str) -> str:
-    """The singular of an English noun (regular rules plus common irregular forms).
-
-    >>> [singularize(w) for w in ("cars", "buses", "benches", "berries", "knives", "glasses", "mouse")]
-    ['car', 'bus', 'bench', 'berry', 'knife', 'glasses', 'mouse']
-    """
-    lower = word.lower()
-    if lower in IRREGULAR_PLURALS:
-        return IRREGULAR_PLURALS[lower]
-    if (
-        lower in UNCOUNTABLE_OR_SINGULAR_S
-        or len(lower) <= 3
-        or not lower.endswith("s")
-        or lower.endswith("ss")
-    ):
-        return lower
-    if lower.endswith("ies") and len(lower) > 4:
-        return lower[:-3] + "y"
-    if lower.endswith(("ches", "shes", "xes", "zzes", "sses")):
-        return lower[:-2]
-    if lower.endswith("oes") and lower[:-2] in {"tomato", "potato", "hero", "echo"}:
-        return lower[:-2]
-    if lower.endswith(("us", "is")):
-        return lower
-    return lower[:-1]
 
 
 def is_plural(word: str) -> bool:

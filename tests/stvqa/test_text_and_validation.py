@@ -51,7 +51,7 @@ class TestLemmas:
             ("benches", "bench"),  # -ches
             ("boxes", "box"),  # -xes
             ("cherries", "cherry"),  # -ies
-            ("glasses", "glass"),  # -sses
+            ("dresses", "dress"),  # -sses
             ("buses", "bus"),  # -uses
             ("horses", "horse"),  # -ses that keeps its e
             ("shoes", "shoe"),  # -oes that keeps its e

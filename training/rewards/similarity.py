@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from data_contracts.nouns import singularize
+
 logger = logging.getLogger(__name__)
 
 WORD_NORMALIZERS = ("exact", "singular")
@@ -40,20 +42,12 @@ _SEPARATORS = re.compile(r"[_\-]")
 
 
 def singular(word: str) -> str:
-    """Strip a regular English plural ending (rule based, for short object nouns).
+    """The singular of a label word (the project's one rule: :func:`data_contracts.nouns.singularize`).
 
-    >>> [singular(w) for w in ["chairs", "boxes", "berries", "glasses", "bus", "gloves"]]
-    ['chair', 'box', 'berry', 'glass', 'bus', 'glove']
+    >>> [singular(w) for w in ["chairs", "boxes", "berries", "bus", "gloves"]]
+    ['chair', 'box', 'berry', 'bus', 'glove']
     """
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "xes", "ches", "shes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
+    return singularize(word)
 
 
 @lru_cache(maxsize=8)
