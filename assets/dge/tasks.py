@@ -53,6 +53,7 @@ import polars as pl
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.images import encode_image
 from data_contracts.mcq_questions import LETTERS
+from data_contracts.stable_hash import stable_int, stable_split
 from data_contracts.validation import polars_schema
 
 logger = logging.getLogger(__name__)
@@ -1036,26 +1037,6 @@ def _finalise_options(answer: TaskAnswer, rng: np.random.Generator, max_options:
 # --------------------------------------------------------------------------------------------------
 # Rows
 # --------------------------------------------------------------------------------------------------
-
-
-def stable_int(*parts: Any) -> int:
-    """A process-independent integer from ``parts`` (sha256; never Python's salted ``hash``).
-
-    >>> stable_int("scene0000_00", "depth_order") == stable_int("scene0000_00", "depth_order")
-    True
-    """
-    digest = hashlib.sha256("\x1f".join(str(part) for part in parts).encode()).hexdigest()
-    return int(digest[:15], 16)
-
-
-def stable_split(key: str, test_fraction: float) -> str:
-    """``"test"`` for about ``test_fraction`` of keys, else ``"train"`` (sha256 of the key).
-
-    >>> stable_split("scene0000_00", 0.0), stable_split("scene0000_00", 1.0)
-    ('train', 'test')
-    """
-    bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return "test" if bucket < test_fraction else "train"
 
 
 def task_id_for(scene_id: str, task_type: str, spec: Mapping[str, Any]) -> str:

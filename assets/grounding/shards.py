@@ -12,7 +12,7 @@ True
 
 from __future__ import annotations
 
-import hashlib
+from data_contracts.stable_hash import stable_bucket
 
 NUM_SHARDS = 8
 SHARD_KEYS = [f"shard-{index:02d}" for index in range(NUM_SHARDS)]
@@ -20,5 +20,4 @@ SHARD_KEYS = [f"shard-{index:02d}" for index in range(NUM_SHARDS)]
 
 def shard_of(question_id: str, num_shards: int = NUM_SHARDS) -> str:
     """The shard key of a question (SHA-256 of its id, modulo the number of shards)."""
-    digest = hashlib.sha256(question_id.encode("utf-8")).digest()
-    return f"shard-{int.from_bytes(digest[:8], 'big') % num_shards:02d}"
+    return f"shard-{stable_bucket(question_id, num_shards):02d}"

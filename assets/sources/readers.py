@@ -32,6 +32,7 @@ from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.boxes import BoxError, cxcywh_to_xyxy, pixels_to_grid, xywh_to_xyxy
 from data_contracts.images import ImageDecodeError, read_image_file
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.stable_hash import stable_split
 from data_contracts.validation import polars_schema
 
 logger = logging.getLogger(__name__)
@@ -52,14 +53,6 @@ def require_path(path: str | Path | None, config_field: str, what: str) -> Path:
             f"{what} not found at {path!s}: set the config field `{config_field}` to an existing path."
         )
     return Path(path)
-
-
-def stable_split(key: str, val_fraction: float, val_name: str = "test") -> str:
-    """Deterministic split from a key (same answer in every process, unlike Python's ``hash``)."""
-    import hashlib
-
-    bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return val_name if bucket < val_fraction else "train"
 
 
 class _ImageCache:

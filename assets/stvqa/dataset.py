@@ -204,7 +204,7 @@ def shuffle_options(
     """Options in an order fixed by a SHA-256 of (seed, image id, question), and the gold letter that follows.
 
     >>> shuffle_options("Where is the cup?", ["on", "under", "behind"], "A", image_id="7")
-    (['under', 'behind', 'on'], 'C')
+    (['on', 'behind', 'under'], 'A')
     """
     gold = options[LETTERS.index(answer)]
     shuffled = list(options)

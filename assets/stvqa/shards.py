@@ -14,7 +14,7 @@ every process and Python version, unlike the salted built-in `hash()`). So:
   arrived).
 
 >>> shard_of("2417711")
-'22'
+'19'
 >>> len(STVQA_SHARD_KEYS)
 32
 """
@@ -30,6 +30,7 @@ import dagster as dg
 import polars as pl
 
 from data_contracts.images import image_sha256
+from data_contracts.stable_hash import stable_bucket
 from pipelines.storage import table_path
 
 STVQA_SHARD_COUNT = 32
@@ -42,8 +43,7 @@ SCENE_GRAPHS_ASSET = "scene_graphs"
 
 def shard_of(image_id: str, shard_count: int = STVQA_SHARD_COUNT) -> str:
     """The shard key of an image id (two digits)."""
-    digest = hashlib.sha256(str(image_id).encode("utf-8")).hexdigest()
-    return f"{int(digest[:12], 16) % shard_count:02d}"
+    return f"{stable_bucket(str(image_id), shard_count):02d}"
 
 
 def scene_graphs_path(storage_root: str | Path) -> Path:

@@ -27,7 +27,6 @@ backs it.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import random
@@ -40,6 +39,7 @@ from assets.stvqa import facts
 from assets.stvqa.scene import Scene, SceneObject
 from assets.stvqa.text import article, lemmatize_phrase, pluralize
 from assets.stvqa.vocabulary import VERIFIABLE_PREDICATES, fact_predicate
+from data_contracts.stable_hash import stable_int
 
 YES, NO = "yes", "no"
 LEVEL_BY_OPTION_COUNT = {2: "easy", 3: "medium", 4: "hard"}
@@ -163,8 +163,7 @@ def stable_rng(*parts: object) -> random.Random:
     >>> stable_rng(0, "a").random() == stable_rng(0, "a").random()
     True
     """
-    digest = hashlib.sha256("\x1f".join(str(part) for part in parts).encode("utf-8")).hexdigest()
-    return random.Random(int(digest[:16], 16))
+    return random.Random(stable_int(*parts))
 
 
 def stable_order(items: Sequence[Any], *parts: object) -> list[Any]:
