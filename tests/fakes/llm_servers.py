@@ -42,9 +42,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
 import pytest
+
+if TYPE_CHECKING:
+    from pipelines.llm import LLMClient
 
 __all__ = [
     "Fault",
@@ -543,6 +547,39 @@ def llm_server_factory() -> Iterator[Callable[..., LoopbackLLMServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+def loopback_client_factory(
+    cache_dir: Path, api_key: str, openai_model: str = "gpt-4o-mini"
+) -> tuple[Callable[..., LLMClient], list[LLMClient]]:
+    """``make(server, **overrides)`` building a client for a loopback server with fast retries.
+
+    Defaults: ``api_key``, a cache file in ``cache_dir``, backoff base 10 ms, timeout 2 s, seeded
+    jitter. Returns the factory and the list of clients it made (close them at teardown).
+    """
+    from pipelines.llm import LLMClient, LLMClientConfig
+
+    clients: list[LLMClient] = []
+
+    def make(server: LoopbackLLMServer, **overrides: Any) -> LLMClient:
+        settings: dict[str, Any] = {
+            "provider": server.protocol,
+            "model": openai_model if server.protocol == "openai" else "claude-sonnet-4-20250514",
+            "base_url": server.base_url,
+            "api_key": api_key,
+            "cache_path": cache_dir / "llm_cache" / "responses.sqlite",
+            "max_concurrency": 4,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.05,
+            "timeout_s": 2.0,
+            "seed": 0,
+        }
+        settings.update(overrides)
+        client = LLMClient(LLMClientConfig(**settings))
+        clients.append(client)
+        return client
+
+    return make, clients
 
 
 @pytest.fixture

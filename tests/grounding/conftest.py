@@ -9,8 +9,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.fakes.llm_servers import LoopbackLLMServer, llm_server_factory, openai_server  # noqa: F401
-
 TEST_API_KEY = "sk-test-grounding-5c1d9e7a3b"
 """A key-shaped secret that must never reach an output, metadata, a log line or the cache file."""
 

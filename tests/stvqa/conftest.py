@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 
 from assets.sources.readers import read_visual_genome
 from assets.stvqa.geometry import ImageGeometry, load_geometry
-from pipelines.llm import LLMClient, LLMClientConfig
-from tests.fakes.llm_servers import LoopbackLLMServer, anthropic_server, llm_server_factory, openai_server  # noqa: F401
+from pipelines.llm import LLMClient
+from tests.fakes.llm_servers import loopback_client_factory
 
 TEST_API_KEY = "sk-stvqa-test-5d1c9a7e3b"
 
@@ -33,28 +32,8 @@ def sample_geometry(small_world: Path) -> dict[str, ImageGeometry]:
 
 @pytest.fixture
 def make_llm_client(tmp_path: Path) -> Iterator[Callable[..., LLMClient]]:
-    """`make_llm_client(server, **overrides)`: a client for a loopback server with fast retries and a cache in
-    `tmp_path`; every client is closed at teardown."""
-    clients: list[LLMClient] = []
-
-    def make(server: LoopbackLLMServer, **overrides: Any) -> LLMClient:
-        settings: dict[str, Any] = {
-            "provider": server.protocol,
-            "model": "claude-sonnet-4-20250514" if server.protocol == "anthropic" else "gpt-4o",
-            "base_url": server.base_url,
-            "api_key": TEST_API_KEY,
-            "cache_path": tmp_path / "llm_cache" / "responses.sqlite",
-            "max_concurrency": 4,
-            "backoff_base_s": 0.01,
-            "backoff_max_s": 0.05,
-            "timeout_s": 2.0,
-            "seed": 0,
-        }
-        settings.update(overrides)
-        client = LLMClient(LLMClientConfig(**settings))
-        clients.append(client)
-        return client
-
+    """`make_llm_client(server, **overrides)`: a client for a loopback server (see `loopback_client_factory`)."""
+    make, clients = loopback_client_factory(tmp_path, TEST_API_KEY, openai_model="gpt-4o")
     yield make
     for client in clients:
         client.close()
