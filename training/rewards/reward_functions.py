@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -104,8 +105,62 @@ def _entropy_uncertainties(entry: Any, reward_name: str, row: int) -> list[float
         return None
 
 
-class SpatialCoreReward:
+class _ConfiguredReward(ABC):
+    """Shared machinery of the trainer-facing rewards: name, config, column checks, metrics.
+
+    A subclass names its dataset columns, scores one row and says what to log; this class runs the
+    batch, turns unusable gold data into ``None`` (TRL drops it) and logs the metric means.
+    """
+
+    config_type: type
+    default_name: str
+    required_columns: tuple[str, ...] = ()
+    optional_columns: tuple[str, ...] = ()
+
+    def __init__(self, config: Any = None, *, name: str | None = None, metric_prefix: str | None = None):
+        self.config = config or self.config_type()
+        self.__name__ = name or self.default_name
+        self.metric_prefix = metric_prefix or self.__name__.removesuffix("_reward")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.__name__!r}, config={self.config!r})"
+
+    @abstractmethod
+    def score_row(self, text: str, values: dict[str, Any], row: int, kwargs: dict[str, Any]) -> Any:
+        """Score one completion; raise ``ValueError`` for unusable gold data."""
+
+    @abstractmethod
+    def record(self, metrics: dict[str, list[float]], score: Any, values: dict[str, Any]) -> None:
+        """Append the row's logged components to ``metrics``."""
+
+    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        n_rows = len(completions)
+        columns = _columns(
+            self.__name__, kwargs, self.required_columns, n_rows, optional=self.optional_columns
+        )
+        rewards: list[float | None] = []
+        metrics: dict[str, list[float]] = defaultdict(list)
+        for row, completion in enumerate(completions):
+            values = {name: column[row] for name, column in columns.items()}
+            try:
+                score = self.score_row(completion_text(completion), values, row, kwargs)
+            except ValueError as error:
+                logger.warning(
+                    "%s: row %d has unusable gold data (%s); reward None", self.__name__, row, error
+                )
+                rewards.append(None)
+                continue
+            rewards.append(_finite_or_none(score.total, self.__name__, row))
+            self.record(metrics, score, values)
+        _log_means(kwargs.get("log_metric"), self.metric_prefix, metrics)
+        return rewards
+
+
+class SpatialCoreReward(_ConfiguredReward):
     """SpatialCORE reward for TRL (Eq. 10 per completion); build with :func:`get_spatialcore_reward`.
+
+    Reads the columns ``answer`` and ``pseudo_gt`` (``options`` and ``question`` when present) and the
+    trainer's ``box_entropies``.
 
     Args:
         config ([`SpatialCoreConfig`], *optional*): constants; the paper's when omitted.
@@ -114,82 +169,49 @@ class SpatialCoreReward:
             ``_reward`` when omitted.
     """
 
-    def __init__(
-        self,
-        config: SpatialCoreConfig | None = None,
-        *,
-        name: str = "spatialcore_reward",
-        metric_prefix: str | None = None,
-    ):
-        self.config = config or SpatialCoreConfig()
-        self.__name__ = name
-        self.metric_prefix = metric_prefix or name.removesuffix("_reward")
+    config_type = SpatialCoreConfig
+    default_name = "spatialcore_reward"
+    required_columns = ("answer", "pseudo_gt")
+    optional_columns = ("options", "question")
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.__name__!r}, config={self.config!r})"
-
-    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        n_rows = len(completions)
-        columns = _columns(
-            self.__name__, kwargs, ("answer", "pseudo_gt"), n_rows, optional=("options", "question")
-        )
+    def score_row(self, text: str, values: dict[str, Any], row: int, kwargs: dict[str, Any]) -> Any:
         entropies = kwargs.get("box_entropies")
-        entropies = list(entropies) if entropies is not None else [None] * n_rows
-        rewards: list[float | None] = []
-        metrics: dict[str, list[float]] = defaultdict(list)
-        for row, completion in enumerate(completions):
-            text = completion_text(completion)
-            uncertainty = _entropy_uncertainties(
-                entropies[row] if row < len(entropies) else None, self.__name__, row
+        entry = entropies[row] if entropies is not None and row < len(entropies) else None
+        uncertainty = _entropy_uncertainties(entry, self.__name__, row)
+        try:
+            return score_spatialcore(text, box_uncertainty=uncertainty, config=self.config, **values)
+        except BoxAlignmentError as error:
+            logger.warning(
+                "%s: row %d: %s (token text differs from the completion); scoring without confidence weighting",
+                self.__name__,
+                row,
+                error,
             )
-            arguments = {
-                "answer": columns["answer"][row],
-                "options": columns["options"][row],
-                "question": columns["question"][row],
-                "pseudo_gt": columns["pseudo_gt"][row],
-                "config": self.config,
-            }
-            try:
-                try:
-                    score = score_spatialcore(text, box_uncertainty=uncertainty, **arguments)
-                except BoxAlignmentError as error:
-                    logger.warning(
-                        "%s: row %d: %s (token text differs from the completion); scoring without "
-                        "confidence weighting",
-                        self.__name__,
-                        row,
-                        error,
-                    )
-                    score = score_spatialcore(text, box_uncertainty=None, **arguments)
-            except ValueError as error:
-                logger.warning(
-                    "%s: row %d has unusable gold data (%s); reward None", self.__name__, row, error
-                )
-                rewards.append(None)
-                continue
-            rewards.append(_finite_or_none(score.total, self.__name__, row))
-            metrics["answer"].append(score.answer)
-            metrics["format"].append(score.format)
-            metrics["attempt_bonus"].append(score.attempt_bonus)
-            metrics["spatial"].append(score.spatial)
-            metrics["gated_spatial"].append(score.gated_spatial)
-            metrics["boxes_per_completion"].append(float(score.n_pred))
-            metrics["share_with_boxes"].append(1.0 if score.n_pred else 0.0)
-            metrics["truncated"].append(1.0 if score.truncated else 0.0)
-            metrics["has_answer"].append(1.0 if score.has_answer else 0.0)
-            if score.n_pseudo_gt:
-                metrics["precision"].append(score.precision)
-                metrics["recall"].append(score.recall)
-            if score.mean_matched_iou is not None:
-                metrics["mean_matched_iou"].append(score.mean_matched_iou)
-            if score.mean_box_uncertainty is not None:
-                metrics["mean_box_entropy"].append(score.mean_box_uncertainty)
-        _log_means(kwargs.get("log_metric"), self.metric_prefix, metrics)
-        return rewards
+            return score_spatialcore(text, box_uncertainty=None, config=self.config, **values)
+
+    def record(self, metrics: dict[str, list[float]], score: Any, values: dict[str, Any]) -> None:
+        metrics["answer"].append(score.answer)
+        metrics["format"].append(score.format)
+        metrics["attempt_bonus"].append(score.attempt_bonus)
+        metrics["spatial"].append(score.spatial)
+        metrics["gated_spatial"].append(score.gated_spatial)
+        metrics["boxes_per_completion"].append(float(score.n_pred))
+        metrics["share_with_boxes"].append(1.0 if score.n_pred else 0.0)
+        metrics["truncated"].append(1.0 if score.truncated else 0.0)
+        metrics["has_answer"].append(1.0 if score.has_answer else 0.0)
+        if score.n_pseudo_gt:
+            metrics["precision"].append(score.precision)
+            metrics["recall"].append(score.recall)
+        if score.mean_matched_iou is not None:
+            metrics["mean_matched_iou"].append(score.mean_matched_iou)
+        if score.mean_box_uncertainty is not None:
+            metrics["mean_box_entropy"].append(score.mean_box_uncertainty)
 
 
-class SpatialThinkerReward:
+class SpatialThinkerReward(_ConfiguredReward):
     """SpatialThinker reward for TRL; build with :func:`get_spatialthinker_reward`.
+
+    Reads ``answer_option_text``, ``gt_scene``, ``image_width`` and ``image_height``.
 
     Args:
         config ([`SpatialThinkerConfig`], *optional*): weights; the paper's when omitted.
@@ -197,57 +219,34 @@ class SpatialThinkerReward:
         metric_prefix (`str`, *optional*): prefix of the ``log_metric`` names.
     """
 
-    def __init__(
-        self,
-        config: SpatialThinkerConfig | None = None,
-        *,
-        name: str = "spatialthinker_reward",
-        metric_prefix: str | None = None,
-    ):
-        self.config = config or SpatialThinkerConfig()
-        self.__name__ = name
-        self.metric_prefix = metric_prefix or name.removesuffix("_reward")
+    config_type = SpatialThinkerConfig
+    default_name = "spatialthinker_reward"
+    required_columns = ("answer_option_text", "gt_scene", "image_width", "image_height")
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.__name__!r}, config={self.config!r})"
-
-    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        n_rows = len(completions)
-        columns = _columns(
-            self.__name__, kwargs, ("answer_option_text", "gt_scene", "image_width", "image_height"), n_rows
+    def score_row(self, text: str, values: dict[str, Any], row: int, kwargs: dict[str, Any]) -> Any:
+        return score_spatialthinker(
+            text,
+            answer_option_text=values["answer_option_text"],
+            gt_scene=values["gt_scene"],
+            image_size=(values["image_width"], values["image_height"]),
+            config=self.config,
         )
-        rewards: list[float | None] = []
-        metrics: dict[str, list[float]] = defaultdict(list)
-        for row, completion in enumerate(completions):
-            try:
-                score = score_spatialthinker(
-                    completion_text(completion),
-                    answer_option_text=columns["answer_option_text"][row],
-                    gt_scene=columns["gt_scene"][row],
-                    image_size=(columns["image_width"][row], columns["image_height"][row]),
-                    config=self.config,
-                )
-            except ValueError as error:
-                logger.warning(
-                    "%s: row %d has unusable gold data (%s); reward None", self.__name__, row, error
-                )
-                rewards.append(None)
-                continue
-            rewards.append(_finite_or_none(score.total, self.__name__, row))
-            metrics["format"].append(score.format)
-            metrics["count"].append(score.count)
-            metrics["accuracy"].append(score.accuracy)
-            metrics["answer_correct"].append(1.0 if score.answer_correct else 0.0)
-            metrics["spatial"].append(score.spatial)
-            metrics["objects_per_completion"].append(float(score.n_pred_objects))
-            if score.mean_matched_ciou is not None:
-                metrics["mean_matched_ciou"].append(score.mean_matched_ciou)
-        _log_means(kwargs.get("log_metric"), self.metric_prefix, metrics)
-        return rewards
+
+    def record(self, metrics: dict[str, list[float]], score: Any, values: dict[str, Any]) -> None:
+        metrics["format"].append(score.format)
+        metrics["count"].append(score.count)
+        metrics["accuracy"].append(score.accuracy)
+        metrics["answer_correct"].append(1.0 if score.answer_correct else 0.0)
+        metrics["spatial"].append(score.spatial)
+        metrics["objects_per_completion"].append(float(score.n_pred_objects))
+        if score.mean_matched_ciou is not None:
+            metrics["mean_matched_ciou"].append(score.mean_matched_ciou)
 
 
-class DgeReward:
+class DgeReward(_ConfiguredReward):
     """DGE answer reward for TRL; build with :func:`get_dge_reward`.
+
+    Reads ``answer`` (and ``options``, ``numeric_answer``, ``unit``, ``task_type`` when present).
 
     Args:
         config ([`DgeConfig`], *optional*): weights.
@@ -256,58 +255,22 @@ class DgeReward:
             per task type as ``<prefix>/accuracy/<task_type>``.
     """
 
-    def __init__(
-        self, config: DgeConfig | None = None, *, name: str = "dge_reward", metric_prefix: str | None = None
-    ):
-        self.config = config or DgeConfig()
-        self.__name__ = name
-        self.metric_prefix = metric_prefix or name.removesuffix("_reward")
+    config_type = DgeConfig
+    default_name = "dge_reward"
+    required_columns = ("answer",)
+    optional_columns = ("options", "numeric_answer", "unit", "task_type")
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.__name__!r}, config={self.config!r})"
+    def score_row(self, text: str, values: dict[str, Any], row: int, kwargs: dict[str, Any]) -> Any:
+        return score_dge(text, config=self.config, **values)
 
-    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        n_rows = len(completions)
-        columns = _columns(
-            self.__name__,
-            kwargs,
-            ("answer",),
-            n_rows,
-            optional=("options", "numeric_answer", "unit", "task_type"),
-        )
-        rewards: list[float | None] = []
-        metrics: dict[str, list[float]] = defaultdict(list)
-        for row, completion in enumerate(completions):
-            task_type = columns["task_type"][row]
-            try:
-                score = score_dge(
-                    completion_text(completion),
-                    answer=columns["answer"][row],
-                    options=columns["options"][row],
-                    numeric_answer=columns["numeric_answer"][row],
-                    unit=columns["unit"][row],
-                    task_type=task_type,
-                    config=self.config,
-                )
-            except ValueError as error:
-                logger.warning(
-                    "%s: row %d (task %s) has unusable gold data (%s); reward None",
-                    self.__name__,
-                    row,
-                    task_type,
-                    error,
-                )
-                rewards.append(None)
-                continue
-            rewards.append(_finite_or_none(score.total, self.__name__, row))
-            metrics["accuracy"].append(score.accuracy)
-            metrics["format"].append(score.format)
-            metrics["has_answer"].append(1.0 if score.has_answer else 0.0)
-            metrics[f"accuracy/{score.kind}"].append(score.accuracy)
-            if isinstance(task_type, str) and task_type:
-                metrics[f"accuracy/{task_type}"].append(score.accuracy)
-        _log_means(kwargs.get("log_metric"), self.metric_prefix, metrics)
-        return rewards
+    def record(self, metrics: dict[str, list[float]], score: Any, values: dict[str, Any]) -> None:
+        metrics["accuracy"].append(score.accuracy)
+        metrics["format"].append(score.format)
+        metrics["has_answer"].append(1.0 if score.has_answer else 0.0)
+        metrics[f"accuracy/{score.kind}"].append(score.accuracy)
+        task_type = values["task_type"]
+        if isinstance(task_type, str) and task_type:
+            metrics[f"accuracy/{task_type}"].append(score.accuracy)
 
 
 def get_spatialcore_reward(
