@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-from data_contracts.columns import grid_box_column
+from data_contracts.columns import all_grid_boxes_valid, grid_box_column
 
 CONTRACT_VERSION = "1.0.0"
 
@@ -70,12 +70,8 @@ def gt_scene_column(*, nullable: bool = False) -> dy.Struct:
 
 
 def gt_boxes_are_ordered(column: pl.Expr) -> pl.Expr:
-    """Every ground-truth box has ``x2 > x1`` and ``y2 > y1``."""
-    boxes = column.struct.field("objects").list.eval(pl.element().struct.field("bbox_2d"))
-    return boxes.list.eval(
-        (pl.element().list.get(2, null_on_oob=True) > pl.element().list.get(0, null_on_oob=True))
-        & (pl.element().list.get(3, null_on_oob=True) > pl.element().list.get(1, null_on_oob=True))
-    ).list.all()
+    """Every ground-truth box of a ``gt_scene`` struct has ``x2 > x1`` and ``y2 > y1``."""
+    return all_grid_boxes_valid(column.struct.field("objects"), "bbox_2d")
 
 
 class StvqaCandidates(dy.Schema):

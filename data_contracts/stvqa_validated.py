@@ -16,10 +16,8 @@ import polars as pl
 
 from data_contracts.stvqa_candidates import (
     CATEGORIES,
-    LETTERS,
     LEVELS,
-    gt_boxes_are_ordered,
-    gt_scene_column,
+    StvqaCandidates,
     one_of,
 )
 
@@ -28,41 +26,15 @@ ATTEMPTS_CONTRACT_VERSION = "1.0.0"
 ATTEMPT_STATUSES = ["answered", "unparseable", "abstained", "error"]
 
 
-class StvqaValidated(dy.Schema):
-    """A candidate question kept by the pass@2 filter."""
+class StvqaValidated(StvqaCandidates):
+    """A candidate question kept by the pass@2 filter: every candidate column and rule, plus the filter's record."""
 
-    question_id = dy.String(primary_key=True, min_length=1)
-    image_id = dy.String(nullable=False, min_length=1)
-    shard = dy.String(nullable=False, regex=r"^\d{2}$")
-    question = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False, min_length=1), nullable=False, min_length=2, max_length=4)
-    answer = dy.String(nullable=False, regex=r"^[A-D]$")
-    answer_index = dy.Int64(nullable=False, min=0, max=3)
-    category = dy.String(nullable=False, regex=one_of(CATEGORIES))
-    level = dy.String(nullable=False, regex=one_of(LEVELS))
-    rating = dy.Int64(nullable=False, min=1, max=10)
-    generator = dy.String(nullable=False, min_length=1)
-    prompt_version = dy.String(nullable=False, min_length=1)
-    template = dy.String(nullable=True)
-    facts = dy.String(nullable=True)
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    gt_scene = gt_scene_column()
-    gt_note = dy.String(nullable=True)
-    source = dy.String(nullable=False)
     pass_at_2_backend = dy.String(nullable=False, min_length=1)
     pass_at_2_model = dy.String(nullable=False, min_length=1)
     pass_at_2_attempts = dy.Int64(nullable=False, min=1)
     pass_at_2_correct = dy.Int64(nullable=False, min=1)
     first_correct_attempt = dy.Int64(nullable=False, min=1)
     attempt_answers = dy.List(dy.String(nullable=False), nullable=False, min_length=1)
-
-    @dy.rule()
-    def gold_inside_options(cls) -> pl.Expr:
-        """The gold index points at an option and the gold letter is its letter."""
-        return (cls.answer_index.col < cls.options.col.list.len()) & (
-            cls.answer.col == pl.lit(LETTERS).str.slice(cls.answer_index.col, 1)
-        )
 
     @dy.rule()
     def attempts_consistent(cls) -> pl.Expr:
@@ -72,11 +44,6 @@ class StvqaValidated(dy.Schema):
             & (cls.attempt_answers.col.list.len() == cls.pass_at_2_attempts.col)
             & (cls.first_correct_attempt.col <= cls.pass_at_2_attempts.col)
         )
-
-    @dy.rule()
-    def gt_boxes_valid(cls) -> pl.Expr:
-        """Every ground-truth box is a canonical box with area."""
-        return gt_boxes_are_ordered(cls.gt_scene.col)
 
 
 class StvqaPassAtTwoAttempts(dy.Schema):
