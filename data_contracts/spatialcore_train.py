@@ -16,10 +16,10 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-from data_contracts.columns import all_grid_boxes_valid, grid_box_column, image_column
+from data_contracts.columns import all_grid_boxes_valid, grid_box_column
+from data_contracts.mcq_questions import McqQuestions
 
 CONTRACT_VERSION = "1.0.0"
-LETTERS = "ABCDEFGH"
 
 PSEUDO_GT_FIELDS = {
     "bbox_2d": grid_box_column(),
@@ -39,32 +39,10 @@ def pseudo_gt_boxes_valid(items: pl.Expr) -> pl.Expr:
     return all_grid_boxes_valid(items, "bbox_2d")
 
 
-class SpatialcoreTrain(dy.Schema):
-    """A SpatialCORE training question with its image, gold answer and pseudo-GT."""
+class SpatialcoreTrain(McqQuestions):
+    """A SpatialCORE training question: every ``mcq_questions`` column and rule, plus its pseudo-GT."""
 
-    question_id = dy.String(primary_key=True, min_length=1)
-    image = image_column()
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    question = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False), nullable=False, max_length=len(LETTERS))
-    answer_index = dy.Int64(nullable=False, min=0)
-    answer = dy.String(nullable=False, regex=r"^[A-H]$")
-    task_type = dy.String(nullable=False)
-    sub_task_type = dy.String(nullable=False)
     pseudo_gt = pseudo_gt_column()
-    split = dy.String(nullable=False)
-    source = dy.String(nullable=False)
-
-    @dy.rule()
-    def answer_index_in_options(cls) -> pl.Expr:
-        """The gold index points at an option (rows whose options are drawn in the image have none)."""
-        return (cls.options.col.list.len() == 0) | (cls.answer_index.col < cls.options.col.list.len())
-
-    @dy.rule()
-    def letter_matches_index(cls) -> pl.Expr:
-        """The gold letter is the letter of ``answer_index``."""
-        return cls.answer.col == pl.lit(LETTERS).str.slice(cls.answer_index.col, 1)
 
     @dy.rule()
     def pseudo_gt_boxes_are_ordered(cls) -> pl.Expr:
