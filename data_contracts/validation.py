@@ -24,11 +24,6 @@ def polars_schema(contract: type[dy.Schema]) -> pl.Schema:
     return contract.create_empty().schema
 
 
-def empty_frame(contract: type[dy.Schema]) -> pl.DataFrame:
-    """A zero-row frame with the contract's columns and types."""
-    return contract.create_empty()
-
-
 @dataclass
 class ContractReport:
     """The outcome of checking a frame against a contract."""

@@ -142,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build everything, print the summary; exit status 1 when any run failed."""
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from pipelines.definitions import ALL_ASSETS, build_resources, scene_partition_keys
+    from pipelines.definitions import ALL_ASSETS, build_resources
+    from pipelines.partitions import register_scene_partitions
     from pipelines.storage import default_storage_root
 
     storage_root = Path(args.storage_root or default_storage_root()).resolve()
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             built_unpartitioned += len(wave)
             continue
         if isinstance(partitions_def, dg.DynamicPartitionsDefinition):
-            partition_keys = scene_partition_keys(instance, storage_root)
+            partition_keys = register_scene_partitions(instance, storage_root)
         else:
             partition_keys = list(partitions_def.get_partition_keys())
         logger.info("building %s over %d partitions", [k.to_user_string() for k in keys], len(partition_keys))

@@ -7,8 +7,6 @@ offline build needs no key. Point them at real data and real backends in the lau
 configuration (see the README).
 """
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets.dge.assets import DGE_ASSETS
@@ -20,7 +18,6 @@ from assets.stvqa.assets import STVQA_ASSETS
 from pipelines.automation import build_automation
 from pipelines.jobs import build_jobs
 from pipelines.llm.resources import LLMResource
-from pipelines.partitions import register_scene_partitions
 from pipelines.resources import SourcesResource, StorageResource
 from pipelines.storage import ParquetIOManager
 
@@ -67,8 +64,3 @@ defs = dg.Definitions(
     sensors=SENSORS,
     resources=build_resources(),
 )
-
-
-def scene_partition_keys(instance: dg.DagsterInstance, storage_root: str | Path) -> list[str]:
-    """Register every scan of ``rgbd_scenes`` as a ``scenes`` partition and return the scene ids."""
-    return register_scene_partitions(instance, storage_root)

@@ -92,10 +92,8 @@ def mcq_questions_asset(
         preview_image=_mcq_preview,
         storage_root=storage.path,
         extra_metadata={
-            "rows_by_source": dg.MetadataValue.json(
-                dict(checked_counts(combined, "source"))
-            ),
-            "rows_by_split": dg.MetadataValue.json(dict(checked_counts(combined, "split"))),
+            "rows_by_source": dg.MetadataValue.json(value_counts(combined, "source")),
+            "rows_by_split": dg.MetadataValue.json(value_counts(combined, "split")),
         },
     )
     context.log.info("mcq_questions: %d rows, %d quarantined", checked.frame.height, len(log))
@@ -105,12 +103,9 @@ def mcq_questions_asset(
     yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata, data_version=version)
 
 
-def checked_counts(frame: pl.DataFrame, column: str) -> list[tuple[str, int]]:
-    """Row counts per value of ``column`` (sorted by value)."""
-    if frame.height == 0:
-        return []
-    counts = frame.group_by(column).len().sort(column)
-    return [(str(value), int(count)) for value, count in counts.iter_rows()]
+def value_counts(frame: pl.DataFrame, column: str) -> dict[str, int]:
+    """Row counts per value of ``column``."""
+    return {str(value): int(count) for value, count in frame.group_by(column).len().sort(column).iter_rows()}
 
 
 @dg.multi_asset(
