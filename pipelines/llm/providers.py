@@ -33,9 +33,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import anthropic
-import openai
-
 from pipelines.llm.records import LLMRequest, TokenUsage
 
 __all__ = [
@@ -287,6 +284,8 @@ class OpenAIChatProvider:
         self.json_mode = json_mode
         self.strict_schema = strict_schema
         self._secrets = (api_key,) if api_key else ()
+        import openai  # imported on first use: the SDKs take seconds to import
+
         self._client = openai.OpenAI(
             api_key=api_key or PLACEHOLDER_API_KEY, base_url=base_url, timeout=timeout_s, max_retries=0
         )
@@ -329,6 +328,8 @@ class OpenAIChatProvider:
         }
 
     def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
+        import openai
+
         known, extra = _split_parameters(parameters, ("temperature", "max_tokens", "top_p", "seed", "stop"))
         arguments: dict[str, Any] = {
             "model": self.model,
@@ -410,6 +411,8 @@ class AnthropicMessagesProvider:
         self.model = model
         self.json_mode = json_mode
         self._secrets = (api_key,) if api_key else ()
+        import anthropic  # imported on first use: the SDKs take seconds to import
+
         self._client = anthropic.Anthropic(
             api_key=api_key or PLACEHOLDER_API_KEY,
             base_url=base_url,
@@ -452,6 +455,8 @@ class AnthropicMessagesProvider:
         return [{"role": "user", "content": content}]
 
     def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
+        import anthropic
+
         # This SDK release no longer lists the sampling parameters (temperature, top_p, top_k) among
         # `messages.create`'s arguments; the Messages API still reads them from the body, so they go
         # there with any other extra field. `seed` has no Anthropic counterpart and is not sent.
