@@ -34,7 +34,7 @@ import logging
 import math
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -660,20 +660,35 @@ def _first_size(images: list[dict]) -> tuple[int, int]:
     return width, height
 
 
-def load_stvqa(path: str | Path, *, split: str = "val") -> tuple[pl.DataFrame, QuarantineLog]:
-    """The STVQA validation split from the ``stvqa`` table; its ground-truth scene gives reference boxes."""
-    location = require_path(path, "stvqa_path", "stvqa table")
+def _load_project_table(
+    path: str | Path,
+    config_field: str,
+    what: str,
+    split: str,
+    id_column: str,
+    make_row: Callable[[dict, str, str, list[dict]], str | None],
+) -> tuple[pl.DataFrame, QuarantineLog]:
+    """Read one of the project's own tables, keep ``split`` (all for ``"all"``) and turn rows into items.
+
+    ``make_row(record, record_id, split, rows)`` appends an item or returns why the record is bad.
+    """
+    location = require_path(path, config_field, what)
     frame = read_parquet_table(location)
     if "split" in frame.columns and split != "all":
         frame = frame.filter(pl.col("split") == split)
     log = QuarantineLog(QUARANTINE_ASSET)
     rows: list[dict] = []
     for position, record in enumerate(frame.to_dicts()):
-        record_id = str(record.get("image_id") or f"#{position}")
-        problem = _stvqa_row(record, record_id, split, rows)
+        record_id = str(record.get(id_column) or f"#{position}")
+        problem = make_row(record, record_id, split, rows)
         if problem:
             log.add(record_id, problem, source_file=str(location), payload=_payload(record))
     return finish_items(rows, log, str(location)), log
+
+
+def load_stvqa(path: str | Path, *, split: str = "val") -> tuple[pl.DataFrame, QuarantineLog]:
+    """The STVQA validation split from the ``stvqa`` table; its ground-truth scene gives reference boxes."""
+    return _load_project_table(path, "stvqa_path", "stvqa table", split, "image_id", _stvqa_row)
 
 
 def _stvqa_row(record: dict, record_id: str, split: str, rows: list[dict]) -> str | None:
@@ -734,18 +749,7 @@ def _stvqa_row(record: dict, record_id: str, split: str, rows: list[dict]) -> st
 
 def load_dge_tasks(path: str | Path, *, split: str = "test") -> tuple[pl.DataFrame, QuarantineLog]:
     """A held-out split of the ``dge_tasks`` table (multiple-choice and numeric items with units)."""
-    location = require_path(path, "dge_tasks_path", "dge_tasks table")
-    frame = read_parquet_table(location)
-    if "split" in frame.columns and split != "all":
-        frame = frame.filter(pl.col("split") == split)
-    log = QuarantineLog(QUARANTINE_ASSET)
-    rows: list[dict] = []
-    for position, record in enumerate(frame.to_dicts()):
-        record_id = str(record.get("task_id") or f"#{position}")
-        problem = _dge_row(record, record_id, split, rows)
-        if problem:
-            log.add(record_id, problem, source_file=str(location), payload=_payload(record))
-    return finish_items(rows, log, str(location)), log
+    return _load_project_table(path, "dge_tasks_path", "dge_tasks table", split, "task_id", _dge_row)
 
 
 def _dge_row(record: dict, record_id: str, split: str, rows: list[dict]) -> str | None:
