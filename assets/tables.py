@@ -148,6 +148,11 @@ def quarantine_output(log: QuarantineLog) -> tuple[pl.DataFrame, dict[str, Any]]
     return frame, metadata
 
 
+def value_counts(frame: pl.DataFrame, column: str) -> dict[str, int]:
+    """Row counts per value of ``column`` (for metadata such as rows per split or per task type)."""
+    return {str(value): int(count) for value, count in frame.group_by(column).len().sort(column).iter_rows()}
+
+
 def json_metadata(value: Any) -> dg.MetadataValue:
     """JSON metadata that tolerates numpy scalars."""
     return dg.MetadataValue.json(json.loads(json.dumps(value, default=float)))

@@ -39,7 +39,7 @@ from assets.dge.single_image import SingleImageConfig, single_image_tasks
 from assets.dge.tasks import TaskConfig, build_scene_tasks, horizontal_heading
 from assets.dge.visibility import VisibilityConfig, build_frame_visibility
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview
-from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
+from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output, value_counts
 from data_contracts import dge_tasks as dge_tasks_contract
 from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
@@ -414,13 +414,6 @@ def _tasks_preview(tasks: pl.DataFrame):
     return gallery(images) if images else None
 
 
-def _distribution(frame: pl.DataFrame, column: str) -> dict[str, int]:
-    if frame.height == 0:
-        return {}
-    counts = frame.group_by(column).len().sort(column)
-    return {str(value): int(count) for value, count in counts.iter_rows()}
-
-
 @dg.multi_asset(
     outs={
         DGE_TASKS: dg.AssetOut(
@@ -461,8 +454,8 @@ def dge_tasks_asset(
         preview_columns=["task_type", "frame_indices", "question", "options", "answer", "unit", "split"],
         preview_image=_tasks_preview,
         extra_metadata={
-            "task_types": json_metadata(_distribution(tasks, "task_type")),
-            "splits": json_metadata(_distribution(tasks, "split")),
+            "task_types": json_metadata(value_counts(tasks, "task_type")),
+            "splits": json_metadata(value_counts(tasks, "split")),
         },
     )
     yield dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata)
@@ -511,7 +504,7 @@ def dge_image_tasks_asset(
             "depth_source": "model"
             if settings.depth_model_path
             else ("files" if settings.depth_dir else "none"),
-            "task_types": json_metadata(_distribution(tasks, "task_type")),
+            "task_types": json_metadata(value_counts(tasks, "task_type")),
         },
     )
     yield dg.Output(checked.frame, output_name=DGE_IMAGE_TASKS, metadata=checked.metadata)

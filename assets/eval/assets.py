@@ -18,7 +18,7 @@ from PIL import Image
 from pydantic import Field
 
 from assets.previews import gallery, markdown_image
-from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
+from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output, value_counts
 from data_contracts import eval_items as eval_items_contract
 from data_contracts import eval_report as eval_report_contract
 from data_contracts.images import decode_image
@@ -169,10 +169,7 @@ def eval_items_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Read the configured benchmarks into the ``eval_items`` table."""
     items, log = build_eval_items(config, mcq_questions, storage.path)
-    counts = {
-        str(name): int(count)
-        for name, count in items.group_by("benchmark").len().sort("benchmark").iter_rows()
-    }
+    counts = value_counts(items, "benchmark")
     checked = finalize_table(
         items,
         eval_items_contract.EvalItems,
@@ -259,10 +256,7 @@ def eval_report(
     eval_items: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Scored predictions of the configured model on ``eval_items``, with the paper tables and plots in the metadata."""
-    counts = {
-        str(name): int(count)
-        for name, count in eval_items.group_by("benchmark").len().sort("benchmark").iter_rows()
-    }
+    counts = value_counts(eval_items, "benchmark")
     if not config.model:
         tables = build_paper_tables(eval_report_contract.EvalReport.create_empty(), include_empty=True)
         checked = finalize_table(

@@ -27,7 +27,13 @@ from assets.sources.readers import (
     read_vg150,
     read_visual_genome,
 )
-from assets.tables import contract_check_specs, finalize_table, fingerprint_paths, quarantine_output
+from assets.tables import (
+    contract_check_specs,
+    finalize_table,
+    fingerprint_paths,
+    quarantine_output,
+    value_counts,
+)
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.quarantine import QuarantineLog
 from pipelines.resources import SourcesResource, StorageResource
@@ -101,11 +107,6 @@ def mcq_questions_asset(
     yield checked.check
     quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata, data_version=version)
-
-
-def value_counts(frame: pl.DataFrame, column: str) -> dict[str, int]:
-    """Row counts per value of ``column``."""
-    return {str(value): int(count) for value, count in frame.group_by(column).len().sort(column).iter_rows()}
 
 
 @dg.multi_asset(
