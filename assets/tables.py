@@ -46,7 +46,9 @@ def column_schema(contract: type[dy.Schema]) -> dg.TableSchema:
                 name=name,
                 type=str(column.dtype),
                 description=description or None,
-                constraints=dg.TableColumnConstraints(nullable=bool(column.nullable), unique=bool(column.primary_key)),
+                constraints=dg.TableColumnConstraints(
+                    nullable=bool(column.nullable), unique=bool(column.primary_key)
+                ),
             )
         )
     return dg.TableSchema(columns=columns)
@@ -78,7 +80,9 @@ def finalize_table(
         "contract_version": contract_version,
         "contract": contract.__name__,
         "dagster/column_schema": column_schema(contract),
-        "preview": dg.MetadataValue.md(markdown_preview(valid, columns=list(preview_columns) if preview_columns else None)),
+        "preview": dg.MetadataValue.md(
+            markdown_preview(valid, columns=list(preview_columns) if preview_columns else None)
+        ),
     }
     if quarantine is not None:
         metadata["quarantined"] = len(quarantine)
@@ -112,7 +116,9 @@ def finalize_table(
 def contract_check_specs(*asset_keys: str) -> list[dg.AssetCheckSpec]:
     """Blocking contract checks for the given assets."""
     return [
-        dg.AssetCheckSpec(CONTRACT_CHECK, asset=key, blocking=True, description="Every row satisfies the table's contract.")
+        dg.AssetCheckSpec(
+            CONTRACT_CHECK, asset=key, blocking=True, description="Every row satisfies the table's contract."
+        )
         for key in asset_keys
     ]
 
@@ -143,7 +149,9 @@ def quarantine_output(log: QuarantineLog) -> tuple[pl.DataFrame, dict[str, Any]]
     metadata = {
         "dagster/row_count": frame.height,
         "reasons": dg.MetadataValue.json(log.reason_counts()),
-        "preview": dg.MetadataValue.md(markdown_preview(frame, limit=10, columns=["record_id", "source_file", "reason"])),
+        "preview": dg.MetadataValue.md(
+            markdown_preview(frame, limit=10, columns=["record_id", "source_file", "reason"])
+        ),
     }
     return frame, metadata
 

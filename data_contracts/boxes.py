@@ -168,7 +168,9 @@ def to_model_convention(
         return normalize_grid_box(box)
     if family == "qwen2_5_vl":
         resized_height, resized_width = smart_resize(height, width, resize_rule)
-        return _integer_pixel_box(grid_to_pixels(box, resized_width, resized_height), resized_width, resized_height)
+        return _integer_pixel_box(
+            grid_to_pixels(box, resized_width, resized_height), resized_width, resized_height
+        )
     if family == "original_pixels":
         return _integer_pixel_box(grid_to_pixels(box, width, height), width, height)
     raise UnknownModelFamilyError(family)

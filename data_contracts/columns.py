@@ -15,12 +15,16 @@ from data_contracts.boxes import GRID_SIZE
 
 def image_column(*, nullable: bool = False) -> dy.Struct:
     """An image cell stored as Hugging Face ``datasets`` does: ``{bytes, path}``."""
-    return dy.Struct({"bytes": dy.Binary(nullable=False), "path": dy.String(nullable=True)}, nullable=nullable)
+    return dy.Struct(
+        {"bytes": dy.Binary(nullable=False), "path": dy.String(nullable=True)}, nullable=nullable
+    )
 
 
 def grid_box_column(*, nullable: bool = False) -> dy.List:
     """A canonical box: 4 integers on the 0..1000 grid (ordering is a rule, see :func:`grid_box_is_valid`)."""
-    return dy.List(dy.Int64(nullable=False, min=0, max=GRID_SIZE), nullable=nullable, min_length=4, max_length=4)
+    return dy.List(
+        dy.Int64(nullable=False, min=0, max=GRID_SIZE), nullable=nullable, min_length=4, max_length=4
+    )
 
 
 def pixel_box_column(*, nullable: bool = False) -> dy.List:

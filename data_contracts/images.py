@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 from pathlib import Path
 
 import polars as pl
@@ -107,7 +106,9 @@ def to_huggingface_arrow(frame: pl.DataFrame) -> pa.Table:
     table = frame.to_arrow()
     image_columns = [name for name, dtype in frame.schema.items() if dtype == IMAGE_DTYPE]
     image_list_columns = [
-        name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List) and dtype.inner == IMAGE_DTYPE
+        name
+        for name, dtype in frame.schema.items()
+        if isinstance(dtype, pl.List) and dtype.inner == IMAGE_DTYPE
     ]
     if not image_columns and not image_list_columns:
         return table

@@ -40,7 +40,9 @@ class QuarantineLog:
     source_asset: str
     rows: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, record_id: Any, reason: str, *, source_file: str | None = None, payload: Any = None) -> None:
+    def add(
+        self, record_id: Any, reason: str, *, source_file: str | None = None, payload: Any = None
+    ) -> None:
         """Record one rejected item."""
         self.rows.append(
             {
@@ -52,7 +54,7 @@ class QuarantineLog:
             }
         )
 
-    def extend(self, other: "QuarantineLog") -> None:
+    def extend(self, other: QuarantineLog) -> None:
         """Append another log's rows."""
         self.rows.extend(other.rows)
 

@@ -21,7 +21,9 @@ class RgbdScenes(dy.Schema):
     segs_path = dy.String(nullable=True)
     aggregation_path = dy.String(nullable=True)
     objects = dy.List(
-        dy.Struct({"object_id": dy.Int64(nullable=False, min=0), "label": dy.String(nullable=False)}, nullable=False),
+        dy.Struct(
+            {"object_id": dy.Int64(nullable=False, min=0), "label": dy.String(nullable=False)}, nullable=False
+        ),
         nullable=False,
     )
     num_frames = dy.Int64(nullable=False, min=1)

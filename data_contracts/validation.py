@@ -59,7 +59,9 @@ class ContractReport:
         }
 
 
-def _schema_differences(frame: pl.DataFrame, contract: type[dy.Schema]) -> tuple[list[str], list[str], dict[str, str]]:
+def _schema_differences(
+    frame: pl.DataFrame, contract: type[dy.Schema]
+) -> tuple[list[str], list[str], dict[str, str]]:
     expected = polars_schema(contract)
     missing = [name for name in expected if name not in frame.schema]
     extra = [name for name in frame.schema if name not in expected]

@@ -9,7 +9,6 @@
 Both start stopped; turn them on in the UI (Automation tab) or with ``dagster schedule start``.
 """
 
-
 import json
 import os
 
@@ -35,11 +34,15 @@ def build_automation(all_assets) -> tuple[list, list]:
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description="Rebuild the datasets whose code or raw inputs changed.",
     )
-    def datasets_rebuild_schedule(context: dg.ScheduleEvaluationContext, sources: SourcesResource, storage: StorageResource):
+    def datasets_rebuild_schedule(
+        context: dg.ScheduleEvaluationContext, sources: SourcesResource, storage: StorageResource
+    ):
         stale = stale_asset_keys(context.instance, all_assets, source_fingerprints(sources, storage))
         if not stale:
             return dg.SkipReason("every dataset is up to date with its code and raw inputs")
-        return dg.RunRequest(run_key=None, asset_selection=sorted(stale, key=str), tags={"spatial/trigger": "schedule"})
+        return dg.RunRequest(
+            run_key=None, asset_selection=sorted(stale, key=str), tags={"spatial/trigger": "schedule"}
+        )
 
     @dg.sensor(
         name="raw_files_sensor",
@@ -48,7 +51,9 @@ def build_automation(all_assets) -> tuple[list, list]:
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Rebuild what reads raw files that appeared or changed; add new scans as partitions.",
     )
-    def raw_files_sensor(context: dg.SensorEvaluationContext, sources: SourcesResource, storage: StorageResource):
+    def raw_files_sensor(
+        context: dg.SensorEvaluationContext, sources: SourcesResource, storage: StorageResource
+    ):
         fingerprints = source_fingerprints(sources, storage)
         previous = json.loads(context.cursor) if context.cursor else {}
         scans_root = sources.scannet(storage)
@@ -59,13 +64,21 @@ def build_automation(all_assets) -> tuple[list, list]:
         if fingerprints != previous.get("fingerprints"):
             stale = stale_asset_keys(context.instance, all_assets, fingerprints)
             if stale:
-                run_requests.append(dg.RunRequest(asset_selection=sorted(stale, key=str), tags={"spatial/trigger": "raw_files"}))
-        run_requests.extend(dg.RunRequest(job_name=SCENES_JOB_NAME, partition_key=scene) for scene in new_scenes)
+                run_requests.append(
+                    dg.RunRequest(
+                        asset_selection=sorted(stale, key=str), tags={"spatial/trigger": "raw_files"}
+                    )
+                )
+        run_requests.extend(
+            dg.RunRequest(job_name=SCENES_JOB_NAME, partition_key=scene) for scene in new_scenes
+        )
         cursor = json.dumps({"fingerprints": fingerprints}, sort_keys=True)
         return dg.SensorResult(
             run_requests=run_requests,
             cursor=cursor,
-            dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(SCENES_PARTITIONS_NAME, new_scenes)] if new_scenes else [],
+            dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(SCENES_PARTITIONS_NAME, new_scenes)]
+            if new_scenes
+            else [],
         )
 
     return [datasets_rebuild_schedule], [raw_files_sensor]

@@ -33,11 +33,21 @@ logger = logging.getLogger("spatial_build")
 def make_parser() -> argparse.ArgumentParser:
     """Command-line flags of ``spatial-build``."""
     parser = argparse.ArgumentParser(prog="spatial-build", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--storage-root", default=None, help="Where the Parquet caches go (default: $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data).")
-    parser.add_argument("--scenes", type=int, default=None, help="Sample world: number of scenes (default 12).")
+    parser.add_argument(
+        "--storage-root",
+        default=None,
+        help="Where the Parquet caches go (default: $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data).",
+    )
+    parser.add_argument(
+        "--scenes", type=int, default=None, help="Sample world: number of scenes (default 12)."
+    )
     parser.add_argument("--views", type=int, default=None, help="Sample world: views per scene (default 6).")
     parser.add_argument("--seed", type=int, default=None, help="Sample world: seed (default 0).")
-    parser.add_argument("--select", default="*", help="Dagster asset selection string limiting what is built (default: everything).")
+    parser.add_argument(
+        "--select",
+        default="*",
+        help="Dagster asset selection string limiting what is built (default: everything).",
+    )
     parser.add_argument("--quiet", action="store_true", help="Only warnings and the final summary.")
     return parser
 
@@ -51,7 +61,11 @@ def _instance() -> dg.DagsterInstance:
 
 def _run_config(args: argparse.Namespace, with_sample_world: bool) -> dict:
     config: dict = {"loggers": {"console": {"config": {"log_level": "WARNING" if args.quiet else "INFO"}}}}
-    sample = {k: v for k, v in {"num_scenes": args.scenes, "views_per_scene": args.views, "seed": args.seed}.items() if v is not None}
+    sample = {
+        k: v
+        for k, v in {"num_scenes": args.scenes, "views_per_scene": args.views, "seed": args.seed}.items()
+        if v is not None
+    }
     if sample and with_sample_world:
         config["ops"] = {"sample_world": {"config": sample}}
     return config
@@ -62,7 +76,9 @@ def _upstream_nodes(node: dg.AssetsDefinition, owner: dict) -> set[int]:
     return {id(owner[key]) for key in upstream if key in owner and owner[key] is not node}
 
 
-def build_waves(all_assets: Sequence[dg.AssetsDefinition], selection: dg.AssetSelection) -> list[list[dg.AssetsDefinition]]:
+def build_waves(
+    all_assets: Sequence[dg.AssetsDefinition], selection: dg.AssetSelection
+) -> list[list[dg.AssetsDefinition]]:
     """Order the selected asset definitions into waves (see the module docstring).
 
     Each wave is either a list of unpartitioned definitions, built in one run, or a list of
@@ -76,7 +92,9 @@ def build_waves(all_assets: Sequence[dg.AssetsDefinition], selection: dg.AssetSe
     while remaining:
         ready = [n for n in remaining if not (_upstream_nodes(n, owner) & remaining_ids)]
         if not ready:
-            raise RuntimeError("the asset graph has a cycle among: " + ", ".join(str(n.key) for n in remaining))
+            raise RuntimeError(
+                "the asset graph has a cycle among: " + ", ".join(str(n.key) for n in remaining)
+            )
         unpartitioned = [n for n in ready if n.partitions_def is None]
         if unpartitioned:
             wave = unpartitioned
@@ -87,8 +105,10 @@ def build_waves(all_assets: Sequence[dg.AssetsDefinition], selection: dg.AssetSe
             while grown:  # a chain of assets with the same partitions runs in one run per partition
                 wave_ids = {id(n) for n in wave}
                 extra = [
-                    n for n in remaining
-                    if id(n) not in wave_ids and n.partitions_def == first
+                    n
+                    for n in remaining
+                    if id(n) not in wave_ids
+                    and n.partitions_def == first
                     and _upstream_nodes(n, owner) & remaining_ids <= wave_ids
                 ]
                 wave.extend(extra)
@@ -113,7 +133,12 @@ def _materialize(assets, keys, resources, instance, run_config, partition_key=No
     )
     if not result.success:
         failed = [event.step_key for event in result.get_step_failure_events()]
-        logger.error("run %s failed in %s%s", result.run_id, failed, f" (partition {partition_key})" if partition_key else "")
+        logger.error(
+            "run %s failed in %s%s",
+            result.run_id,
+            failed,
+            f" (partition {partition_key})" if partition_key else "",
+        )
     return result.success
 
 
@@ -134,14 +159,20 @@ def summarize(storage_root: Path) -> str:
         lines.append(f"  {name:<30}{rows:>9}{files:>7}{size / 2**20:>9.2f}")
     quarantines = {n: tables[n][0] for n in tables if n.endswith("_quarantine")}
     flagged = ", ".join(f"{n}: {rows}" for n, rows in sorted(quarantines.items()) if rows)
-    lines.append(f"Quarantined rows: {sum(quarantines.values())} in {len(quarantines)} quarantine tables" + (f" ({flagged})" if flagged else ""))
+    lines.append(
+        f"Quarantined rows: {sum(quarantines.values())} in {len(quarantines)} quarantine tables"
+        + (f" ({flagged})" if flagged else "")
+    )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build everything, print the summary; exit status 1 when any run failed."""
     args = make_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     from pipelines.definitions import ALL_ASSETS, build_resources
     from pipelines.partitions import register_scene_partitions
     from pipelines.storage import default_storage_root
@@ -158,7 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         keys = [key for node in wave for key in node.keys]
         partitions_def = wave[0].partitions_def
         if partitions_def is None:
-            config = sample_world_config if any(k.to_user_string() == "sample_world" for k in keys) else _run_config(args, False)
+            config = (
+                sample_world_config
+                if any(k.to_user_string() == "sample_world" for k in keys)
+                else _run_config(args, False)
+            )
             ok = _materialize(ALL_ASSETS, keys, resources, instance, config) and ok
             built_unpartitioned += len(wave)
             continue
@@ -168,7 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             partition_keys = list(partitions_def.get_partition_keys())
         logger.info("building %s over %d partitions", [k.to_user_string() for k in keys], len(partition_keys))
         for partition_key in partition_keys:
-            if _materialize(ALL_ASSETS, keys, resources, instance, _run_config(args, False), partition_key=partition_key):
+            if _materialize(
+                ALL_ASSETS, keys, resources, instance, _run_config(args, False), partition_key=partition_key
+            ):
                 partitions_ok += 1
             else:
                 failed_partitions += 1

@@ -29,7 +29,9 @@ def build_resources(storage_root: str | None = None) -> dict:
         "io_manager": ParquetIOManager(root=storage_root),
         "storage": StorageResource(root=storage_root),
         "sources": SourcesResource(),
-        "phrase_llm": LLMResource(provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root),
+        "phrase_llm": LLMResource(
+            provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root
+        ),
         "sft_reasoning_llm": LLMResource(
             provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root
         ),

@@ -23,7 +23,8 @@ def source_inputs(sources: SourcesResource, storage: StorageResource) -> dict[st
     """The raw paths each source asset reads (what its data version fingerprints)."""
     spatialab = sources.spatialab(storage)
     return {
-        "mcq_questions": [sources.omnispatial(storage)] + ([spatialab.parent] if spatialab is not None else []),
+        "mcq_questions": [sources.omnispatial(storage)]
+        + ([spatialab.parent] if spatialab is not None else []),
         "scene_graphs": [sources.visual_genome(storage)],
         "rgbd_frames": [sources.scannet(storage)],
     }

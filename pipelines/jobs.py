@@ -39,12 +39,17 @@ def build_jobs(all_assets) -> list:
         ),
     ]
     method_jobs = {
-        GROUNDING_GROUP: ("spatialcore_job", "SpatialCORE: object phrases and the tables built on the pseudo-GT shards."),
+        GROUNDING_GROUP: (
+            "spatialcore_job",
+            "SpatialCORE: object phrases and the tables built on the pseudo-GT shards.",
+        ),
         STVQA_GROUP: ("stvqa_job", "SpatialThinker: the STVQA data set from the validated shards."),
     }
     for group, (name, description) in method_jobs.items():
         if group in groups:
-            selection = (dg.AssetSelection.groups(group).upstream() & unpartitioned).required_multi_asset_neighbors()
+            selection = (
+                dg.AssetSelection.groups(group).upstream() & unpartitioned
+            ).required_multi_asset_neighbors()
             jobs.append(dg.define_asset_job(name, selection=selection, description=description))
     by_job: dict[str, list] = {}
     for assets_def in all_assets:
@@ -52,6 +57,8 @@ def build_jobs(all_assets) -> list:
             by_job.setdefault(partitioned_job_name(assets_def), []).extend(assets_def.keys)
     for name, keys in sorted(by_job.items()):
         jobs.append(
-            dg.define_asset_job(name, selection=dg.AssetSelection.assets(*keys), description=f"Partitioned assets: {name}.")
+            dg.define_asset_job(
+                name, selection=dg.AssetSelection.assets(*keys), description=f"Partitioned assets: {name}."
+            )
         )
     return jobs

@@ -17,7 +17,10 @@ from pipelines.storage import default_storage_root
 class StorageResource(dg.ConfigurableResource):
     """The storage root shared by the Parquet caches, response caches, previews and the sample world."""
 
-    root: str | None = Field(default=None, description="Storage root; default $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data.")
+    root: str | None = Field(
+        default=None,
+        description="Storage root; default $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data.",
+    )
 
     @property
     def path(self) -> Path:
@@ -28,19 +31,38 @@ class StorageResource(dg.ConfigurableResource):
 class SourcesResource(dg.ConfigurableResource):
     """Paths of the raw data sets. Empty fields read the sample world under the storage root."""
 
-    sample_world_root: str | None = Field(default=None, description="Sample world folder; default <storage root>/sample_world.")
-    omnispatial_root: str | None = Field(default=None, description="OmniSpatial folder holding data.json and <task_type>/ images.")
-    omnispatial_split: str = Field(default="hash", description="'train', 'test', or 'hash' (stable 80/20 split by image id).")
-    omnispatial_test_fraction: float = Field(default=0.2, description="Test share when omnispatial_split is 'hash'.")
-    spatialab_path: str | None = Field(default=None, description="SpatiaLab table (.json, .jsonl, .csv or .parquet).")
-    spatialab_images_dir: str | None = Field(default=None, description="SpatiaLab images folder; default images/ beside the table.")
+    sample_world_root: str | None = Field(
+        default=None, description="Sample world folder; default <storage root>/sample_world."
+    )
+    omnispatial_root: str | None = Field(
+        default=None, description="OmniSpatial folder holding data.json and <task_type>/ images."
+    )
+    omnispatial_split: str = Field(
+        default="hash", description="'train', 'test', or 'hash' (stable 80/20 split by image id)."
+    )
+    omnispatial_test_fraction: float = Field(
+        default=0.2, description="Test share when omnispatial_split is 'hash'."
+    )
+    spatialab_path: str | None = Field(
+        default=None, description="SpatiaLab table (.json, .jsonl, .csv or .parquet)."
+    )
+    spatialab_images_dir: str | None = Field(
+        default=None, description="SpatiaLab images folder; default images/ beside the table."
+    )
     visual_genome_root: str | None = Field(
-        default=None, description="Visual Genome folder (raw v1.4 JSON or the VG150 h5 layout) or a prompt-style Parquet file."
+        default=None,
+        description="Visual Genome folder (raw v1.4 JSON or the VG150 h5 layout) or a prompt-style Parquet file.",
     )
     visual_genome_layout: str = Field(default="auto", description="'auto', 'raw', 'vg150' or 'parquet'.")
-    vg150_box_scale: int = Field(default=1024, description="Longer-side scale of the VG150 h5 boxes (1024 or 512).")
-    scannet_root: str | None = Field(default=None, description="ScanNet 'scans' folder with one folder per scene.")
-    coco_instances_path: str | None = Field(default=None, description="COCO instances JSON with human boxes for the OmniSpatial images.")
+    vg150_box_scale: int = Field(
+        default=1024, description="Longer-side scale of the VG150 h5 boxes (1024 or 512)."
+    )
+    scannet_root: str | None = Field(
+        default=None, description="ScanNet 'scans' folder with one folder per scene."
+    )
+    coco_instances_path: str | None = Field(
+        default=None, description="COCO instances JSON with human boxes for the OmniSpatial images."
+    )
 
     def sample_world(self, storage: StorageResource) -> Path:
         """The sample world folder."""
@@ -48,7 +70,11 @@ class SourcesResource(dg.ConfigurableResource):
 
     def omnispatial(self, storage: StorageResource) -> Path:
         """OmniSpatial folder (the sample world's when unset)."""
-        return Path(self.omnispatial_root) if self.omnispatial_root else self.sample_world(storage) / "omnispatial"
+        return (
+            Path(self.omnispatial_root)
+            if self.omnispatial_root
+            else self.sample_world(storage) / "omnispatial"
+        )
 
     def spatialab(self, storage: StorageResource) -> Path | None:
         """SpatiaLab table (the sample world's when unset and present)."""
@@ -59,15 +85,25 @@ class SourcesResource(dg.ConfigurableResource):
 
     def visual_genome(self, storage: StorageResource) -> Path:
         """Visual Genome folder or file (the sample world's when unset)."""
-        return Path(self.visual_genome_root) if self.visual_genome_root else self.sample_world(storage) / "visual_genome"
+        return (
+            Path(self.visual_genome_root)
+            if self.visual_genome_root
+            else self.sample_world(storage) / "visual_genome"
+        )
 
     def scannet(self, storage: StorageResource) -> Path:
         """ScanNet scans folder (the sample world's when unset)."""
-        return Path(self.scannet_root) if self.scannet_root else self.sample_world(storage) / "scannet" / "scans"
+        return (
+            Path(self.scannet_root) if self.scannet_root else self.sample_world(storage) / "scannet" / "scans"
+        )
 
     def coco_instances(self, storage: StorageResource) -> Path:
         """COCO instances file (the sample world's when unset)."""
-        return Path(self.coco_instances_path) if self.coco_instances_path else self.sample_world(storage) / "coco" / "instances.json"
+        return (
+            Path(self.coco_instances_path)
+            if self.coco_instances_path
+            else self.sample_world(storage) / "coco" / "instances.json"
+        )
 
     def uses_sample_world(self) -> bool:
         """True when at least one source falls back to the sample world."""

@@ -95,11 +95,15 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         if obj is None:
             return
         if not isinstance(obj, pl.DataFrame):
-            raise TypeError(f"asset {self._asset_name(context)} returned {type(obj).__name__}, expected polars.DataFrame")
+            raise TypeError(
+                f"asset {self._asset_name(context)} returned {type(obj).__name__}, expected polars.DataFrame"
+            )
         partition = context.partition_key if context.has_asset_partitions else None
         path = table_path(self.resolved_root, self._asset_name(context), partition)
         write_table(obj, path)
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height})
+        context.add_output_metadata(
+            {"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height}
+        )
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
         name = self._asset_name(context)

@@ -11,7 +11,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-SMALL_WORLD = dict(seed=7, num_scenes=2, views_per_scene=3, width=160, height=120)
+SMALL_WORLD = {"seed": 7, "num_scenes": 2, "views_per_scene": 3, "width": 160, "height": 120}
 
 
 @pytest.fixture(scope="session")

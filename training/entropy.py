@@ -99,7 +99,7 @@ class CompletionTokenDecoder:
 
     def __init__(self, tokenizer):
         self.tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
-        self._added = {index: token for index, token in self.tokenizer.added_tokens_decoder.items()}
+        self._added = dict(self.tokenizer.added_tokens_decoder.items())
         decoder = getattr(getattr(self.tokenizer, "backend_tokenizer", None), "decoder", None)
         self._byte_level = decoder is not None and type(decoder).__name__ == "ByteLevel"
         self._bytes_cache: dict[int, bytes | None] = {}

@@ -73,8 +73,8 @@ class TaskScheduler:
         self.floor = float(floor)
         self.prior = float(prior)
         self.prior_weight = float(prior_weight)
-        self.attempts = {task_type: 0.0 for task_type in unique}
-        self.correct = {task_type: 0.0 for task_type in unique}
+        self.attempts = dict.fromkeys(unique, 0.0)
+        self.correct = dict.fromkeys(unique, 0.0)
 
     def update(self, task_type: str, correct: bool | float) -> None:
         """Record one scored completion of `task_type`.

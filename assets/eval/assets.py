@@ -323,7 +323,9 @@ def eval_report(
         extra_metadata=extra,
     )
     if rejected:
-        context.log.warning("eval_report: %d scored rows broke the contract: %s", len(rejected), rejected.reason_counts())
+        context.log.warning(
+            "eval_report: %d scored rows broke the contract: %s", len(rejected), rejected.reason_counts()
+        )
     context.log.info("eval_report: %s on %d items", result.run_name, checked.frame.height)
     yield dg.Output(checked.frame, metadata=checked.metadata)
     yield checked.check

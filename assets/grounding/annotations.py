@@ -337,7 +337,9 @@ def decode_segmentation(segmentation: object, width: int, height: int) -> np.nda
         draw = ImageDraw.Draw(canvas)
         for polygon in segmentation:
             if len(polygon) >= 6:
-                draw.polygon([(float(x), float(y)) for x, y in zip(polygon[0::2], polygon[1::2])], fill=1)
+                draw.polygon(
+                    [(float(x), float(y)) for x, y in zip(polygon[0::2], polygon[1::2], strict=False)], fill=1
+                )
         return np.asarray(canvas, dtype=bool)
     return None
 
@@ -416,7 +418,7 @@ def colour_profile(image: np.ndarray, instance: Instance) -> ColourProfile:
     if region.size == 0:
         return ColourProfile({}, 0.0, 0.0)
     names, counts = np.unique(name_pixel_colours(region), return_counts=True)
-    shares = {str(name): float(count) / len(region) for name, count in zip(names, counts)}
+    shares = {str(name): float(count) / len(region) for name, count in zip(names, counts, strict=False)}
     achromatic = sum(shares.get(name, 0.0) for name in ("black", "white", "gray"))
     return ColourProfile(shares, achromatic, float(np.median(region.max(axis=1))))
 
@@ -596,7 +598,7 @@ def select_instances(
         scored = sorted(
             (
                 (_colour_score(query, profile), index, item)
-                for index, (item, profile) in enumerate(zip(candidates, profiles))
+                for index, (item, profile) in enumerate(zip(candidates, profiles, strict=False))
             ),
             key=lambda entry: (-entry[0], entry[1]),
         )

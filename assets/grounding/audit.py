@@ -307,10 +307,10 @@ def precision_plot(table: pl.DataFrame) -> Image.Image:
     figure, axis = plt.subplots(figsize=(5, 3), dpi=100)
     positions = list(range(bins.height))
     precision = bins["precision"].to_list()
-    lower = [p - low for p, low in zip(precision, bins["ci_low"].to_list())]
-    upper = [high - p for p, high in zip(precision, bins["ci_high"].to_list())]
+    lower = [p - low for p, low in zip(precision, bins["ci_low"].to_list(), strict=False)]
+    upper = [high - p for p, high in zip(precision, bins["ci_high"].to_list(), strict=False)]
     axis.errorbar(positions, precision, yerr=[lower, upper], fmt="o", color="#4363d8", capsize=4)
-    for position, value, count in zip(positions, precision, bins["audited"].to_list()):
+    for position, value, count in zip(positions, precision, bins["audited"].to_list(), strict=False):
         axis.annotate(
             f"n={count}", (position, value), textcoords="offset points", xytext=(6, -12), fontsize=7
         )

@@ -167,7 +167,10 @@ def validity_histogram(
         {'0.30-0.50': 2, '0.50-1.00': 2}
     """
     counts, _ = np.histogram(np.asarray(values, dtype=np.float64), bins=np.asarray(edges, dtype=np.float64))
-    return {f"{low:.2f}-{high:.2f}": int(count) for low, high, count in zip(edges[:-1], edges[1:], counts)}
+    return {
+        f"{low:.2f}-{high:.2f}": int(count)
+        for low, high, count in zip(edges[:-1], edges[1:], counts, strict=False)
+    }
 
 
 def histogram_image(histogram: dict[str, int], title: str = "pseudo-GT validity") -> Image.Image:

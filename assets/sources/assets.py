@@ -11,7 +11,6 @@ check, and reports a data version fingerprinted from the raw files, so a rebuild
 inputs leaves downstream assets fresh.
 """
 
-
 from collections.abc import Iterator
 
 import dagster as dg
@@ -103,10 +102,14 @@ def mcq_questions_asset(
         },
     )
     context.log.info("mcq_questions: %d rows, %d quarantined", checked.frame.height, len(log))
-    yield dg.Output(checked.frame, output_name="mcq_questions", metadata=checked.metadata, data_version=version)
+    yield dg.Output(
+        checked.frame, output_name="mcq_questions", metadata=checked.metadata, data_version=version
+    )
     yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata, data_version=version)
+    yield dg.Output(
+        quarantine, output_name="mcq_questions_quarantine", metadata=metadata, data_version=version
+    )
 
 
 @dg.multi_asset(
@@ -130,7 +133,11 @@ def scene_graphs_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Read Visual Genome scene graphs in the configured (or detected) layout."""
     root = sources.visual_genome(storage)
-    layout = sources.visual_genome_layout if sources.visual_genome_layout != "auto" else detect_scene_graph_layout(root)
+    layout = (
+        sources.visual_genome_layout
+        if sources.visual_genome_layout != "auto"
+        else detect_scene_graph_layout(root)
+    )
     if layout == "vg150":
         frame, log = read_vg150(root, box_scale=sources.vg150_box_scale)
     elif layout == "parquet":
@@ -156,10 +163,14 @@ def scene_graphs_asset(
         },
     )
     context.log.info("scene_graphs: %d images, %d quarantined records", checked.frame.height, len(log))
-    yield dg.Output(checked.frame, output_name="scene_graphs", metadata=checked.metadata, data_version=version)
+    yield dg.Output(
+        checked.frame, output_name="scene_graphs", metadata=checked.metadata, data_version=version
+    )
     yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name="scene_graphs_quarantine", metadata=metadata, data_version=version)
+    yield dg.Output(
+        quarantine, output_name="scene_graphs_quarantine", metadata=metadata, data_version=version
+    )
 
 
 @dg.multi_asset(
@@ -195,7 +206,14 @@ def rgbd_asset(
         asset_key="rgbd_frames",
         quarantine=tables.quarantine,
         record_id_column="scene_id",
-        preview_columns=["scene_id", "frame_index", "color_width", "color_height", "depth_width", "depth_height"],
+        preview_columns=[
+            "scene_id",
+            "frame_index",
+            "color_width",
+            "color_height",
+            "depth_width",
+            "depth_height",
+        ],
     )
     scene_log = QuarantineLog("rgbd_scenes")
     scenes = finalize_table(
@@ -209,7 +227,10 @@ def rgbd_asset(
     )
     tables.quarantine.extend(scene_log)
     context.log.info(
-        "rgbd: %d scenes, %d frames, %d quarantined", scenes.frame.height, frames.frame.height, len(tables.quarantine)
+        "rgbd: %d scenes, %d frames, %d quarantined",
+        scenes.frame.height,
+        frames.frame.height,
+        len(tables.quarantine),
     )
     yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata, data_version=version)
     yield frames.check

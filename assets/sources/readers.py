@@ -74,7 +74,9 @@ class _ImageCache:
         return self._cells[path]
 
 
-def _image_problem(cache: _ImageCache, path: Path | None, record_id: str) -> tuple[tuple[dict, int, int] | None, str]:
+def _image_problem(
+    cache: _ImageCache, path: Path | None, record_id: str
+) -> tuple[tuple[dict, int, int] | None, str]:
     if path is None or not path.exists():
         return None, f"missing image: {path if path is not None else 'no file for ' + record_id}"
     try:
@@ -174,7 +176,9 @@ def read_omnispatial(
     if records is None:
         return pl.DataFrame(schema=polars_schema(mcq_questions.McqQuestions)), log
     if not isinstance(records, list):
-        log.add(data_file.name, "malformed JSON: top level is not a list of questions", source_file=str(data_file))
+        log.add(
+            data_file.name, "malformed JSON: top level is not a list of questions", source_file=str(data_file)
+        )
         return pl.DataFrame(schema=polars_schema(mcq_questions.McqQuestions)), log
     cache = _ImageCache()
     rows: list[dict] = []
@@ -243,7 +247,11 @@ def _spatialab_records(path: Path, log: QuarantineLog) -> list[dict] | None:
             return list(csv.DictReader(handle))
     if suffix == ".parquet":
         return pl.read_parquet(path).to_dicts()
-    log.add(path.name, f"unsupported file type {suffix!r}: use .json, .jsonl, .csv or .parquet", source_file=str(path))
+    log.add(
+        path.name,
+        f"unsupported file type {suffix!r}: use .json, .jsonl, .csv or .parquet",
+        source_file=str(path),
+    )
     return None
 
 
@@ -408,7 +416,12 @@ def _vg_scene(
     alias: dict[str, str] = {}
     for obj in objects or []:
         if not isinstance(obj, dict) or "object_id" not in obj:
-            log.add(f"{image_id}/?", "malformed object: no object_id", source_file=str(folder / "objects.json"), payload=obj)
+            log.add(
+                f"{image_id}/?",
+                "malformed object: no object_id",
+                source_file=str(folder / "objects.json"),
+                payload=obj,
+            )
             continue
         object_id = str(obj["object_id"])
         name = _object_name(obj)
@@ -424,9 +437,19 @@ def _vg_scene(
             )
             continue
         if not name:
-            log.add(f"{image_id}/{object_id}", "bad object: no name", source_file=str(folder / "objects.json"), payload=obj)
+            log.add(
+                f"{image_id}/{object_id}",
+                "bad object: no name",
+                source_file=str(folder / "objects.json"),
+                payload=obj,
+            )
             continue
-        clipped = [max(0.0, box_px[0]), max(0.0, box_px[1]), min(float(width), box_px[2]), min(float(height), box_px[3])]
+        clipped = [
+            max(0.0, box_px[0]),
+            max(0.0, box_px[1]),
+            min(float(width), box_px[2]),
+            min(float(height), box_px[3]),
+        ]
         names = [str(n).strip().lower() for n in obj.get("names", [name]) if str(n).strip()]
         kept[object_id] = {
             "object_id": object_id,
@@ -456,9 +479,16 @@ def _vg_scene(
                 kept[target]["attributes"].append(text)
     relations = []
     for relation in relationships or []:
-        relation_id = f"{image_id}/rel{relation.get('relationship_id', '?') if isinstance(relation, dict) else '?'}"
+        relation_id = (
+            f"{image_id}/rel{relation.get('relationship_id', '?') if isinstance(relation, dict) else '?'}"
+        )
         if not isinstance(relation, dict):
-            log.add(relation_id, "malformed relation", source_file=str(folder / "relationships.json"), payload=relation)
+            log.add(
+                relation_id,
+                "malformed relation",
+                source_file=str(folder / "relationships.json"),
+                payload=relation,
+            )
             continue
         subject = relation.get("subject") or {}
         obj = relation.get("object") or {}
@@ -474,7 +504,12 @@ def _vg_scene(
             )
             continue
         if not predicate:
-            log.add(relation_id, "bad relation: empty predicate", source_file=str(folder / "relationships.json"), payload=relation)
+            log.add(
+                relation_id,
+                "bad relation: empty predicate",
+                source_file=str(folder / "relationships.json"),
+                payload=relation,
+            )
             continue
         relations.append({"subject_id": subject_id, "predicate": predicate, "object_id": object_id})
     return {
@@ -492,7 +527,11 @@ VG150_CORRUPTED_IMAGES = frozenset({"1592", "1722", "4616", "4617"})
 
 
 def read_vg150(
-    root: str | Path, *, box_scale: int = 1024, source: str = "vg150", config_field: str = "visual_genome_root"
+    root: str | Path,
+    *,
+    box_scale: int = 1024,
+    source: str = "vg150",
+    config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
     """Read the VG150 scene-graph split (``VG-SGG-with-attri.h5`` + dicts + ``image_data.json``).
 
@@ -505,7 +544,9 @@ def read_vg150(
     folder = require_path(root, config_field, "VG150 folder")
     log = QuarantineLog("scene_graphs")
     dicts = _load_json(require_path(folder / VG150_DICTS, config_field, "VG150 dictionary"), log)
-    image_data = _load_json(require_path(folder / "image_data.json", config_field, "VG150 image_data.json"), log)
+    image_data = _load_json(
+        require_path(folder / "image_data.json", config_field, "VG150 image_data.json"), log
+    )
     if dicts is None or image_data is None:
         return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log
     image_data = [
@@ -548,23 +589,34 @@ def read_vg150(
                         box_px = [v * scale for v in cxcywh_to_xyxy(boxes[box_index].tolist())]
                         box = pixels_to_grid(box_px, width, height)
                     except BoxError as error:
-                        log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(folder / VG150_H5))
+                        log.add(
+                            f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(folder / VG150_H5)
+                        )
                         continue
                     name = label_names.get(int(labels[box_index]), "object")
                     objects[box_index] = {
                         "object_id": object_id,
                         "name": name,
                         "names": [name],
-                        "attributes": [attribute_names[a] for a in attributes[box_index].tolist() if a in attribute_names],
+                        "attributes": [
+                            attribute_names[a] for a in attributes[box_index].tolist() if a in attribute_names
+                        ],
                         "bbox": box,
-                        "bbox_px": [max(0.0, box_px[0]), max(0.0, box_px[1]), min(width, box_px[2]), min(height, box_px[3])],
+                        "bbox_px": [
+                            max(0.0, box_px[0]),
+                            max(0.0, box_px[1]),
+                            min(width, box_px[2]),
+                            min(height, box_px[3]),
+                        ],
                     }
             relations = []
             if first_rel[index] >= 0:
                 for rel_index in range(int(first_rel[index]), int(last_rel[index]) + 1):
                     subject_index, object_index = (int(v) for v in relationships[rel_index])
                     if subject_index not in objects or object_index not in objects:
-                        log.add(f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range")
+                        log.add(
+                            f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range"
+                        )
                         continue
                     relations.append(
                         {
@@ -608,9 +660,13 @@ def read_scene_graph_parquet(
             log.add(image_id, f"corrupt image: {error}", source_file=str(table))
             continue
         try:
-            objects = json.loads(record["objects"]) if isinstance(record["objects"], str) else record["objects"]
+            objects = (
+                json.loads(record["objects"]) if isinstance(record["objects"], str) else record["objects"]
+            )
             relationships = (
-                json.loads(record["relationships"]) if isinstance(record["relationships"], str) else record["relationships"]
+                json.loads(record["relationships"])
+                if isinstance(record["relationships"], str)
+                else record["relationships"]
             )
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             log.add(image_id, f"malformed JSON: {error}", source_file=str(table))
@@ -636,9 +692,16 @@ def read_scene_graph_parquet(
         for relation in relationships or []:
             subject, obj = str(relation.get("subject", "")), str(relation.get("object", ""))
             if subject not in kept or obj not in kept:
-                log.add(f"{image_id}/{subject}-{obj}", "dangling relation", source_file=str(table), payload=relation)
+                log.add(
+                    f"{image_id}/{subject}-{obj}",
+                    "dangling relation",
+                    source_file=str(table),
+                    payload=relation,
+                )
                 continue
-            relations.append({"subject_id": subject, "predicate": str(relation.get("predicate", "")), "object_id": obj})
+            relations.append(
+                {"subject_id": subject, "predicate": str(relation.get("predicate", "")), "object_id": obj}
+            )
         rows.append(
             {
                 "image_id": image_id,
@@ -715,7 +778,9 @@ def _image_size(path: Path) -> tuple[int, int]:
         return image.size
 
 
-def read_scannet_scene(scene_dir: Path, *, source: str = "scannet", depth_scale: float = 1000.0) -> tuple[list[dict], dict | None, QuarantineLog]:
+def read_scannet_scene(
+    scene_dir: Path, *, source: str = "scannet", depth_scale: float = 1000.0
+) -> tuple[list[dict], dict | None, QuarantineLog]:
     """Read one ScanNet-style scene folder into frame rows and a scene row (None when unusable)."""
     scene_id = scene_dir.name
     log = QuarantineLog("rgbd_frames")
@@ -734,7 +799,9 @@ def read_scannet_scene(scene_dir: Path, *, source: str = "scannet", depth_scale:
     for index in sorted(colors):
         record_id = f"{scene_id}/{index}"
         if index not in depths or index not in poses:
-            log.add(record_id, "missing file: frame lacks its depth or pose file", source_file=str(colors[index]))
+            log.add(
+                record_id, "missing file: frame lacks its depth or pose file", source_file=str(colors[index])
+            )
             continue
         try:
             pose = read_matrix(poses[index], 4)
@@ -752,7 +819,9 @@ def read_scannet_scene(scene_dir: Path, *, source: str = "scannet", depth_scale:
             log.add(record_id, f"corrupt image: {error}", source_file=str(colors[index]))
             continue
         if sizes and (sizes["color"] != color_size or sizes["depth"] != depth_size):
-            log.add(record_id, "image size differs from the scene's other frames", source_file=str(colors[index]))
+            log.add(
+                record_id, "image size differs from the scene's other frames", source_file=str(colors[index])
+            )
             continue
         sizes = {"color": color_size, "depth": depth_size}
         frames.append(
@@ -781,7 +850,12 @@ def read_scannet_scene(scene_dir: Path, *, source: str = "scannet", depth_scale:
     if aggregation.exists():
         data = _load_json(aggregation, log)
         for group in (data or {}).get("segGroups", []):
-            objects.append({"object_id": int(group.get("objectId", group.get("id"))), "label": str(group.get("label", ""))})
+            objects.append(
+                {
+                    "object_id": int(group.get("objectId", group.get("id"))),
+                    "label": str(group.get("label", "")),
+                }
+            )
     mesh = scene_dir / f"{scene_id}_vh_clean_2.ply"
     segs = scene_dir / f"{scene_id}_vh_clean_2.0.010000.segs.json"
     scene = {
@@ -803,7 +877,9 @@ def list_scannet_scenes(root: str | Path, config_field: str = "scannet_root") ->
     return sorted(path for path in folder.iterdir() if path.is_dir() and (path / "color").is_dir())
 
 
-def read_scannet(root: str | Path, *, source: str = "scannet", config_field: str = "scannet_root") -> ScanNetTables:
+def read_scannet(
+    root: str | Path, *, source: str = "scannet", config_field: str = "scannet_root"
+) -> ScanNetTables:
     """Read every scene under a ScanNet ``scans`` folder."""
     frames: list[dict] = []
     scenes: list[dict] = []

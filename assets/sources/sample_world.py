@@ -30,7 +30,9 @@ class SampleWorldAssetConfig(dg.Config):
     views_per_scene: int = Field(default=6, description="Camera views (RGB-D frames) per room.")
     width: int = Field(default=320, description="Colour image width in pixels.")
     height: int = Field(default=240, description="Colour image height in pixels.")
-    force: bool = Field(default=False, description="Rebuild even when the folder already holds this configuration.")
+    force: bool = Field(
+        default=False, description="Rebuild even when the folder already holds this configuration."
+    )
 
 
 def _stamp(config: SampleWorldConfig) -> dict:

@@ -80,7 +80,7 @@ Now answer the following question:"""
 # -- balance ----------------------------------------------------------------------------------------
 def _water_fill(supply: Mapping[str, int], total: int, order: Sequence[str]) -> dict[str, int]:
     """Split `total` over categories as equally as their `supply` allows (integer counts)."""
-    quotas = {name: 0 for name in order}
+    quotas = dict.fromkeys(order, 0)
     remaining = min(total, sum(supply.get(name, 0) for name in order))
     while remaining > 0:
         open_names = [name for name in order if quotas[name] < supply.get(name, 0)]

@@ -40,7 +40,7 @@ def category_targets(relation_share: float = RELATION_SHARE) -> dict[str, float]
     """
     others = [category for category in CATEGORIES if category != "relation"]
     share = (1.0 - relation_share) / len(others)
-    return {"relation": relation_share, **{category: share for category in others}}
+    return {"relation": relation_share, **dict.fromkeys(others, share)}
 
 
 VG150_PREDICATES = (

@@ -65,7 +65,9 @@ def test_smart_resize_matches_transformers():
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as reference
 
     for height, width in [(480, 640), (240, 320), (1080, 1920), (37, 4000), (28, 28), (5000, 5000)]:
-        assert smart_resize(height, width) == reference(height, width, factor=28, min_pixels=56 * 56, max_pixels=28 * 28 * 16384)
+        assert smart_resize(height, width) == reference(
+            height, width, factor=28, min_pixels=56 * 56, max_pixels=28 * 28 * 16384
+        )
 
 
 grid_boxes = st.tuples(

@@ -31,4 +31,6 @@ def test_singularize(word, expected):
 
 def test_every_caller_uses_the_same_rule():
     for word in ("glasses", "shelves", "dresses", "mangoes", "series", "horses"):
-        assert grounding_singularize(word) == lemmatize_word(word) == singular(word.lower()) == singularize(word)
+        assert (
+            grounding_singularize(word) == lemmatize_word(word) == singular(word.lower()) == singularize(word)
+        )

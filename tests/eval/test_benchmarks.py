@@ -537,7 +537,7 @@ def test_circular_variants_limit_and_reference_boxes(tmp_path, small_world):
     rotated = _valid(make_circular_variants(items))
     expected = sum(max(len(options), 1) for options in items["options"].to_list())
     assert rotated.height == expected
-    for key, group in rotated.group_by("question_key"):
+    for _key, group in rotated.group_by("question_key"):
         golds = {row["options"][row["answer_index"]] for row in group.iter_rows(named=True) if row["options"]}
         assert len(golds) <= 1  # every rotation keeps the same gold option text
     assert make_circular_variants(rotated).height == rotated.height  # idempotent

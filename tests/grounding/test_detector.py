@@ -95,7 +95,9 @@ class TestDecodeDetections:
         box = np.array([[0.3, 0.6, 0.2, 0.4]])
         result = decode_detections(probabilities, box, SPANS, PHRASES, width, height)
         expected = pixels_to_grid(
-            [v * s for v, s in zip(cxcywh_to_xyxy([0.3, 0.6, 0.2, 0.4]), (width, height) * 2)], width, height
+            [v * s for v, s in zip(cxcywh_to_xyxy([0.3, 0.6, 0.2, 0.4]), (width, height) * 2, strict=False)],
+            width,
+            height,
         )
         assert result.pseudo_gt[0]["bbox_2d"] == expected == [200, 400, 400, 800]
 
@@ -167,7 +169,7 @@ class TestTinyGroundingDino:
         single = _detector(detector_parts, batch_size=1, box_threshold=0.0).detect(images, PHRASE_LISTS)
         for one, other in zip(batched, single, strict=True):
             assert [item["label"] for item in one.pseudo_gt] == [item["label"] for item in other.pseudo_gt]
-            for a, b in zip(one.pseudo_gt, other.pseudo_gt):
+            for a, b in zip(one.pseudo_gt, other.pseudo_gt, strict=False):
                 assert np.abs(np.subtract(a["bbox_2d"], b["bbox_2d"])).max() <= 1
                 assert a["validity"] == pytest.approx(b["validity"], abs=1e-4)
 

@@ -175,7 +175,9 @@ class TestCorruption:
         removed = stats.by_mode.get("remove", 0)
         assert corrupted["pseudo_gt"].list.len().sum() == stats.boxes - removed
         assert corrupted.drop("pseudo_gt").equals(training_frame.drop("pseudo_gt"))
-        for before, after in zip(training_frame["pseudo_gt"].to_list(), corrupted["pseudo_gt"].to_list()):
+        for before, after in zip(
+            training_frame["pseudo_gt"].to_list(), corrupted["pseudo_gt"].to_list(), strict=False
+        ):
             originals = {item["label"]: item["bbox_2d"] for item in before}
             for item in after:
                 assert item["label"] in originals  # relabelled only to another object of the same sample
@@ -186,7 +188,9 @@ class TestCorruption:
             training_frame, CorruptionSettings(fraction=1.0, modes=["displace"])
         )
         assert stats.by_mode == {"displace": stats.boxes}
-        for before, after in zip(training_frame["pseudo_gt"].to_list(), corrupted["pseudo_gt"].to_list()):
+        for before, after in zip(
+            training_frame["pseudo_gt"].to_list(), corrupted["pseudo_gt"].to_list(), strict=False
+        ):
             for original, moved in zip(before, after, strict=True):
                 assert box_iou(original["bbox_2d"], moved["bbox_2d"]) < 0.6
 

@@ -8,10 +8,10 @@ import pytest
 
 from pipelines.automation import build_automation
 from pipelines.definitions import ALL_ASSETS, build_resources, defs
+from pipelines.resources import SourcesResource
 
 SOURCE_GROUP_ASSETS = [a for a in ALL_ASSETS if set(a.group_names_by_key.values()) == {"sources"}]
 SCHEDULES, SENSORS = build_automation(SOURCE_GROUP_ASSETS)
-from pipelines.resources import SourcesResource
 
 
 def test_definitions_load():
@@ -46,15 +46,23 @@ def built(tmp_path_factory, small_world):
             scannet_root=str(small_world / "scannet" / "scans"),
         ),
     }
-    run_config = {"ops": {"sample_world": {"config": {"num_scenes": 1, "views_per_scene": 2, "width": 64, "height": 48}}}}
-    result = dg.materialize(SOURCE_GROUP_ASSETS, resources=resources, instance=instance, run_config=run_config)
+    run_config = {
+        "ops": {
+            "sample_world": {"config": {"num_scenes": 1, "views_per_scene": 2, "width": 64, "height": 48}}
+        }
+    }
+    result = dg.materialize(
+        SOURCE_GROUP_ASSETS, resources=resources, instance=instance, run_config=run_config
+    )
     assert result.success
     return instance, resources
 
 
 def _evaluate_schedule(instance, resources):
     schedule = SCHEDULES[0]
-    context = dg.build_schedule_context(instance=instance, resources={k: resources[k] for k in ("sources", "storage")})
+    context = dg.build_schedule_context(
+        instance=instance, resources={k: resources[k] for k in ("sources", "storage")}
+    )
     return schedule(context)
 
 
@@ -79,7 +87,9 @@ def test_schedule_rebuilds_only_changed_sources(built):
 def test_sensor_registers_new_scans(built):
     instance, resources = built
     sensor = SENSORS[0]
-    context = dg.build_sensor_context(instance=instance, resources={k: resources[k] for k in ("sources", "storage")})
+    context = dg.build_sensor_context(
+        instance=instance, resources={k: resources[k] for k in ("sources", "storage")}
+    )
     result = sensor(context)
     added = [key for request in result.dynamic_partitions_requests for key in request.partition_keys]
     assert len(added) == 2  # the small world has two scans

@@ -25,7 +25,12 @@ def test_materialize_sources(tmp_path, small_world):
         assert path.exists()
         assert pl.read_parquet(path).height > 0
     checks = result.get_asset_check_evaluations()
-    assert {c.asset_key.to_user_string() for c in checks} == {"mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"}
+    assert {c.asset_key.to_user_string() for c in checks} == {
+        "mcq_questions",
+        "scene_graphs",
+        "rgbd_frames",
+        "rgbd_scenes",
+    }
     assert all(c.passed for c in checks)
     materializations = {m.asset_key.to_user_string(): m for m in result.get_asset_materialization_events()}
     metadata = materializations["scene_graphs"].materialization.metadata
@@ -38,7 +43,9 @@ def test_caches_load_with_datasets(tmp_path, small_world):
     import datasets
 
     assert dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, small_world)).success
-    loaded = datasets.load_dataset("parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train")
+    loaded = datasets.load_dataset(
+        "parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train"
+    )
     assert loaded[0]["image"].size[0] > 0  # decoded as a PIL image
 
 
@@ -56,7 +63,9 @@ def test_broken_world_keeps_good_rows(tmp_path, world_copy):
     questions = read_table(tmp_path, "mcq_questions")
     spatialab = json.loads((world_copy / "spatialab" / "spatialab.json").read_text())
     assert questions.height == len(records) - 1 + len(spatialab)
-    event = next(m for m in result.get_asset_materialization_events() if m.asset_key.path == ["mcq_questions"])
+    event = next(
+        m for m in result.get_asset_materialization_events() if m.asset_key.path == ["mcq_questions"]
+    )
     assert event.materialization.metadata["quarantined"].value == 1
 
 

@@ -49,7 +49,10 @@ class TestOmniSpatial:
         del records[1]["question"]  # missing field
         # a missing image and a corrupt image
         victim, corrupt = records[2], records[-1]
-        image_of = lambda r: next((world_copy / "omnispatial" / r["task_type"]).glob(r["id"].split("_")[0] + ".*"))  # noqa: E731
+
+        def image_of(r):
+            return next((world_copy / "omnispatial" / r["task_type"]).glob(r["id"].split("_")[0] + ".*"))
+
         image_of(victim).unlink()
         image_of(corrupt).write_bytes(b"not an image at all")
         data_path.write_text(json.dumps(records))
@@ -115,8 +118,12 @@ class TestVisualGenome:
         first[0]["w"] = 0  # zero-area box
         first[1]["x"] = image_data[0]["width"] + 50  # entirely outside the image
         relationships[0]["relationships"].append(
-            {"relationship_id": 999, "predicate": "ON", "subject": {"object_id": 123456, "name": "ghost"},
-             "object": {"object_id": first[2]["object_id"], "names": ["thing"]}}
+            {
+                "relationship_id": 999,
+                "predicate": "ON",
+                "subject": {"object_id": 123456, "name": "ghost"},
+                "object": {"object_id": first[2]["object_id"], "names": ["thing"]},
+            }
         )
         (vg / "objects.json").write_text(json.dumps(objects))
         (vg / "relationships.json").write_text(json.dumps(relationships))
@@ -139,7 +146,9 @@ class TestScanNet:
         assert check_frame(tables.frames, rgbd_frames.RgbdFrames).passed
         assert check_frame(tables.scenes, rgbd_scenes.RgbdScenes).passed
         for scene in tables.scenes.iter_rows(named=True):
-            indices = tables.frames.filter(tables.frames["scene_id"] == scene["scene_id"])["frame_index"].to_list()
+            indices = tables.frames.filter(tables.frames["scene_id"] == scene["scene_id"])[
+                "frame_index"
+            ].to_list()
             assert indices == sorted(indices) and len(indices) == scene["num_frames"]
         row = tables.frames.row(0, named=True)
         assert row["depth_scale"] == 1000.0

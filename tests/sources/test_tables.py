@@ -13,16 +13,28 @@ IMAGE = encode_image(Image.new("RGB", (4, 4)), path="a.png")
 
 
 def _row(question_id, answer_index, answer):
-    return dict(
-        question_id=question_id, image=IMAGE, image_width=4, image_height=4, question="q", options=["a", "b"],
-        answer_index=answer_index, answer=answer, task_type="t", sub_task_type="s", split="train", source="x",
-    )
+    return {
+        "question_id": question_id,
+        "image": IMAGE,
+        "image_width": 4,
+        "image_height": 4,
+        "question": "q",
+        "options": ["a", "b"],
+        "answer_index": answer_index,
+        "answer": answer,
+        "task_type": "t",
+        "sub_task_type": "s",
+        "split": "train",
+        "source": "x",
+    }
 
 
 def _finalize(rows):
     log = QuarantineLog("mcq_questions")
     frame = pl.DataFrame(rows, schema=polars_schema(mcq_questions.McqQuestions))
-    checked = finalize_table(frame, mcq_questions.McqQuestions, "1.0.0", asset_key="mcq_questions", quarantine=log)
+    checked = finalize_table(
+        frame, mcq_questions.McqQuestions, "1.0.0", asset_key="mcq_questions", quarantine=log
+    )
     return checked, log
 
 

@@ -23,14 +23,25 @@ def _write_vg150(world, target, box_scale=1024):
     shutil.copytree(vg / "VG_100K", target / "VG_100K")
     image_data = json.loads((vg / "image_data.json").read_text())
     objects = {str(o["image_id"]): o["objects"] for o in json.loads((vg / "objects.json").read_text())}
-    relations = {str(r["image_id"]): r["relationships"] for r in json.loads((vg / "relationships.json").read_text())}
+    relations = {
+        str(r["image_id"]): r["relationships"] for r in json.loads((vg / "relationships.json").read_text())
+    }
     labels = sorted({o["names"][0] for objs in objects.values() for o in objs})
     predicates = sorted({r["predicate"].lower() for rels in relations.values() for r in rels})
     label_index = {name: i + 1 for i, name in enumerate(labels)}
     predicate_index = {name: i + 1 for i, name in enumerate(predicates)}
     # a corrupted image listed in image_data.json but absent from the h5 rows, as in the real release
     corrupted = {"image_id": int(sorted(VG150_CORRUPTED_IMAGES)[0]), "width": 10, "height": 10, "url": ""}
-    boxes, box_labels, first_box, last_box, rels, rel_preds, first_rel, last_rel = [], [], [], [], [], [], [], []
+    boxes, box_labels, first_box, last_box, rels, rel_preds, first_rel, last_rel = (
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
     for info in image_data:
         image_objects = objects[str(info["image_id"])]
         scale = box_scale / max(info["width"], info["height"])
@@ -38,7 +49,14 @@ def _write_vg150(world, target, box_scale=1024):
         first_box.append(len(boxes))
         for obj in image_objects:
             index_of[obj["object_id"]] = len(boxes)
-            boxes.append([(obj["x"] + obj["w"] / 2) * scale, (obj["y"] + obj["h"] / 2) * scale, obj["w"] * scale, obj["h"] * scale])
+            boxes.append(
+                [
+                    (obj["x"] + obj["w"] / 2) * scale,
+                    (obj["y"] + obj["h"] / 2) * scale,
+                    obj["w"] * scale,
+                    obj["h"] * scale,
+                ]
+            )
             box_labels.append([label_index[obj["names"][0]]])
         last_box.append(len(boxes) - 1)
         first_rel.append(len(rels) if relations.get(str(info["image_id"])) else -1)
@@ -75,11 +93,13 @@ def test_vg150_matches_raw_json(small_world, tmp_path):
     raw, _ = read_visual_genome(small_world / "visual_genome")
     assert frame.height == len(image_data) == raw.height
     assert len(log) == 0
-    for vg150_row, raw_row in zip(frame.sort("image_id").iter_rows(named=True), raw.sort("image_id").iter_rows(named=True)):
+    for vg150_row, raw_row in zip(
+        frame.sort("image_id").iter_rows(named=True), raw.sort("image_id").iter_rows(named=True), strict=False
+    ):
         assert [o["name"] for o in vg150_row["objects"]] == [o["name"] for o in raw_row["objects"]]
-        for a, b in zip(vg150_row["objects"], raw_row["objects"]):
+        for a, b in zip(vg150_row["objects"], raw_row["objects"], strict=False):
             # integer boxes at the 1024 scale lose at most a few grid units
-            assert max(abs(x - y) for x, y in zip(a["bbox"], b["bbox"])) <= 4
+            assert max(abs(x - y) for x, y in zip(a["bbox"], b["bbox"], strict=False)) <= 4
         assert len(vg150_row["relationships"]) == len(raw_row["relationships"])
 
 
@@ -94,9 +114,19 @@ def test_prompt_style_parquet(small_world, tmp_path):
             counts[obj["name"]] = counts.get(obj["name"], 0) + 1
             ids[obj["object_id"]] = f"{obj['name']}.{counts[obj['name']]}"
             objects.append({"id": ids[obj["object_id"]], "bbox": [round(v) for v in obj["bbox_px"]]})
-        relations = [{"subject": ids[r["subject_id"]], "predicate": r["predicate"], "object": ids[r["object_id"]]} for r in row["relationships"]]
+        relations = [
+            {"subject": ids[r["subject_id"]], "predicate": r["predicate"], "object": ids[r["object_id"]]}
+            for r in row["relationships"]
+        ]
         relations.append({"subject": "ghost.1", "predicate": "on", "object": objects[0]["id"]})  # dangling
-        rows.append({"image_id": row["image_id"], "image": row["image"], "objects": json.dumps(objects), "relationships": json.dumps(relations)})
+        rows.append(
+            {
+                "image_id": row["image_id"],
+                "image": row["image"],
+                "objects": json.dumps(objects),
+                "relationships": json.dumps(relations),
+            }
+        )
     path = tmp_path / "vg150_prompt.parquet"
     pl.DataFrame(rows).write_parquet(path)
     frame, log = read_scene_graph_parquet(path)

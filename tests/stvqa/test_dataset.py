@@ -52,9 +52,13 @@ class TestQuotas:
         ("available", "target", "expected"),
         [
             # plenty of everything: 50% relation, 8 equal shares
-            ({"relation": 100, **{c: 20 for c in OTHERS}}, 64, {"relation": 32, **{c: 4 for c in OTHERS}}),
+            (
+                {"relation": 100, **dict.fromkeys(OTHERS, 20)},
+                64,
+                {"relation": 32, **dict.fromkeys(OTHERS, 4)},
+            ),
             # relation limits the size: 2 x relation
-            ({"relation": 8, **{c: 20 for c in OTHERS}}, None, {"relation": 8, **{c: 1 for c in OTHERS}}),
+            ({"relation": 8, **dict.fromkeys(OTHERS, 20)}, None, {"relation": 8, **dict.fromkeys(OTHERS, 1)}),
             # a scarce category gives its shortfall to the others (water-filling)
             (
                 {"relation": 16, "depth": 0, **{c: 5 for c in OTHERS if c != "depth"}},
@@ -74,7 +78,7 @@ class TestQuotas:
         assert plan_quotas(available, target_size=target) == expected
 
     def test_relation_share_is_half_when_supply_allows(self):
-        quotas = plan_quotas({"relation": 500, **{c: 100 for c in OTHERS}})
+        quotas = plan_quotas({"relation": 500, **dict.fromkeys(OTHERS, 100)})
         assert quotas["relation"] == sum(quotas.values()) // 2
         assert len({quotas[c] for c in OTHERS}) == 1
 

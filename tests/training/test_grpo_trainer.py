@@ -21,22 +21,22 @@ pytestmark = pytest.mark.slow
 
 
 def _config(output_dir, **overrides) -> GRPOConfig:
-    values = dict(
-        output_dir=str(output_dir),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=80,
-        max_steps=1,
-        logging_steps=1,
-        learning_rate=1e-2,
-        beta=0.01,
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        save_strategy="no",
-        seed=0,
-    )
+    values = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "num_generations": 2,
+        "max_completion_length": 80,
+        "max_steps": 1,
+        "logging_steps": 1,
+        "learning_rate": 1e-2,
+        "beta": 0.01,
+        "report_to": "none",
+        "use_cpu": True,
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "save_strategy": "no",
+        "seed": 0,
+    }
     values.update(overrides)
     return GRPOConfig(**values)
 

@@ -54,12 +54,12 @@ class _State:
 def test_spatialcore_curriculum_phases():
     reward = spatialcore_curriculum_reward((0.1, 0.3))
     completion = '{"bbox_2d": [100, 100, 300, 300], "label": "red car"}\nleft</think>A'
-    columns = dict(
-        answer=["A"],
-        options=[["left", "right"]],
-        question=["Where is the red car?"],
-        pseudo_gt=[[{"bbox_2d": [100, 100, 300, 300], "label": "red car", "validity": 1.0}]],
-    )
+    columns = {
+        "answer": ["A"],
+        "options": [["left", "right"]],
+        "question": ["Where is the red car?"],
+        "pseudo_gt": [[{"bbox_2d": [100, 100, 300, 300], "label": "red car", "validity": 1.0}]],
+    }
     tokens = [
         '{"bbox_2d": [',
         "1",

@@ -937,7 +937,7 @@ def normalize_benchmark_names(names: Iterable[str] | str) -> list[str]:
     ['omnispatial', 'cvbench', 'stvqa_val']
     """
     if isinstance(names, str):
-        names = [part for part in names.split(",")]
+        names = list(names.split(","))
     result: list[str] = []
     for name in names:
         key = name.strip().lower()

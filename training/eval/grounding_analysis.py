@@ -273,7 +273,7 @@ def plot_iou_by_quartile(quartiles: pl.DataFrame, path: str | Path) -> Path:
     positions = np.arange(1, QUARTILES + 1)
     for offset, run in enumerate(runs):
         rows = quartiles.filter(pl.col("run_name") == run)
-        values = {q: v for q, v in zip(rows["quartile"].to_list(), rows["mean_iou"].to_list(), strict=True)}
+        values = dict(zip(rows["quartile"].to_list(), rows["mean_iou"].to_list(), strict=True))
         axis.bar(
             positions + (offset - (len(runs) - 1) / 2) * width,
             [values.get(int(q), 0.0) for q in positions],
