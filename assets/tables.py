@@ -113,6 +113,20 @@ def finalize_table(
     return CheckedTable(frame=valid, metadata=metadata, check=check)
 
 
+def table_and_quarantine_outs(name: str, description: str, code_version: str) -> dict[str, dg.AssetOut]:
+    """The two outputs of an asset that writes a table: ``name`` and ``<name>_quarantine``.
+
+    >>> sorted(table_and_quarantine_outs("stvqa", "The data set.", "1"))
+    ['stvqa', 'stvqa_quarantine']
+    """
+    return {
+        name: dg.AssetOut(description=description, code_version=code_version),
+        f"{name}_quarantine": dg.AssetOut(
+            description=f"Records rejected while building {name}, with the reason.", code_version=code_version
+        ),
+    }
+
+
 def contract_check_specs(*asset_keys: str) -> list[dg.AssetCheckSpec]:
     """Blocking contract checks for the given assets."""
     return [

@@ -24,7 +24,7 @@ from assets.dge.geometry import SceneGeometryConfig, build_scan_geometry
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
-from assets.sources.readers import read_scannet
+from readers.scannet import read_scannet
 
 logger = logging.getLogger("bench_dge")
 

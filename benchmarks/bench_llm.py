@@ -27,9 +27,9 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 if str(REPOSITORY_ROOT) not in sys.path:
     sys.path.insert(0, str(REPOSITORY_ROOT))
 
-from pipelines.llm import LLMClient, LLMClientConfig, LLMRequest
-from pipelines.llm.cache import CachedResponse
-from pipelines.llm.records import TokenUsage
+from llm import LLMClient, LLMClientConfig, LLMRequest
+from llm.cache import CachedResponse
+from llm.records import TokenUsage
 
 SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"
 PHRASES_SCHEMA = {

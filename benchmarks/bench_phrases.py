@@ -30,9 +30,9 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"
 
 from assets.grounding.phrases import PhraseSettings, build_phrase_request, extract_object_phrases
-from pipelines.llm import LLMClient, LLMClientConfig
-from pipelines.llm.cache import CachedResponse
-from pipelines.llm.records import TokenUsage
+from llm import LLMClient, LLMClientConfig
+from llm.cache import CachedResponse
+from llm.records import TokenUsage
 
 TEMPLATES = [
     (

@@ -142,3 +142,48 @@ def singularize(word: str) -> str:
     if lower.endswith("ses") and lower[:-2].endswith(("ss", "us")):
         return lower[:-2]
     return lower[:-1]
+
+
+SINGULAR_TO_PLURAL: dict[str, str] = {singular: plural for plural, singular in IRREGULAR_PLURALS.items()}
+SINGULAR_TO_PLURAL.update(
+    {
+        "person": "people",
+        "bus": "buses",
+        "glass": "glasses",
+        "dress": "dresses",
+        "lens": "lenses",
+        "tv": "tvs",
+    }
+)
+for _invariant in ("sheep", "fish", "deer", "series", "species"):
+    SINGULAR_TO_PLURAL[_invariant] = _invariant
+"""Singular nouns whose plural the suffix rules would get wrong (the inverse of the irregular table)."""
+
+
+def pluralize_word(word: str) -> str:
+    """The plural of a singular noun.
+
+    >>> [pluralize_word(w) for w in ["cup", "bench", "cherry", "toy", "knife", "bus"]]
+    ['cups', 'benches', 'cherries', 'toys', 'knives', 'buses']
+    """
+    if word in SINGULAR_TO_PLURAL:
+        return SINGULAR_TO_PLURAL[word]
+    if word in INVARIANT_NOUNS:
+        return word
+    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
+def pluralize(name: str) -> str:
+    """The plural of a (possibly multi-word) name: the last word is pluralised.
+
+    >>> pluralize("traffic light"), pluralize("potted plant")
+    ('traffic lights', 'potted plants')
+    """
+    words = name.split()
+    if not words:
+        return name
+    return " ".join([*words[:-1], pluralize_word(words[-1])])

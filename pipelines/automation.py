@@ -14,9 +14,9 @@ import os
 
 import dagster as dg
 
+from assets.partitions import SCENES_PARTITIONS_NAME
+from assets.resources import SourcesResource, StorageResource
 from pipelines.freshness import source_fingerprints, stale_asset_keys
-from pipelines.partitions import SCENES_PARTITIONS_NAME
-from pipelines.resources import SourcesResource, StorageResource
 
 REBUILD_CRON_ENV = "SPATIAL_REBUILD_CRON"
 DEFAULT_REBUILD_CRON = "0 3 * * 0"

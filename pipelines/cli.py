@@ -173,9 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from assets.partitions import register_scene_partitions
+    from data_contracts.storage import default_storage_root
     from pipelines.definitions import ALL_ASSETS, build_resources
-    from pipelines.partitions import register_scene_partitions
-    from pipelines.storage import default_storage_root
 
     storage_root = Path(args.storage_root or default_storage_root()).resolve()
     resources = build_resources(str(storage_root))

@@ -12,14 +12,13 @@ import dagster as dg
 from assets.dge.assets import DGE_ASSETS
 from assets.eval.assets import EVAL_ASSETS
 from assets.grounding.assets import GROUNDING_ASSETS
+from assets.resources import LLMResource, SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS
 from pipelines.automation import build_automation
+from pipelines.io_manager import ParquetIOManager
 from pipelines.jobs import build_jobs
-from pipelines.llm.resources import LLMResource
-from pipelines.resources import SourcesResource, StorageResource
-from pipelines.storage import ParquetIOManager
 
 
 def build_resources(storage_root: str | None = None) -> dict:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from assets.resources import SourcesResource, StorageResource
 from assets.tables import fingerprint_paths
-from pipelines.resources import SourcesResource, StorageResource
 
 CODE_VERSION_TAG = "dagster/code_version"
 DATA_VERSION_TAG = "dagster/data_version"

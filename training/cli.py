@@ -24,8 +24,9 @@ import sys
 from collections.abc import Sequence
 
 from data_contracts.boxes import UnknownModelFamilyError
+from data_contracts.storage import MissingTableError
 from training.config import RecipeError
-from training.data import MissingColumnError, MissingTableError
+from training.data import MissingColumnError
 
 logger = logging.getLogger("training.cli")
 
@@ -85,7 +86,8 @@ def build_reward_funcs(script_args) -> list:
 
 def run_grpo(script_args, training_args, model_args):
     """Load data, model and rewards, train with `SpatialGRPOTrainer`, save; return the trainer."""
-    from training.data import default_data_root, load_training_data, task_types_of, write_quarantine
+    from data_contracts.storage import default_storage_root
+    from training.data import load_training_data, task_types_of, write_quarantine
     from training.grpo_trainer import SpatialGRPOTrainer, resolve_checkpoint
     from training.models import detect_family, load_model, load_processor, prepare_policy
     from training.scheduler import TaskScheduler
@@ -96,7 +98,7 @@ def run_grpo(script_args, training_args, model_args):
     resume = resolve_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
     extra = (script_args.task_type_column,) if script_args.task_scheduler else ()
     data = load_training_data(
-        script_args.data_root or default_data_root(),
+        script_args.data_root or default_storage_root(),
         script_args.dataset_table,
         script_args.prompt_format,
         family,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from datasets.table import InMemoryTable
 
 from data_contracts.images import IMAGE_DTYPE, sniff_format, to_huggingface_arrow
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.storage import table_files
 from training.prompts import build_messages
 from training.rewards.parsing import gold_option_letter
 
@@ -61,10 +61,6 @@ REQUIRED_COLUMNS = {
 }
 
 
-class MissingTableError(FileNotFoundError):
-    """A training table that is not in the data root."""
-
-
 class MissingColumnError(ValueError):
     """A training table without a column the recipe needs."""
 
@@ -82,39 +78,6 @@ class TrainingData:
     dataset: Dataset
     quarantine: pl.DataFrame
     source_files: list[Path]
-
-
-def default_data_root() -> Path:
-    """`$SPATIAL_DATA_ROOT`, else `./data`."""
-    return Path(os.environ.get("SPATIAL_DATA_ROOT", "data"))
-
-
-def table_files(data_root: str | Path, table: str) -> list[Path]:
-    """The Parquet files of `table` under `data_root` (one file, or a folder of partitions).
-
-    Raises:
-        `MissingTableError`: naming the path looked for and the tables found.
-    """
-    root = Path(data_root)
-    single = root / f"{table}.parquet"
-    if single.is_file():
-        return [single]
-    folder = root / table
-    if folder.is_dir():
-        files = sorted(folder.glob("*.parquet"))
-        if files:
-            return files
-    found = (
-        sorted(
-            {path.stem for path in root.glob("*.parquet")} | {p.name for p in root.iterdir() if p.is_dir()}
-        )
-        if root.is_dir()
-        else []
-    )
-    raise MissingTableError(
-        f"training table {table!r} not found: looked for {single} and {folder}/*.parquet; "
-        f"tables in {root}: {', '.join(found) if found else '(none)'}. Build it with the pipeline first."
-    )
 
 
 def check_columns(table: str, present: list[str], required: tuple[str, ...] | list[str]) -> None:

@@ -235,7 +235,8 @@ def build_sft_trainer(script_args: SpatialSFTArguments, training_args, model_arg
     """TRL's `SFTTrainer` for the cold start: language-side LoRA, vision frozen, completion-only loss."""
     from trl import SFTTrainer
 
-    from training.data import default_data_root, write_quarantine
+    from data_contracts.storage import default_storage_root
+    from training.data import write_quarantine
     from training.models import detect_family, load_model, load_processor, prepare_policy
 
     if training_args.completion_only_loss is False:
@@ -244,7 +245,7 @@ def build_sft_trainer(script_args: SpatialSFTArguments, training_args, model_arg
         )
     training_args.completion_only_loss = True
     family = script_args.model_family or detect_family(model_args.model_name_or_path)
-    data_root = script_args.data_root or default_data_root()
+    data_root = script_args.data_root or default_storage_root()
     dataset, quarantine = sft_dataset(
         data_root, script_args.dataset_table, family, script_args.dataset_split, script_args.max_train_samples
     )

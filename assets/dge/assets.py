@@ -38,15 +38,15 @@ from assets.dge.plots import top_down_plot
 from assets.dge.single_image import SingleImageConfig, single_image_tasks
 from assets.dge.tasks import TaskConfig, build_scene_tasks, horizontal_heading
 from assets.dge.visibility import VisibilityConfig, build_frame_visibility
+from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview
+from assets.resources import StorageResource
 from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output, value_counts
 from data_contracts import dge_tasks as dge_tasks_contract
 from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
 from data_contracts.images import encode_image
 from data_contracts.quarantine import QuarantineLog
-from pipelines.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
-from pipelines.resources import StorageResource
 
 logger = logging.getLogger(__name__)
 

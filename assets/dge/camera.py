@@ -17,8 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-RIGID_TOLERANCE = 1e-3
-
 
 def intrinsics_matrix(values: Sequence[float]) -> np.ndarray:
     """A 3x3 intrinsics matrix from 9 row-major numbers (or a 3x3 / 4x4 array).
@@ -39,28 +37,6 @@ def pose_matrix(values: Sequence[float]) -> np.ndarray:
     (4, 4)
     """
     return np.asarray(values, dtype=np.float64).reshape(4, 4)
-
-
-def rigid_pose_problem(pose: np.ndarray, tolerance: float = RIGID_TOLERANCE) -> str:
-    """Empty string when ``pose`` is a finite rigid 4x4 transform, else why it is not.
-
-    >>> rigid_pose_problem(np.eye(4))
-    ''
-    >>> rigid_pose_problem(np.diag([2.0, 1.0, 1.0, 1.0]))
-    'pose is not rigid: rotation part is not orthonormal'
-    """
-    if pose.shape != (4, 4):
-        return f"pose has shape {pose.shape}, expected 4x4"
-    if not np.all(np.isfinite(pose)):
-        return "pose is not finite (ScanNet marks invalid poses with -inf)"
-    rotation = pose[:3, :3]
-    if not np.allclose(rotation.T @ rotation, np.eye(3), atol=tolerance):
-        return "pose is not rigid: rotation part is not orthonormal"
-    if abs(np.linalg.det(rotation) - 1.0) > tolerance:
-        return "pose is not rigid: rotation has determinant != 1"
-    if not np.allclose(pose[3], [0.0, 0.0, 0.0, 1.0], atol=1e-6):
-        return "pose is not rigid: last row is not [0, 0, 0, 1]"
-    return ""
 
 
 def invert_rigid(transform: np.ndarray) -> np.ndarray:

@@ -34,10 +34,10 @@ from assets.dge.camera import (
     intrinsics_matrix,
     pose_matrix,
     project_points,
-    rigid_pose_problem,
     rotate_vectors,
     transform_points,
 )
+from readers.scannet import rigid_pose_problem
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from PIL import Image
 from pydantic import Field
 
 from assets.previews import gallery, markdown_image
+from assets.resources import StorageResource
 from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output, value_counts
 from data_contracts import eval_items as eval_items_contract
 from data_contracts import eval_report as eval_report_contract
 from data_contracts.images import decode_image
 from data_contracts.quarantine import QuarantineLog
-from pipelines.resources import StorageResource
 from training.eval.backends import GenerationSettings
 from training.eval.benchmarks import (
     BenchmarkSources,

@@ -55,32 +55,28 @@ from assets.grounding.phrases import (
     extract_object_phrases,
 )
 from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
-from assets.grounding.shards import SHARD_KEYS, shard_of
+from assets.grounding.shards import shard_of
 from assets.grounding.training_table import build_spatialcore_train, select_training_questions
+from assets.partitions import grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
-from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
+from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.tables import (
+    contract_check_specs,
+    finalize_table,
+    json_metadata,
+    quarantine_output,
+    table_and_quarantine_outs,
+)
 from data_contracts import object_phrases as object_phrases_contract
 from data_contracts import pseudo_gt_audit as audit_contract
 from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
 from data_contracts import sft_cold_start as sft_contract
 from data_contracts import spatialcore_train as train_contract
 from data_contracts.quarantine import QuarantineLog
-from pipelines.llm.resources import LLMResource
-from pipelines.resources import SourcesResource, StorageResource
 
 GROUP = "grounding"
 GROUNDING_CODE_VERSION = "1"
-shard_partitions = dg.StaticPartitionsDefinition(SHARD_KEYS)
 """The shards of ``pseudo_gt_boxes`` (see :mod:`assets.grounding.shards`)."""
-
-
-def _outs(name: str, description: str, code_version: str = GROUNDING_CODE_VERSION) -> dict[str, dg.AssetOut]:
-    return {
-        name: dg.AssetOut(description=description, code_version=code_version),
-        f"{name}_quarantine": dg.AssetOut(
-            description=f"Records rejected while building {name}, with the reason.", code_version=code_version
-        ),
-    }
 
 
 def _image_metadata(image, name: str, storage: StorageResource) -> dict:
@@ -139,7 +135,7 @@ class ObjectPhrasesConfig(dg.Config):
 
 
 @dg.multi_asset(
-    outs=_outs(
+    outs=table_and_quarantine_outs(
         "object_phrases",
         "The physical objects and persons each training question refers to, filtered to boxable phrases.",
         code_version=f"{GROUNDING_CODE_VERSION}-prompt-{PHRASES_PROMPT_VERSION}-rules-{RULES_VERSION}",
@@ -249,11 +245,13 @@ def _shard_preview(frame: pl.DataFrame, questions: pl.DataFrame):
 
 
 @dg.multi_asset(
-    outs=_outs(
-        "pseudo_gt_boxes", "Pseudo-GT boxes with validity for each question's phrases, one file per shard."
+    outs=table_and_quarantine_outs(
+        "pseudo_gt_boxes",
+        "Pseudo-GT boxes with validity for each question's phrases, one file per shard.",
+        GROUNDING_CODE_VERSION,
     ),
     check_specs=contract_check_specs("pseudo_gt_boxes"),
-    partitions_def=shard_partitions,
+    partitions_def=grounding_shard_partitions,
     group_name=GROUP,
 )
 def pseudo_gt_boxes_asset(
@@ -339,8 +337,10 @@ class SpatialcoreTrainConfig(dg.Config):
 
 
 @dg.multi_asset(
-    outs=_outs(
-        "spatialcore_train", "OmniSpatial questions with their pseudo-GT: the SpatialCORE reward's columns."
+    outs=table_and_quarantine_outs(
+        "spatialcore_train",
+        "OmniSpatial questions with their pseudo-GT: the SpatialCORE reward's columns.",
+        GROUNDING_CODE_VERSION,
     ),
     check_specs=contract_check_specs("spatialcore_train"),
     group_name=GROUP,
@@ -405,9 +405,10 @@ class CorruptionConfig(dg.Config):
 
 
 @dg.multi_asset(
-    outs=_outs(
+    outs=table_and_quarantine_outs(
         "spatialcore_train_corrupted",
         "spatialcore_train with a fraction of pseudo-GT boxes removed, relabelled or displaced (robustness study).",
+        GROUNDING_CODE_VERSION,
     ),
     check_specs=contract_check_specs("spatialcore_train_corrupted"),
     group_name=GROUP,
@@ -466,7 +467,11 @@ def _audit_folder(folder: str | None, storage: StorageResource) -> Path:
 
 
 @dg.multi_asset(
-    outs=_outs("pseudo_gt_audit", "Boxes of N random training samples exported for manual review."),
+    outs=table_and_quarantine_outs(
+        "pseudo_gt_audit",
+        "Boxes of N random training samples exported for manual review.",
+        GROUNDING_CODE_VERSION,
+    ),
     check_specs=contract_check_specs("pseudo_gt_audit"),
     group_name=GROUP,
 )
@@ -522,8 +527,10 @@ class AuditPrecisionConfig(dg.Config):
 
 
 @dg.multi_asset(
-    outs=_outs(
-        "pseudo_gt_audit_precision", "Audit precision per confidence bin with 95% intervals (Figure 6)."
+    outs=table_and_quarantine_outs(
+        "pseudo_gt_audit_precision",
+        "Audit precision per confidence bin with 95% intervals (Figure 6).",
+        GROUNDING_CODE_VERSION,
     ),
     check_specs=contract_check_specs("pseudo_gt_audit_precision"),
     group_name=GROUP,
@@ -594,7 +601,7 @@ class SftColdStartConfig(dg.Config):
 
 
 @dg.multi_asset(
-    outs=_outs(
+    outs=table_and_quarantine_outs(
         "sft_cold_start",
         "SFT cold-start set: training rows with target completions (bbox lines, reasoning, </think>, letter).",
         code_version=f"{GROUNDING_CODE_VERSION}-reasoning-{REASONING_PROMPT_VERSION}",

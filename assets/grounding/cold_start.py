@@ -107,7 +107,7 @@ def llm_reasoning(
     rows: pl.DataFrame, client: Any, log: QuarantineLog, progress: bool = True
 ) -> dict[str, str]:
     """Reasoning traces written by an LLM (`question_id -> text`); failures go to ``log``."""
-    from pipelines.llm import LLMRequest
+    from llm import LLMRequest
 
     requests = []
     for row in rows.iter_rows(named=True):
@@ -150,7 +150,7 @@ def build_cold_start(
     Args:
         spatialcore_train (`pl.DataFrame`): the training table.
         settings (`ColdStartSettings`): size, seed, family and reasoning backend.
-        llm_client (`pipelines.llm.LLMClient`, *optional*): required for `reasoning="llm"`.
+        llm_client (`llm.LLMClient`, *optional*): required for `reasoning="llm"`.
         progress (`bool`, *optional*): show progress bars.
 
     Returns:

@@ -7,7 +7,7 @@ right, front, distance, direction...). The phrases become the detector's text qu
 
 Backends (chosen by configuration):
 
-- ``openai``: the shared LLM client layer (:mod:`pipelines.llm`) with the versioned prompt
+- ``openai``: the shared LLM client layer (:mod:`llm`) with the versioned prompt
   :data:`PHRASES_PROMPT_VERSION` and the JSON schema :data:`PHRASES_SCHEMA`; the image is sent at low
   detail by default. Answers are cached by content hash, so a rebuild or a resumed run never pays twice.
 - ``spacy``: offline. With a trained spaCy pipeline that has a parser (``en_core_web_sm``, or the
@@ -587,14 +587,14 @@ def build_phrase_request(
     image_bytes: bytes | None,
     image_detail: str = "low",
 ):
-    """The :class:`~pipelines.llm.LLMRequest` of one question (image first when given).
+    """The :class:`~llm.LLMRequest` of one question (image first when given).
 
     Example:
         >>> request = build_phrase_request("q1", "Where is the cup?", ["left", "right"], None)
         >>> request.template_name, request.template_version, request.request_id
         ('object_phrases', 'v1', 'q1')
     """
-    from pipelines.llm import LLMRequest
+    from llm import LLMRequest
 
     return LLMRequest(
         template_name=PHRASES_PROMPT_NAME,
@@ -692,7 +692,7 @@ def extract_object_phrases(
         questions (`pl.DataFrame`): columns `question_id`, `question`, `options`, `task_type`,
             `sub_task_type`, `split`, `source`, and `image` (for the `openai` backend with `send_image`).
         settings (`PhraseSettings`): backend, skip list and backend options.
-        llm_client (`pipelines.llm.LLMClient`, *optional*): required by the `openai` backend.
+        llm_client (`llm.LLMClient`, *optional*): required by the `openai` backend.
         extractor (`CandidateExtractor`, *optional*): for the `spacy` backend; loaded from
             `settings.spacy_model` when omitted.
         progress (`bool`, *optional*, defaults to `True`): show progress bars.

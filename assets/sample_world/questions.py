@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from assets.sample_world.facts import ObjectInView, ViewFacts
+from data_contracts.nouns import pluralize
 
 logger = logging.getLogger(__name__)
 
@@ -569,14 +570,6 @@ def nearest_to_object(facts: ViewFacts, rng: np.random.Generator, option_count: 
     return None
 
 
-def _plural(noun: str) -> str:
-    if noun.endswith(("x", "s", "ch")):
-        return noun + "es"
-    if noun.endswith("f"):
-        return noun[:-1] + "ves"
-    return noun + "s"
-
-
 def _count_options(
     count: int, option_count: int, rng: np.random.Generator
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -609,7 +602,7 @@ def count_category(facts: ViewFacts, rng: np.random.Generator, option_count: int
         answer, distractors, order = _count_options(len(clear), option_count, rng)
         return Draft(
             template="count_category",
-            question=f"How many {_plural(category)} can you see in the image?",
+            question=f"How many {pluralize(category)} can you see in the image?",
             answer=answer,
             distractors=distractors,
             object_ids=tuple(item.object_id for item in clear),

@@ -17,15 +17,7 @@ import dagster as dg
 import polars as pl
 
 from assets.previews import draw_boxes, gallery
-from assets.sources.readers import (
-    detect_scene_graph_layout,
-    read_omnispatial,
-    read_scannet,
-    read_scene_graph_parquet,
-    read_spatialab,
-    read_vg150,
-    read_visual_genome,
-)
+from assets.resources import SourcesResource, StorageResource
 from assets.tables import (
     contract_check_specs,
     finalize_table,
@@ -35,7 +27,14 @@ from assets.tables import (
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.quarantine import QuarantineLog
-from pipelines.resources import SourcesResource, StorageResource
+from readers.mcq import read_omnispatial, read_spatialab
+from readers.scannet import read_scannet
+from readers.scene_graphs import (
+    detect_scene_graph_layout,
+    read_scene_graph_parquet,
+    read_vg150,
+    read_visual_genome,
+)
 
 GROUP = "sources"
 SOURCES_CODE_VERSION = "1"

@@ -14,10 +14,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from assets.resources import SourcesResource, StorageResource
 from assets.sample_world import SampleWorldConfig, generate_sample_world
 from assets.sample_world.config import GENERATOR_VERSION
 from assets.sample_world.generator import config_record
-from pipelines.resources import SourcesResource, StorageResource
 
 STAMP_FILE = "sample_world_config.json"
 

@@ -15,7 +15,7 @@ shards exist, so a data set can be built before every shard has run; the shards 
 its metadata.
 
 Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_llm`` and
-``stvqa_judge_llm`` (:class:`pipelines.llm.resources.LLMResource`; only used by the ``anthropic`` and
+``stvqa_judge_llm`` (:class:`assets.resources.LLMResource`; only used by the ``anthropic`` and
 ``openai`` backends, but always bound). The bodies are thin: the work is in
 :mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`.
 """
@@ -30,7 +30,9 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
+from assets.partitions import stvqa_shard_partitions
 from assets.previews import draw_boxes, gallery
+from assets.resources import LLMResource, SourcesResource, StorageResource
 from assets.stvqa.dataset import build_stvqa, read_published_stvqa
 from assets.stvqa.generate import TEMPLATE_GENERATOR_VERSION, GenerationConfig, count_by, generate_candidates
 from assets.stvqa.geometry import ImageGeometry, load_geometry
@@ -42,15 +44,12 @@ from assets.stvqa.shards import (
     read_scene_graph_shard,
     scene_graphs_path,
     shard_fingerprint,
-    stvqa_shard_partitions,
 )
 from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
 from data_contracts import stvqa as stvqa_contract
 from data_contracts import stvqa_candidates, stvqa_validated
-from pipelines.llm import LLMClient
-from pipelines.llm.resources import LLMResource
-from pipelines.resources import SourcesResource, StorageResource
-from pipelines.storage import table_path
+from data_contracts.storage import table_path
+from llm import LLMClient
 
 GROUP = "stvqa"
 STVQA_CODE_VERSION = "1"

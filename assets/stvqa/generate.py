@@ -58,7 +58,7 @@ from assets.stvqa.vocabulary import LEVEL_TARGETS, category_targets
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_candidates import StvqaCandidates
 from data_contracts.validation import polars_schema
-from pipelines.llm import LLMClient, LLMRequest, LLMResult
+from llm import LLMClient, LLMRequest, LLMResult
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from assets.stvqa.templates import solve_question
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_validated import StvqaPassAtTwoAttempts, StvqaValidated
 from data_contracts.validation import polars_schema
-from pipelines.llm import LLMClient, LLMRequest, LLMResult
+from llm import LLMClient, LLMRequest, LLMResult
 
 logger = logging.getLogger(__name__)
 

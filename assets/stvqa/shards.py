@@ -26,17 +26,14 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 
 from data_contracts.images import image_sha256
 from data_contracts.stable_hash import stable_bucket
-from pipelines.storage import table_path
+from data_contracts.storage import table_path
 
 STVQA_SHARD_COUNT = 32
 STVQA_SHARD_KEYS = [f"{index:02d}" for index in range(STVQA_SHARD_COUNT)]
-stvqa_shard_partitions = dg.StaticPartitionsDefinition(STVQA_SHARD_KEYS)
-"""The ``stvqa_candidates`` / ``stvqa_validated`` partitions: 32 hash shards of the image ids."""
 
 SCENE_GRAPHS_ASSET = "scene_graphs"
 

@@ -37,8 +37,9 @@ from typing import Any
 
 from assets.stvqa import facts
 from assets.stvqa.scene import Scene, SceneObject
-from assets.stvqa.text import article, lemmatize_phrase, pluralize
+from assets.stvqa.text import article, lemmatize_phrase
 from assets.stvqa.vocabulary import VERIFIABLE_PREDICATES, fact_predicate
+from data_contracts.nouns import pluralize
 from data_contracts.stable_hash import stable_int
 
 YES, NO = "yes", "no"

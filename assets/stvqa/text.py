@@ -1,4 +1,4 @@
-"""Small English text helpers for STVQA: tokens, noun lemmas, plurals, numbers, option labels.
+"""Small English text helpers for STVQA: tokens, noun lemmas, numbers, option labels.
 
 Object names from scene graphs are matched against question text by their lemmas, so "chairs",
 "Chair" and "chair" meet, and so do multi-word names ("traffic lights" / "traffic light"). The
@@ -8,8 +8,6 @@ linguistically perfect (``"pants" -> "pant"``) still matches consistently.
 
 >>> lemmatize_phrase("Traffic Lights")
 'traffic light'
->>> pluralize("shelf"), pluralize("box"), pluralize("person")
-('shelves', 'boxes', 'people')
 >>> parse_count("three"), parse_count("(B) 4")
 (3, 4)
 """
@@ -19,24 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from data_contracts.nouns import INVARIANT_NOUNS, IRREGULAR_PLURALS, singularize
+from data_contracts.nouns import singularize
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 
-
-SINGULAR_TO_PLURAL: dict[str, str] = {singular: plural for plural, singular in IRREGULAR_PLURALS.items()}
-SINGULAR_TO_PLURAL.update(
-    {
-        "person": "people",
-        "bus": "buses",
-        "glass": "glasses",
-        "dress": "dresses",
-        "lens": "lenses",
-        "tv": "tvs",
-    }
-)
-for _invariant in ("sheep", "fish", "deer", "series", "species"):
-    SINGULAR_TO_PLURAL[_invariant] = _invariant
 
 NUMBER_WORDS = {
     "zero": 0,
@@ -96,35 +80,6 @@ def lemmatize_phrase(text: str) -> str:
     'fire hydrant'
     """
     return " ".join(lemmatize_tokens(tokenize(text)))
-
-
-def pluralize_word(word: str) -> str:
-    """The plural of a singular noun.
-
-    >>> [pluralize_word(w) for w in ["cup", "bench", "cherry", "toy", "knife", "bus"]]
-    ['cups', 'benches', 'cherries', 'toys', 'knives', 'buses']
-    """
-    if word in SINGULAR_TO_PLURAL:
-        return SINGULAR_TO_PLURAL[word]
-    if word in INVARIANT_NOUNS:
-        return word
-    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    if word.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    return word + "s"
-
-
-def pluralize(name: str) -> str:
-    """The plural of a (possibly multi-word) name: the last word is pluralised.
-
-    >>> pluralize("traffic light"), pluralize("potted plant")
-    ('traffic lights', 'potted plants')
-    """
-    words = name.split()
-    if not words:
-        return name
-    return " ".join([*words[:-1], pluralize_word(words[-1])])
 
 
 def article(name: str) -> str:

@@ -10,7 +10,7 @@ from assets.dge.geometry import ScanGeometry, SceneGeometryConfig, build_scan_ge
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
-from assets.sources.readers import ScanNetTables, read_scannet
+from readers.scannet import ScanNetTables, read_scannet
 
 
 @pytest.fixture(scope="session")

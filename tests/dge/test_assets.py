@@ -17,14 +17,15 @@ from assets.dge.assets import (
     frame_visibility_asset,
     scene_geometry_asset,
 )
-from assets.sources.readers import read_scannet
+from assets.resources import StorageResource
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import Quarantine
 from data_contracts.scene_geometry import SceneGeometry
+from data_contracts.storage import read_table, table_path, write_table
 from data_contracts.validation import check_frame
-from pipelines.resources import StorageResource
-from pipelines.storage import ParquetIOManager, read_table, table_path, write_table
+from pipelines.io_manager import ParquetIOManager
+from readers.scannet import read_scannet
 
 GOOD, DAMAGED, EMPTY = "scene0000_00", "scene0001_00", "scene0099_00"
 
@@ -161,9 +162,9 @@ def test_image_tasks_asset(tmp_path):
 
 
 def test_definitions_load_with_the_source_assets(tmp_path):
+    from assets.resources import SourcesResource
     from assets.sources.assets import SOURCE_ASSETS
     from assets.sources.sample_world import sample_world
-    from pipelines.resources import SourcesResource
 
     defs = dg.Definitions(
         assets=[sample_world, *SOURCE_ASSETS, *DGE_ASSETS],

@@ -10,7 +10,6 @@ from assets.dge.camera import (
     intrinsics_matrix,
     invert_rigid,
     project_points,
-    rigid_pose_problem,
     transform_points,
 )
 from assets.dge.fusion import (
@@ -24,6 +23,7 @@ from assets.dge.fusion import (
     read_instance_ids,
     voxel_downsample,
 )
+from readers.scannet import rigid_pose_problem
 
 K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
 

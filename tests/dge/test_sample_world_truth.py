@@ -11,12 +11,12 @@ from assets.dge.geometry import SceneGeometryConfig, build_scan_geometry
 from assets.dge.objects import ObjectConfig
 from assets.dge.tasks import TaskConfig, build_scene_tasks, evaluate_spec
 from assets.dge.visibility import build_frame_visibility
-from assets.sources.readers import read_scannet
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scene_geometry import SceneGeometry
 from data_contracts.validation import check_frame
+from readers.scannet import read_scannet
 from tests.dge.truth import truth_scene_facts
 
 CENTROID_TOLERANCE_M = 0.02

@@ -3,11 +3,12 @@
 import dagster as dg
 
 from assets.eval import EVAL_ASSETS
+from assets.resources import SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS, mcq_questions_asset
 from assets.sources.sample_world import sample_world
+from data_contracts.storage import read_table
 from pipelines.definitions import build_resources
-from pipelines.resources import SourcesResource, StorageResource
-from pipelines.storage import ParquetIOManager, read_table
+from pipelines.io_manager import ParquetIOManager
 
 
 def _resources(root, world):

@@ -8,10 +8,10 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from assets.sources.readers import MissingInputError
 from data_contracts.eval_items import EvalItems
 from data_contracts.images import IMAGE_DTYPE, sniff_format
 from data_contracts.validation import check_frame
+from readers.common import MissingInputError
 from tests.eval.conftest import image_bytes
 from training.eval.benchmarks import (
     BenchmarkSources,

@@ -5,9 +5,9 @@ import json
 import polars as pl
 import pytest
 
-from assets.sources.readers import read_omnispatial
 from data_contracts.eval_report import EvalReport
 from data_contracts.validation import check_frame
+from readers.mcq import read_omnispatial
 from tests.fakes.llm_servers import LoopbackLLMServer, request_text
 from training.eval import runner
 from training.eval.backends import TransformersBackend

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Self
 import pytest
 
 if TYPE_CHECKING:
-    from pipelines.llm import LLMClient
+    from llm import LLMClient
 
 __all__ = [
     "Fault",
@@ -557,7 +557,7 @@ def loopback_client_factory(
     Defaults: ``api_key``, a cache file in ``cache_dir``, backoff base 10 ms, timeout 2 s, seeded
     jitter. Returns the factory and the list of clients it made (close them at teardown).
     """
-    from pipelines.llm import LLMClient, LLMClientConfig
+    from llm import LLMClient, LLMClientConfig
 
     clients: list[LLMClient] = []
 

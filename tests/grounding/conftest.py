@@ -43,7 +43,7 @@ def tiny_grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def world_questions(small_world: Path) -> pl.DataFrame:
     """The small world's OmniSpatial questions as an `mcq_questions` frame (read once)."""
-    from assets.sources.readers import read_omnispatial
+    from readers.mcq import read_omnispatial
 
     frame, log = read_omnispatial(small_world / "omnispatial", split="train")
     assert len(log) == 0
@@ -52,9 +52,8 @@ def world_questions(small_world: Path) -> pl.DataFrame:
 
 def grounding_resources(storage_root: Path, world: Path, **llm_settings) -> dict:
     """Resources for `dg.materialize` of the source and grounding assets."""
-    from pipelines.llm.resources import LLMResource
-    from pipelines.resources import SourcesResource, StorageResource
-    from pipelines.storage import ParquetIOManager
+    from assets.resources import LLMResource, SourcesResource, StorageResource
+    from pipelines.io_manager import ParquetIOManager
 
     return {
         "io_manager": ParquetIOManager(root=str(storage_root)),

@@ -8,10 +8,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.grounding.assets import GROUNDING_ASSETS, shard_partitions
+from assets.grounding.assets import GROUNDING_ASSETS
 from assets.grounding.shards import SHARD_KEYS
+from assets.partitions import grounding_shard_partitions
 from assets.sources.assets import SOURCE_ASSETS
-from pipelines.storage import read_table, table_path
+from data_contracts.storage import read_table, table_path
 from tests.grounding.conftest import grounding_resources
 
 ALL_ASSETS = [*SOURCE_ASSETS, *GROUNDING_ASSETS]
@@ -190,7 +191,7 @@ def test_definitions_load_with_the_grounding_assets(tmp_path, small_world):
     graph = definitions.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert {"object_phrases", "pseudo_gt_boxes", "spatialcore_train", "sft_cold_start"} <= keys
-    assert graph.get(dg.AssetKey("pseudo_gt_boxes")).partitions_def == shard_partitions
+    assert graph.get(dg.AssetKey("pseudo_gt_boxes")).partitions_def == grounding_shard_partitions
     assert {graph.get(dg.AssetKey(name)).group_name for name in ("object_phrases", "spatialcore_train")} == {
         "grounding"
     }

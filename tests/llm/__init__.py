@@ -1,1 +1,1 @@
-"""Tests of the shared LLM client layer (pipelines/llm)."""
+"""Tests of the shared LLM client layer (llm/)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.llm.schema import validate_json
+from llm.schema import validate_json
 from tests.fakes.llm_servers import (
     Fault,
     LoopbackLLMServer,

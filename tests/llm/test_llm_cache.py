@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from pipelines.llm.cache import CachedResponse, ResponseCache, compute_cache_key
-from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
-from pipelines.llm.records import LLMRequest, TokenUsage
+from llm.cache import CachedResponse, ResponseCache, compute_cache_key
+from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
+from llm.records import LLMRequest, TokenUsage
 
 BASE_REQUEST = LLMRequest(
     "object_phrases",

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from pipelines.llm import LLMRequest, ResultStatus
-from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, cost_usd
+from llm import LLMRequest, ResultStatus
+from llm.pricing import DEFAULT_PRICE_TABLE, cost_usd
 from tests.fakes.llm_servers import Fault, request_schema, request_text
 
 QUESTION_SCHEMA = {

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from pipelines.llm import LLMRequest, ResultStatus
-from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, cost_usd
+from llm import LLMRequest, ResultStatus
+from llm.pricing import DEFAULT_PRICE_TABLE, cost_usd
 from tests.fakes.llm_servers import Fault, request_images, request_text
 from tests.llm.conftest import PHRASES_SCHEMA
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pipelines.llm.ratelimit import TokenBucket, backoff_delay
+from llm.ratelimit import TokenBucket, backoff_delay
 
 
 class SimulatedClock:

@@ -7,8 +7,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.llm import LLMRequest, UsageSummary
-from pipelines.llm.resources import CACHE_RELATIVE_PATH, LLMResource
+from assets.resources import LLMResource
+from data_contracts.storage import LLM_CACHE_RELATIVE_PATH
+from llm import LLMRequest, UsageSummary
 from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
 
@@ -43,7 +44,7 @@ def test_materialize_with_env_var_key(openai_server, tmp_path, monkeypatch):
     metadata = {key: value.value for key, value in materialization.metadata.items()}
     assert metadata["llm_requests"] == 3 and metadata["llm_api_calls"] == 3 and metadata["llm_failures"] == 0
     assert metadata["llm_cost_usd"] > 0
-    assert (tmp_path / CACHE_RELATIVE_PATH).exists()
+    assert (tmp_path / LLM_CACHE_RELATIVE_PATH).exists()
 
     # The key appears nowhere in the run's events (metadata, logs, resource config display).
     records = instance.get_records_for_run(result.run_id).records
@@ -63,18 +64,24 @@ def test_materialize_with_env_var_key(openai_server, tmp_path, monkeypatch):
         (
             {"storage_root": "/data/root"},
             {"SPATIAL_DATA_ROOT": "/env/root"},
-            Path("/data/root") / CACHE_RELATIVE_PATH,
+            Path("/data/root") / LLM_CACHE_RELATIVE_PATH,
         ),
         (
             {},
             {"SPATIAL_DATA_ROOT": "/env/root"},
-            Path("/env/root") / CACHE_RELATIVE_PATH,
+            Path("/env/root") / LLM_CACHE_RELATIVE_PATH,
         ),  # from the environment
-        ({}, {}, Path("data") / CACHE_RELATIVE_PATH),  # the default storage root
+        (
+            {},
+            {"DAGSTER_HOME": "/home/dagster"},
+            Path("/home/dagster/spatial_data") / LLM_CACHE_RELATIVE_PATH,
+        ),  # where spatial-build writes under dev.sh
+        ({}, {}, Path("data").resolve() / LLM_CACHE_RELATIVE_PATH),  # the default storage root
     ],
 )
 def test_cache_location(fields, environment, expected, monkeypatch):
     monkeypatch.delenv("SPATIAL_DATA_ROOT", raising=False)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert LLMResource(**fields).resolved_cache_path() == expected

@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pipelines.llm import LLMClient, LLMClientConfig, LLMRequest
+from llm import LLMClient, LLMClientConfig, LLMRequest
 from tests.fakes.llm_servers import request_text
 from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
@@ -22,7 +22,7 @@ CONCURRENCY = 4
 RUNNER = textwrap.dedent(
     """
     import sys
-    from pipelines.llm import LLMClient, LLMClientConfig, LLMRequest
+    from llm import LLMClient, LLMClientConfig, LLMRequest
 
     base_url, cache_path, count, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     schema = {schema!r}

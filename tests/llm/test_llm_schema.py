@@ -1,10 +1,10 @@
-"""JSON parsing and schema validation of model answers (pipelines/llm/schema.py)."""
+"""JSON parsing and schema validation of model answers (llm/schema.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.llm.schema import ResponseFormatError, parse_and_validate, parse_json_text, validate_json
+from llm.schema import ResponseFormatError, parse_and_validate, parse_json_text, validate_json
 
 QUESTION_SCHEMA = {
     "type": "object",

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from pipelines.llm import LLMClientConfig, LLMRequest
+from llm import LLMClientConfig, LLMRequest
 from tests.fakes.llm_servers import Fault
 from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
@@ -39,7 +39,7 @@ def test_key_is_never_exposed(protocol, llm_server_factory, make_llm_client, cap
     assert any(result.error and "[REDACTED]" in result.error for result in results)
 
     # The SDK's and the transport's debug logs were captured too, not only this project's.
-    assert {record.name.split(".")[0] for record in caplog.records} >= {protocol, "pipelines"}
+    assert {record.name.split(".")[0] for record in caplog.records} >= {protocol, "llm"}
     assert TEST_API_KEY not in caplog.text
     for result in results:
         assert TEST_API_KEY not in repr(result)

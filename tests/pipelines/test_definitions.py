@@ -6,9 +6,9 @@ import time
 import dagster as dg
 import pytest
 
+from assets.resources import SourcesResource
 from pipelines.automation import build_automation
 from pipelines.definitions import ALL_ASSETS, build_resources, defs
-from pipelines.resources import SourcesResource
 
 SOURCE_GROUP_ASSETS = [a for a in ALL_ASSETS if set(a.group_names_by_key.values()) == {"sources"}]
 SCHEDULES, SENSORS = build_automation(SOURCE_GROUP_ASSETS)

@@ -4,9 +4,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from assets.resources import SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS
-from pipelines.resources import SourcesResource, StorageResource
-from pipelines.storage import ParquetIOManager, read_table, table_path
+from data_contracts.storage import read_table, table_path
+from pipelines.io_manager import ParquetIOManager
 
 
 def _resources(root, world):

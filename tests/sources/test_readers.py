@@ -6,16 +6,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from assets.sources.readers import (
-    MissingInputError,
-    read_omnispatial,
-    read_scannet,
-    read_spatialab,
-    read_visual_genome,
-    rigid_transform_problem,
-)
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.validation import check_frame
+from readers.common import MissingInputError
+from readers.mcq import read_omnispatial, read_spatialab
+from readers.scannet import read_scannet, rigid_pose_problem
+from readers.scene_graphs import read_visual_genome
 
 
 def _truth(world):
@@ -182,6 +178,6 @@ class TestScanNet:
         (np.full((4, 4), np.inf), "not finite"),  # ScanNet's invalid marker
     ],
 )
-def test_rigid_transform_problem(pose, problem):
-    result = rigid_transform_problem(pose)
+def test_rigid_pose_problem(pose, problem):
+    result = rigid_pose_problem(pose)
     assert (problem in result) if problem else result == ""

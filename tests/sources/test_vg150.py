@@ -7,14 +7,14 @@ import h5py
 import numpy as np
 import polars as pl
 
-from assets.sources.readers import (
+from data_contracts.images import read_image_file
+from readers.scene_graphs import (
     VG150_CORRUPTED_IMAGES,
     detect_scene_graph_layout,
     read_scene_graph_parquet,
     read_vg150,
     read_visual_genome,
 )
-from data_contracts.images import read_image_file
 
 
 def _write_vg150(world, target, box_scale=1024):

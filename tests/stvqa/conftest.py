@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from assets.sources.readers import read_visual_genome
 from assets.stvqa.geometry import ImageGeometry, load_geometry
-from pipelines.llm import LLMClient
+from llm import LLMClient
+from readers.scene_graphs import read_visual_genome
 from tests.fakes.llm_servers import loopback_client_factory
 
 TEST_API_KEY = "sk-stvqa-test-5d1c9a7e3b"

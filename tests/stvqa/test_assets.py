@@ -4,15 +4,15 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from assets.resources import LLMResource, SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS, scene_graphs_asset
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS, stvqa_asset, stvqa_candidates_asset, stvqa_validated_asset
 from assets.stvqa.shards import STVQA_SHARD_KEYS, shard_of
+from data_contracts.storage import read_table, table_path
 from data_contracts.stvqa import Stvqa
 from data_contracts.validation import check_frame
-from pipelines.llm.resources import LLMResource
-from pipelines.resources import SourcesResource, StorageResource
-from pipelines.storage import ParquetIOManager, read_table, table_path
+from pipelines.io_manager import ParquetIOManager
 from tests.stvqa.helpers import scene_object, scene_row
 
 SHARD_ASSETS = [scene_graphs_asset, stvqa_candidates_asset, stvqa_validated_asset]

@@ -31,7 +31,7 @@ OTHERS = [category for category in CATEGORIES if category != "relation"]
 BUILD_SCRIPT = """
 import hashlib, sys
 from pathlib import Path
-from assets.sources.readers import read_visual_genome
+from readers.scene_graphs import read_visual_genome
 from assets.stvqa.dataset import build_stvqa
 from assets.stvqa.generate import GenerationConfig, generate_candidates
 from assets.stvqa.geometry import load_geometry

@@ -2,9 +2,10 @@
 
 import pytest
 
-from assets.stvqa.text import lemmatize_phrase, lemmatize_word, parse_count, pluralize, strip_option_label
+from assets.stvqa.text import lemmatize_phrase, lemmatize_word, parse_count, strip_option_label
 from assets.stvqa.validation import normalize_category, validate_item
 from assets.stvqa.vocabulary import RELATION_VOCABULARY, canonical_predicate, category_targets
+from data_contracts.nouns import pluralize
 
 NAMES = [
     "chair",

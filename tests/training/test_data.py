@@ -9,14 +9,9 @@ from PIL import Image
 
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.spatialcore_train import SpatialcoreTrain
+from data_contracts.storage import MissingTableError, table_files
 from data_contracts.stvqa import Stvqa
-from training.data import (
-    MissingColumnError,
-    MissingTableError,
-    load_training_data,
-    table_files,
-    write_quarantine,
-)
+from training.data import MissingColumnError, load_training_data, write_quarantine
 from training.testing import tiny_training_frames
 
 

@@ -14,7 +14,7 @@ by default, batched.
   silently ignored the trained adapter (a bug of a public SpatiaLab runner) stops with
   :class:`AdapterNotAppliedError` instead.
 * :class:`OpenAIBackend`: any OpenAI-compatible endpoint (or Anthropic) through the project's LLM layer
-  (:mod:`pipelines.llm`: response cache, retries, rate limit, cost accounting).
+  (:mod:`llm`: response cache, retries, rate limit, cost accounting).
 
 >>> request = GenerationRequest("q1", [{"role": "user", "content": "Which is closer?"}], images=[])
 >>> messages_with_images(request.messages, 2)[0]["content"][:2]
@@ -661,7 +661,7 @@ class OpenAIBackend:
         timeout_s: float = 120.0,
         max_retries: int = 5,
     ):
-        from pipelines.llm import LLMClient, LLMClientConfig
+        from llm import LLMClient, LLMClientConfig
 
         self.settings = settings or GenerationSettings()
         self.model_name, self.adapter, self.family = model, None, family
@@ -691,7 +691,7 @@ class OpenAIBackend:
         self.client.close()
 
     def _request(self, request: GenerationRequest):
-        from pipelines.llm import LLMRequest
+        from llm import LLMRequest
 
         system = "\n\n".join(str(m["content"]) for m in request.messages if m.get("role") == "system") or None
         user = "\n\n".join(str(m["content"]) for m in request.messages if m.get("role") == "user")

@@ -42,11 +42,12 @@ from typing import Any
 import polars as pl
 from PIL import Image, UnidentifiedImageError
 
-from assets.sources.readers import MissingInputError, read_omnispatial, read_spatialab, require_path
 from data_contracts.eval_items import LETTERS, EvalItems
 from data_contracts.images import sniff_format
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema, split_valid
+from readers.common import MissingInputError, require_path
+from readers.mcq import read_omnispatial, read_spatialab
 from training.eval.predictions import content_hash
 from training.rewards.parsing import gold_option_letter, scene_object_name
 
@@ -925,7 +926,7 @@ class BenchmarkSources:
 
     def root(self) -> Path:
         """The storage root."""
-        from pipelines.storage import default_storage_root
+        from data_contracts.storage import default_storage_root
 
         return Path(self.storage_root) if self.storage_root else Path(default_storage_root())
 

@@ -29,8 +29,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from assets.sources.readers import MissingInputError
 from data_contracts.boxes import UnknownModelFamilyError
+from readers.common import MissingInputError
 from training.eval.backends import ADAPTER_MODES, BACKENDS, AdapterNotAppliedError, GenerationSettings
 from training.eval.benchmarks import BENCHMARK_NAMES, BLINK_SPATIAL_SUBSETS, BenchmarkSources
 from training.eval.runner import PROMPT_FORMAT_CHOICES, EvalRunConfig, run_evaluation

@@ -1,15 +1,16 @@
-"""Dagster resources for the LLM client layer.
+"""Dagster resources the assets declare: the storage root, the raw data sets, and the LLM backends.
 
-:class:`LLMResource` is a `ConfigurableResource` holding everything an LLM-backed asset needs to
-build an :class:`~pipelines.llm.client.LLMClient`: provider, model, endpoint, key, concurrency, rate
-limit, retries, sampling defaults, prices and the cache location. Bind keys with `dagster.EnvVar`
-so they are read at run time, shown in the UI only by name, and never written to metadata:
+Every field left empty falls back to the built-in sample world, so the whole graph runs on a fresh
+machine with no keys, no weights and no downloads.
 
-    >>> import dagster as dg
-    >>> phrase_llm = LLMResource(provider="openai", model="gpt-4o-mini",  # doctest: +SKIP
-    ...                          api_key=dg.EnvVar("OPENAI_API_KEY"))
-    >>> stvqa_generator = LLMResource(provider="anthropic", model="claude-sonnet-4-20250514",  # doctest: +SKIP
-    ...                               api_key=dg.EnvVar("ANTHROPIC_API_KEY"), max_concurrency=8)
+:class:`LLMResource` holds everything an LLM-backed asset needs to build an
+:class:`~llm.client.LLMClient`: provider, model, endpoint, key, concurrency, rate limit, retries,
+sampling defaults, prices and the cache location. Keys are read from the environment variable the
+resource names, only when a client is built, so an offline run needs no key:
+
+    >>> phrase_llm = LLMResource(provider="openai", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY")
+    >>> phrase_llm.resolved_cache_path().name
+    'responses.sqlite'
 
 Inside an asset:
 
@@ -20,9 +21,8 @@ Inside an asset:
     ...         usage = client.summary.as_metadata()
     ...     ...
 
-The response cache defaults to `<storage_root>/llm_cache/responses.sqlite`, the storage root being
-`storage_root` if set, else `$SPATIAL_DATA_ROOT`, else `./data` (resolved when the client is built,
-not at import).
+The response cache defaults to ``<storage root>/llm_cache/responses.sqlite`` (see
+:mod:`data_contracts.storage`), resolved when the client is built, not at import.
 """
 
 from __future__ import annotations
@@ -33,22 +33,105 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from pipelines.llm.client import LLMClient, LLMClientConfig
-from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
-
-__all__ = ["CACHE_RELATIVE_PATH", "LLMResource", "ModelPriceConfig", "default_storage_root"]
-
-CACHE_RELATIVE_PATH = Path("llm_cache") / "responses.sqlite"
+from data_contracts.storage import llm_cache_path, resolve_storage_root
+from llm.client import LLMClient, LLMClientConfig
+from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
 
 
-def default_storage_root() -> Path:
-    """`$SPATIAL_DATA_ROOT` if set, else `./data`.
+class StorageResource(dg.ConfigurableResource):
+    """The storage root shared by the Parquet caches, response caches, previews and the sample world."""
 
-    Example:
-        >>> isinstance(default_storage_root(), Path)
-        True
-    """
-    return Path(os.environ.get("SPATIAL_DATA_ROOT") or "data")
+    root: str | None = Field(
+        default=None,
+        description="Storage root; default $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data.",
+    )
+
+    @property
+    def path(self) -> Path:
+        """The resolved storage root."""
+        return resolve_storage_root(self.root)
+
+
+class SourcesResource(dg.ConfigurableResource):
+    """Paths of the raw data sets. Empty fields read the sample world under the storage root."""
+
+    sample_world_root: str | None = Field(
+        default=None, description="Sample world folder; default <storage root>/sample_world."
+    )
+    omnispatial_root: str | None = Field(
+        default=None, description="OmniSpatial folder holding data.json and <task_type>/ images."
+    )
+    omnispatial_split: str = Field(
+        default="hash", description="'train', 'test', or 'hash' (stable 80/20 split by image id)."
+    )
+    omnispatial_test_fraction: float = Field(
+        default=0.2, description="Test share when omnispatial_split is 'hash'."
+    )
+    spatialab_path: str | None = Field(
+        default=None, description="SpatiaLab table (.json, .jsonl, .csv or .parquet)."
+    )
+    spatialab_images_dir: str | None = Field(
+        default=None, description="SpatiaLab images folder; default images/ beside the table."
+    )
+    visual_genome_root: str | None = Field(
+        default=None,
+        description="Visual Genome folder (raw v1.4 JSON or the VG150 h5 layout) or a prompt-style Parquet file.",
+    )
+    visual_genome_layout: str = Field(default="auto", description="'auto', 'raw', 'vg150' or 'parquet'.")
+    vg150_box_scale: int = Field(
+        default=1024, description="Longer-side scale of the VG150 h5 boxes (1024 or 512)."
+    )
+    scannet_root: str | None = Field(
+        default=None, description="ScanNet 'scans' folder with one folder per scene."
+    )
+    coco_instances_path: str | None = Field(
+        default=None, description="COCO instances JSON with human boxes for the OmniSpatial images."
+    )
+
+    def sample_world(self, storage: StorageResource) -> Path:
+        """The sample world folder."""
+        return Path(self.sample_world_root) if self.sample_world_root else storage.path / "sample_world"
+
+    def omnispatial(self, storage: StorageResource) -> Path:
+        """OmniSpatial folder (the sample world's when unset)."""
+        return (
+            Path(self.omnispatial_root)
+            if self.omnispatial_root
+            else self.sample_world(storage) / "omnispatial"
+        )
+
+    def spatialab(self, storage: StorageResource) -> Path | None:
+        """SpatiaLab table (the sample world's when unset and present)."""
+        if self.spatialab_path:
+            return Path(self.spatialab_path)
+        default = self.sample_world(storage) / "spatialab" / "spatialab.json"
+        return default if default.exists() or not self.omnispatial_root else None
+
+    def visual_genome(self, storage: StorageResource) -> Path:
+        """Visual Genome folder or file (the sample world's when unset)."""
+        return (
+            Path(self.visual_genome_root)
+            if self.visual_genome_root
+            else self.sample_world(storage) / "visual_genome"
+        )
+
+    def scannet(self, storage: StorageResource) -> Path:
+        """ScanNet scans folder (the sample world's when unset)."""
+        return (
+            Path(self.scannet_root) if self.scannet_root else self.sample_world(storage) / "scannet" / "scans"
+        )
+
+    def coco_instances(self, storage: StorageResource) -> Path:
+        """COCO instances file (the sample world's when unset)."""
+        return (
+            Path(self.coco_instances_path)
+            if self.coco_instances_path
+            else self.sample_world(storage) / "coco" / "instances.json"
+        )
+
+    def uses_sample_world(self) -> bool:
+        """True when at least one source falls back to the sample world."""
+        return not (self.omnispatial_root and self.visual_genome_root and self.scannet_root)
 
 
 class ModelPriceConfig(dg.Config):
@@ -59,9 +142,9 @@ class ModelPriceConfig(dg.Config):
 
 
 class LLMResource(dg.ConfigurableResource):
-    """A configured chat model behind the shared client layer (see `pipelines.llm.client`).
+    """A configured chat model behind the shared client layer (see `llm.client`).
 
-    Fields mirror :class:`~pipelines.llm.client.LLMClientConfig`; `price_table` entries override or add
+    Fields mirror :class:`~llm.client.LLMClientConfig`; `price_table` entries override or add
     to the defaults (gpt-4o-mini, gpt-4o, claude-sonnet-4).
     """
 
@@ -132,8 +215,7 @@ class LLMResource(dg.ConfigurableResource):
         """Where the response cache lives."""
         if self.cache_path:
             return Path(self.cache_path)
-        root = Path(self.storage_root) if self.storage_root else default_storage_root()
-        return root / CACHE_RELATIVE_PATH
+        return llm_cache_path(self.storage_root)
 
     def client_config(self) -> LLMClientConfig:
         """The :class:`LLMClientConfig` these fields describe."""

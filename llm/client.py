@@ -3,7 +3,7 @@
 :class:`LLMClient` is what the LLM-backed assets call (phrase extraction for the SpatialCORE
 pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a whole batch:
 
-1. every request gets its cache key (:func:`pipelines.llm.cache.compute_cache_key`); identical
+1. every request gets its cache key (:func:`llm.cache.compute_cache_key`); identical
    requests in the batch are sent once;
 2. the keys are looked up in the SQLite cache in a few batched queries; hits are returned at once;
 3. the misses go to a pool of `max_concurrency` worker threads; each call first takes a token from
@@ -25,7 +25,7 @@ A failure never raises out of `run_batch`: it becomes an `LLMResult` with `ok=Fa
 
 Example (against an OpenAI-compatible server):
 
-    >>> from pipelines.llm import LLMClient, LLMClientConfig, LLMRequest
+    >>> from llm import LLMClient, LLMClientConfig, LLMRequest
     >>> schema = {"type": "object", "additionalProperties": False, "required": ["phrases"],
     ...           "properties": {"phrases": {"type": "array", "items": {"type": "string"}}}}
     >>> config = LLMClientConfig(provider="openai", model="gpt-4o-mini", api_key=key,  # doctest: +SKIP
@@ -52,9 +52,9 @@ from typing import Any, Self
 
 from tqdm.auto import tqdm
 
-from pipelines.llm.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
-from pipelines.llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
-from pipelines.llm.providers import (
+from llm.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
+from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
+from llm.providers import (
     JSON_MODES,
     PROVIDERS,
     ChatProvider,
@@ -65,9 +65,9 @@ from pipelines.llm.providers import (
     image_media_type,
     redact,
 )
-from pipelines.llm.ratelimit import TokenBucket, backoff_delay
-from pipelines.llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
-from pipelines.llm.schema import ResponseFormatError, parse_json_text, validate_json
+from llm.ratelimit import TokenBucket, backoff_delay
+from llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
+from llm.schema import ResponseFormatError, parse_json_text, validate_json
 
 __all__ = ["LLMClient", "LLMClientConfig", "UsageSummary"]
 

@@ -1,7 +1,10 @@
-"""Partitions: one dynamic partition per RGB-D scan (``scenes_partitions``).
+"""Every partitions definition of the graph, in one place.
 
-New scans are added by the raw-files sensor and by ``spatial-build``; adding a scan never
-invalidates the partitions of the others.
+- ``scenes_partitions``: one dynamic partition per RGB-D scan (``scene_geometry``,
+  ``frame_visibility``, ``dge_tasks``). New scans are added by the raw-files sensor and by
+  ``spatial-build``; adding a scan never invalidates the partitions of the others.
+- ``grounding_shard_partitions``: the static Grounding DINO shards of ``pseudo_gt_boxes``.
+- ``stvqa_shard_partitions``: the static hash shards of STVQA generation and pass@2.
 """
 
 from __future__ import annotations
@@ -10,10 +13,14 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.storage import read_table
+from assets.grounding.shards import SHARD_KEYS
+from assets.stvqa.shards import STVQA_SHARD_KEYS
+from data_contracts.storage import read_table
 
 SCENES_PARTITIONS_NAME = "scenes"
 scenes_partitions = dg.DynamicPartitionsDefinition(name=SCENES_PARTITIONS_NAME)
+grounding_shard_partitions = dg.StaticPartitionsDefinition(SHARD_KEYS)
+stvqa_shard_partitions = dg.StaticPartitionsDefinition(STVQA_SHARD_KEYS)
 
 
 def register_scene_partitions(instance: dg.DagsterInstance, storage_root: str | Path) -> list[str]:

@@ -1,0 +1,202 @@
+"""Reader for ScanNet-style RGB-D scans (SensReader export: ``color/ depth/ pose/ intrinsic/``).
+
+Frame names are not zero-padded; invalid poses are marked with ``-inf``. Returns the ``rgbd_frames``
+and ``rgbd_scenes`` tables and a quarantine log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from PIL import Image, UnidentifiedImageError
+
+from data_contracts import rgbd_frames, rgbd_scenes
+from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
+from readers.common import (
+    load_json,
+    require_path,
+)
+
+logger = logging.getLogger(__name__)
+
+RIGID_TOLERANCE = 1e-3
+
+
+def read_matrix(path: Path, size: int) -> np.ndarray:
+    """Read a whitespace-separated ``size`` x ``size`` matrix (ScanNet pose and intrinsic files)."""
+    values = np.array(path.read_text().split(), dtype=np.float64)
+    if values.size != size * size:
+        raise ValueError(f"{path} has {values.size} numbers, expected {size * size}")
+    return values.reshape(size, size)
+
+
+def rigid_pose_problem(pose: np.ndarray, tolerance: float = RIGID_TOLERANCE) -> str:
+    """Empty string when ``pose`` is a finite rigid 4x4 transform, else why it is not.
+
+    >>> rigid_pose_problem(np.eye(4))
+    ''
+    >>> rigid_pose_problem(np.diag([2.0, 1.0, 1.0, 1.0]))
+    'pose is not rigid: rotation part is not orthonormal'
+    """
+    if pose.shape != (4, 4):
+        return f"pose has shape {pose.shape}, expected 4x4"
+    if not np.all(np.isfinite(pose)):
+        return "pose is not finite (ScanNet marks invalid poses with -inf)"
+    rotation = pose[:3, :3]
+    if not np.allclose(rotation.T @ rotation, np.eye(3), atol=tolerance):
+        return "pose is not rigid: rotation part is not orthonormal"
+    if abs(np.linalg.det(rotation) - 1.0) > tolerance:
+        return "pose is not rigid: rotation has determinant != 1"
+    if not np.allclose(pose[3], [0.0, 0.0, 0.0, 1.0], atol=1e-6):
+        return "pose is not rigid: last row is not [0, 0, 0, 1]"
+    return ""
+
+
+@dataclass
+class ScanNetTables:
+    """What :func:`read_scannet` returns."""
+
+    frames: pl.DataFrame
+    scenes: pl.DataFrame
+    quarantine: QuarantineLog
+
+
+def _numeric_frames(folder: Path, suffixes: Iterable[str]) -> dict[int, Path]:
+    found: dict[int, Path] = {}
+    if not folder.is_dir():
+        return found
+    for path in folder.iterdir():
+        if path.suffix.lower() in suffixes and path.stem.isdigit():
+            found[int(path.stem)] = path
+    return found
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    with Image.open(path) as image:
+        return image.size
+
+
+def read_scannet_scene(
+    scene_dir: Path, *, source: str = "scannet", depth_scale: float = 1000.0
+) -> tuple[list[dict], dict | None, QuarantineLog]:
+    """Read one ScanNet-style scene folder into frame rows and a scene row (None when unusable)."""
+    scene_id = scene_dir.name
+    log = QuarantineLog("rgbd_frames")
+    try:
+        color_k = read_matrix(scene_dir / "intrinsic" / "intrinsic_color.txt", 4)[:3, :3]
+        depth_k = read_matrix(scene_dir / "intrinsic" / "intrinsic_depth.txt", 4)[:3, :3]
+    except (FileNotFoundError, ValueError) as error:
+        log.add(scene_id, f"bad intrinsics: {error}", source_file=str(scene_dir / "intrinsic"))
+        return [], None, log
+    colors = _numeric_frames(scene_dir / "color", (".jpg", ".jpeg", ".png"))
+    depths = _numeric_frames(scene_dir / "depth", (".png",))
+    poses = _numeric_frames(scene_dir / "pose", (".txt",))
+    instances = _numeric_frames(scene_dir / "instance-filt", (".png",))
+    frames = []
+    sizes: dict[str, tuple[int, int]] = {}
+    for index in sorted(colors):
+        record_id = f"{scene_id}/{index}"
+        if index not in depths or index not in poses:
+            log.add(
+                record_id, "missing file: frame lacks its depth or pose file", source_file=str(colors[index])
+            )
+            continue
+        try:
+            pose = read_matrix(poses[index], 4)
+        except ValueError as error:
+            log.add(record_id, f"bad pose: {error}", source_file=str(poses[index]))
+            continue
+        problem = rigid_pose_problem(pose)
+        if problem:
+            log.add(record_id, problem, source_file=str(poses[index]), payload=pose.tolist())
+            continue
+        try:
+            color_size = _image_size(colors[index])
+            depth_size = _image_size(depths[index])
+        except (UnidentifiedImageError, OSError) as error:
+            log.add(record_id, f"corrupt image: {error}", source_file=str(colors[index]))
+            continue
+        if sizes and (sizes["color"] != color_size or sizes["depth"] != depth_size):
+            log.add(
+                record_id, "image size differs from the scene's other frames", source_file=str(colors[index])
+            )
+            continue
+        sizes = {"color": color_size, "depth": depth_size}
+        frames.append(
+            {
+                "scene_id": scene_id,
+                "frame_index": index,
+                "color_path": str(colors[index]),
+                "depth_path": str(depths[index]),
+                "instance_path": str(instances[index]) if index in instances else None,
+                "depth_scale": depth_scale,
+                "color_width": color_size[0],
+                "color_height": color_size[1],
+                "depth_width": depth_size[0],
+                "depth_height": depth_size[1],
+                "color_intrinsics": color_k.reshape(-1).tolist(),
+                "depth_intrinsics": depth_k.reshape(-1).tolist(),
+                "pose": pose.reshape(-1).tolist(),
+                "source": source,
+            }
+        )
+    if not frames:
+        log.add(scene_id, "scene has no usable frame", source_file=str(scene_dir))
+        return [], None, log
+    aggregation = scene_dir / f"{scene_id}.aggregation.json"
+    objects = []
+    if aggregation.exists():
+        data = load_json(aggregation, log)
+        for group in (data or {}).get("segGroups", []):
+            objects.append(
+                {
+                    "object_id": int(group.get("objectId", group.get("id"))),
+                    "label": str(group.get("label", "")),
+                }
+            )
+    mesh = scene_dir / f"{scene_id}_vh_clean_2.ply"
+    segs = scene_dir / f"{scene_id}_vh_clean_2.0.010000.segs.json"
+    scene = {
+        "scene_id": scene_id,
+        "scene_dir": str(scene_dir),
+        "mesh_path": str(mesh) if mesh.exists() else None,
+        "segs_path": str(segs) if segs.exists() else None,
+        "aggregation_path": str(aggregation) if aggregation.exists() else None,
+        "objects": objects,
+        "num_frames": len(frames),
+        "source": source,
+    }
+    return frames, scene, log
+
+
+def list_scannet_scenes(root: str | Path, config_field: str = "scannet_root") -> list[Path]:
+    """The scene folders under a ScanNet ``scans`` folder (sorted by name)."""
+    folder = require_path(root, config_field, "ScanNet scans folder")
+    return sorted(path for path in folder.iterdir() if path.is_dir() and (path / "color").is_dir())
+
+
+def read_scannet(
+    root: str | Path, *, source: str = "scannet", config_field: str = "scannet_root"
+) -> ScanNetTables:
+    """Read every scene under a ScanNet ``scans`` folder."""
+    frames: list[dict] = []
+    scenes: list[dict] = []
+    log = QuarantineLog("rgbd_frames")
+    for scene_dir in list_scannet_scenes(root, config_field):
+        scene_frames, scene, scene_log = read_scannet_scene(scene_dir, source=source)
+        frames.extend(scene_frames)
+        if scene is not None:
+            scenes.append(scene)
+        log.extend(scene_log)
+    logger.info("ScanNet %s: %d scenes, %d frames, %d quarantined", root, len(scenes), len(frames), len(log))
+    return ScanNetTables(
+        frames=pl.DataFrame(frames, schema=polars_schema(rgbd_frames.RgbdFrames)),
+        scenes=pl.DataFrame(scenes, schema=polars_schema(rgbd_scenes.RgbdScenes)),
+        quarantine=log,
+    )

@@ -1,0 +1,434 @@
+"""Readers for scene graphs: raw Visual Genome v1.4 JSON, the VG150 h5 layout and prompt-style Parquet.
+
+Visual Genome boxes are top-left ``x, y, w, h`` in pixels and relationship endpoints come as
+``name`` or ``names`` dicts. Each reader returns a frame under the ``scene_graphs`` contract and a
+quarantine log.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from PIL import Image, UnidentifiedImageError
+
+from data_contracts import scene_graphs
+from data_contracts.boxes import BoxError, cxcywh_to_xyxy, pixels_to_grid, xywh_to_xyxy
+from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
+from readers.common import (
+    ImageCache,
+    MissingInputError,
+    image_problem,
+    load_json,
+    require_path,
+)
+
+logger = logging.getLogger(__name__)
+VG_IMAGE_FOLDERS = ("VG_100K", "VG_100K_2", "images", ".")
+
+
+def _vg_image_path(root: Path, image_id: str, url: str | None) -> Path | None:
+    names = [f"{image_id}.jpg", f"{image_id}.png"]
+    if url:
+        names.insert(0, url.rstrip("/").rsplit("/", 1)[-1])
+    for folder in VG_IMAGE_FOLDERS:
+        for name in names:
+            candidate = root / folder / name
+            if candidate.exists():
+                return candidate
+    return None
+
+
+def _object_name(obj: dict) -> str:
+    if isinstance(obj.get("names"), list) and obj["names"]:
+        return str(obj["names"][0]).strip().lower()
+    return str(obj.get("name", "")).strip().lower()
+
+
+def _by_image(items: Any) -> dict[str, dict]:
+    if not isinstance(items, list):
+        return {}
+    return {str(item.get("image_id", item.get("id"))): item for item in items if isinstance(item, dict)}
+
+
+def read_visual_genome(
+    root: str | Path, *, source: str = "visual_genome", config_field: str = "visual_genome_root"
+) -> tuple[pl.DataFrame, QuarantineLog]:
+    """Read raw Visual Genome v1.4 JSON (``image_data``, ``objects``, ``relationships``, ``attributes``)."""
+    folder = require_path(root, config_field, "Visual Genome folder")
+    log = QuarantineLog("scene_graphs")
+    files = {}
+    for name in ("image_data", "objects", "relationships", "attributes"):
+        path = folder / f"{name}.json"
+        if name in ("image_data", "objects") and not path.exists():
+            raise MissingInputError(f"Visual Genome {path.name} not found in {folder}: set `{config_field}`.")
+        files[name] = load_json(path, log) if path.exists() else []
+    if files["image_data"] is None or files["objects"] is None:
+        return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log
+    objects_by_image = _by_image(files["objects"])
+    relations_by_image = _by_image(files["relationships"] or [])
+    attributes_by_image = _by_image(files["attributes"] or [])
+    cache = ImageCache()
+    rows = []
+    for info in files["image_data"]:
+        if not isinstance(info, dict) or "image_id" not in info and "id" not in info:
+            log.add("?", "malformed record: image_data entry without image_id", payload=info)
+            continue
+        image_id = str(info.get("image_id", info.get("id")))
+        image_path = _vg_image_path(folder, image_id, info.get("url"))
+        image, problem = image_problem(cache, image_path, image_id)
+        if image is None:
+            log.add(image_id, problem, source_file=str(image_path or folder / "image_data.json"))
+            continue
+        cell, file_width, file_height = image
+        width = int(info.get("width") or file_width)
+        height = int(info.get("height") or file_height)
+        row = _vg_scene(
+            image_id,
+            width,
+            height,
+            objects_by_image.get(image_id, {}).get("objects", []),
+            relations_by_image.get(image_id, {}).get("relationships", []),
+            attributes_by_image.get(image_id, {}).get("attributes", []),
+            log,
+            folder,
+        )
+        row.update({"image": cell, "source": source})
+        rows.append(row)
+    logger.info("Visual Genome %s: %d images kept, %d records quarantined", folder, len(rows), len(log))
+    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
+
+
+def _vg_scene(
+    image_id: str,
+    width: int,
+    height: int,
+    objects: list,
+    relationships: list,
+    attributes: list,
+    log: QuarantineLog,
+    folder: Path,
+) -> dict:
+    kept: dict[str, dict] = {}
+    alias: dict[str, str] = {}
+    for obj in objects or []:
+        if not isinstance(obj, dict) or "object_id" not in obj:
+            log.add(
+                f"{image_id}/?",
+                "malformed object: no object_id",
+                source_file=str(folder / "objects.json"),
+                payload=obj,
+            )
+            continue
+        object_id = str(obj["object_id"])
+        name = _object_name(obj)
+        try:
+            box_px = xywh_to_xyxy([obj["x"], obj["y"], obj["w"], obj["h"]])
+            box = pixels_to_grid(box_px, width, height)
+        except (KeyError, TypeError, ValueError, BoxError) as error:
+            log.add(
+                f"{image_id}/{object_id}",
+                f"bad box: {error}",
+                source_file=str(folder / "objects.json"),
+                payload=obj,
+            )
+            continue
+        if not name:
+            log.add(
+                f"{image_id}/{object_id}",
+                "bad object: no name",
+                source_file=str(folder / "objects.json"),
+                payload=obj,
+            )
+            continue
+        clipped = [
+            max(0.0, box_px[0]),
+            max(0.0, box_px[1]),
+            min(float(width), box_px[2]),
+            min(float(height), box_px[3]),
+        ]
+        names = [str(n).strip().lower() for n in obj.get("names", [name]) if str(n).strip()]
+        kept[object_id] = {
+            "object_id": object_id,
+            "name": name,
+            "names": names or [name],
+            "attributes": [],
+            "bbox": box,
+            "bbox_px": clipped,
+        }
+        alias[object_id] = object_id
+        for merged in obj.get("merged_object_ids", []) or []:
+            alias.setdefault(str(merged), object_id)
+    for entry in attributes or []:
+        if not isinstance(entry, dict):
+            continue
+        target = alias.get(str(entry.get("object_id")))
+        if target is None:
+            for merged in entry.get("merged_object_ids", []) or []:
+                target = alias.get(str(merged))
+                if target:
+                    break
+        if target is None:
+            continue
+        for attribute in entry.get("attributes") or []:
+            text = str(attribute).strip().lower()
+            if text and text not in kept[target]["attributes"]:
+                kept[target]["attributes"].append(text)
+    relations = []
+    for relation in relationships or []:
+        relation_id = (
+            f"{image_id}/rel{relation.get('relationship_id', '?') if isinstance(relation, dict) else '?'}"
+        )
+        if not isinstance(relation, dict):
+            log.add(
+                relation_id,
+                "malformed relation",
+                source_file=str(folder / "relationships.json"),
+                payload=relation,
+            )
+            continue
+        subject = relation.get("subject") or {}
+        obj = relation.get("object") or {}
+        subject_id = alias.get(str(subject.get("object_id")))
+        object_id = alias.get(str(obj.get("object_id")))
+        predicate = str(relation.get("predicate", "")).strip().lower()
+        if subject_id is None or object_id is None:
+            log.add(
+                relation_id,
+                "dangling relation: subject or object is not a kept object of the image",
+                source_file=str(folder / "relationships.json"),
+                payload=relation,
+            )
+            continue
+        if not predicate:
+            log.add(
+                relation_id,
+                "bad relation: empty predicate",
+                source_file=str(folder / "relationships.json"),
+                payload=relation,
+            )
+            continue
+        relations.append({"subject_id": subject_id, "predicate": predicate, "object_id": object_id})
+    return {
+        "image_id": image_id,
+        "image_width": width,
+        "image_height": height,
+        "objects": list(kept.values()),
+        "relationships": relations,
+    }
+
+
+VG150_H5 = "VG-SGG-with-attri.h5"
+VG150_DICTS = "VG-SGG-dicts-with-attri.json"
+VG150_CORRUPTED_IMAGES = frozenset({"1592", "1722", "4616", "4617"})
+
+
+def read_vg150(
+    root: str | Path,
+    *,
+    box_scale: int = 1024,
+    source: str = "vg150",
+    config_field: str = "visual_genome_root",
+) -> tuple[pl.DataFrame, QuarantineLog]:
+    """Read the VG150 scene-graph split (``VG-SGG-with-attri.h5`` + dicts + ``image_data.json``).
+
+    Boxes in the h5 file are centre x, centre y, width, height scaled so the longer image side is
+    ``box_scale`` (1024 in the common release; the dataset ``boxes_512`` is used when asked for 512).
+    Rows of the h5 file align with ``image_data.json`` after dropping the known corrupted images.
+    """
+    import h5py
+
+    folder = require_path(root, config_field, "VG150 folder")
+    log = QuarantineLog("scene_graphs")
+    dicts = load_json(require_path(folder / VG150_DICTS, config_field, "VG150 dictionary"), log)
+    image_data = load_json(
+        require_path(folder / "image_data.json", config_field, "VG150 image_data.json"), log
+    )
+    if dicts is None or image_data is None:
+        return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log
+    image_data = [
+        info for info in image_data if str(info.get("image_id", info.get("id"))) not in VG150_CORRUPTED_IMAGES
+    ]
+    label_names = {int(k): v for k, v in dicts.get("idx_to_label", {}).items()}
+    predicate_names = {int(k): v for k, v in dicts.get("idx_to_predicate", {}).items()}
+    attribute_names = {int(k): v for k, v in dicts.get("idx_to_attribute", {}).items()}
+    cache = ImageCache()
+    rows = []
+    with h5py.File(require_path(folder / VG150_H5, config_field, "VG150 h5 file"), "r") as h5:
+        boxes = h5[f"boxes_{box_scale}"][:]
+        labels = h5["labels"][:].reshape(-1)
+        attributes = h5["attributes"][:] if "attributes" in h5 else np.zeros((len(labels), 0), dtype=int)
+        first_box, last_box = h5["img_to_first_box"][:], h5["img_to_last_box"][:]
+        first_rel, last_rel = h5["img_to_first_rel"][:], h5["img_to_last_rel"][:]
+        relationships = h5["relationships"][:]
+        predicates = h5["predicates"][:].reshape(-1)
+        if len(first_box) != len(image_data):
+            log.add(
+                "vg150",
+                f"misaligned: {len(first_box)} h5 rows vs {len(image_data)} images after dropping corrupted ones",
+                source_file=str(folder / VG150_H5),
+            )
+        for index, info in enumerate(image_data[: len(first_box)]):
+            image_id = str(info.get("image_id", info.get("id")))
+            image_path = _vg_image_path(folder, image_id, info.get("url"))
+            image, problem = image_problem(cache, image_path, image_id)
+            if image is None:
+                log.add(image_id, problem, source_file=str(image_path or folder))
+                continue
+            cell, file_width, file_height = image
+            width, height = int(info.get("width") or file_width), int(info.get("height") or file_height)
+            scale = max(width, height) / box_scale
+            objects: dict[int, dict] = {}
+            if first_box[index] >= 0:
+                for box_index in range(int(first_box[index]), int(last_box[index]) + 1):
+                    object_id = f"{label_names.get(int(labels[box_index]), 'object')}.{box_index - int(first_box[index]) + 1}"
+                    try:
+                        box_px = [v * scale for v in cxcywh_to_xyxy(boxes[box_index].tolist())]
+                        box = pixels_to_grid(box_px, width, height)
+                    except BoxError as error:
+                        log.add(
+                            f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(folder / VG150_H5)
+                        )
+                        continue
+                    name = label_names.get(int(labels[box_index]), "object")
+                    objects[box_index] = {
+                        "object_id": object_id,
+                        "name": name,
+                        "names": [name],
+                        "attributes": [
+                            attribute_names[a] for a in attributes[box_index].tolist() if a in attribute_names
+                        ],
+                        "bbox": box,
+                        "bbox_px": [
+                            max(0.0, box_px[0]),
+                            max(0.0, box_px[1]),
+                            min(width, box_px[2]),
+                            min(height, box_px[3]),
+                        ],
+                    }
+            relations = []
+            if first_rel[index] >= 0:
+                for rel_index in range(int(first_rel[index]), int(last_rel[index]) + 1):
+                    subject_index, object_index = (int(v) for v in relationships[rel_index])
+                    if subject_index not in objects or object_index not in objects:
+                        log.add(
+                            f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range"
+                        )
+                        continue
+                    relations.append(
+                        {
+                            "subject_id": objects[subject_index]["object_id"],
+                            "predicate": predicate_names.get(int(predicates[rel_index]), "related to"),
+                            "object_id": objects[object_index]["object_id"],
+                        }
+                    )
+            rows.append(
+                {
+                    "image_id": image_id,
+                    "image": cell,
+                    "image_width": width,
+                    "image_height": height,
+                    "objects": list(objects.values()),
+                    "relationships": relations,
+                    "source": source,
+                }
+            )
+    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
+
+
+def read_scene_graph_parquet(
+    path: str | Path, *, source: str = "vg150_prompt", config_field: str = "visual_genome_root"
+) -> tuple[pl.DataFrame, QuarantineLog]:
+    """Read the prompt-style VG150 variant: ``image_id, image, objects, relationships`` with JSON strings.
+
+    Objects are ``{"id": "name.N", "bbox": [x1, y1, x2, y2]}`` in pixels; relationships are
+    ``{"subject": id, "predicate": str, "object": id}``.
+    """
+    table = require_path(path, config_field, "scene-graph Parquet file")
+    log = QuarantineLog("scene_graphs")
+    rows = []
+    for record in pl.read_parquet(table).iter_rows(named=True):
+        image_id = str(record.get("image_id"))
+        cell = record.get("image") or {}
+        try:
+            with Image.open(io.BytesIO(cell.get("bytes") or b"")) as image:
+                width, height = image.size
+        except (UnidentifiedImageError, OSError) as error:
+            log.add(image_id, f"corrupt image: {error}", source_file=str(table))
+            continue
+        try:
+            objects = (
+                json.loads(record["objects"]) if isinstance(record["objects"], str) else record["objects"]
+            )
+            relationships = (
+                json.loads(record["relationships"])
+                if isinstance(record["relationships"], str)
+                else record["relationships"]
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            log.add(image_id, f"malformed JSON: {error}", source_file=str(table))
+            continue
+        kept = {}
+        for obj in objects or []:
+            object_id = str(obj.get("id", ""))
+            try:
+                box = pixels_to_grid(obj["bbox"], width, height)
+            except (KeyError, TypeError, BoxError) as error:
+                log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(table), payload=obj)
+                continue
+            name = re.sub(r"\.\d+$", "", object_id)
+            kept[object_id] = {
+                "object_id": object_id,
+                "name": name,
+                "names": [name],
+                "attributes": [],
+                "bbox": box,
+                "bbox_px": [float(v) for v in obj["bbox"]],
+            }
+        relations = []
+        for relation in relationships or []:
+            subject, obj = str(relation.get("subject", "")), str(relation.get("object", ""))
+            if subject not in kept or obj not in kept:
+                log.add(
+                    f"{image_id}/{subject}-{obj}",
+                    "dangling relation",
+                    source_file=str(table),
+                    payload=relation,
+                )
+                continue
+            relations.append(
+                {"subject_id": subject, "predicate": str(relation.get("predicate", "")), "object_id": obj}
+            )
+        rows.append(
+            {
+                "image_id": image_id,
+                "image": {"bytes": cell.get("bytes"), "path": cell.get("path")},
+                "image_width": width,
+                "image_height": height,
+                "objects": list(kept.values()),
+                "relationships": relations,
+                "source": source,
+            }
+        )
+    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
+
+
+def detect_scene_graph_layout(root: Path) -> str:
+    """``"vg150"`` when the VG150 h5 file is present, ``"parquet"`` for a Parquet file, else ``"raw"``."""
+    if root.is_file() and root.suffix == ".parquet":
+        return "parquet"
+    if (root / VG150_H5).exists():
+        return "vg150"
+    return "raw"
+
+
+# --------------------------------------------------------------------------------------------------
+# ScanNet
+# --------------------------------------------------------------------------------------------------
