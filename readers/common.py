@@ -1,15 +1,31 @@
-"""What every raw-format reader shares: the missing-input error, image reading with quarantine reasons, JSON files.
+"""What every raw-format reader shares: input locations (local or on the Hub), image reading, JSON and Parquet files.
 
 A missing input folder is the only thing a reader raises (:class:`MissingInputError`, one sentence
 naming the path and the config field); everything else wrong with a record becomes a quarantine reason.
+Whoever calls a reader then checks, with :func:`require_rows`, that a non-empty input gave at least one
+valid row, so a wrong layout fails loudly instead of producing an empty table.
+
+Wherever a folder or file is configured, a Hugging Face Hub dataset may be given instead, as
+``hf://datasets/OWNER/NAME[@REVISION][/PATH/IN/REPO]`` (the ``HfFileSystem`` URL form): it is fetched
+once by ``huggingface_hub.snapshot_download`` into the local Hub cache (``$HF_HUB_CACHE`` or
+``$HF_HOME/hub``; with ``HF_HUB_OFFLINE=1`` only the cache is read) and the same readers read the
+snapshot folder:
+
+>>> parse_hub_location("hf://datasets/nyu-visionx/CV-Bench@main/test_2d.parquet")
+HubLocation(repo_id='nyu-visionx/CV-Bench', revision='main', path_in_repo='test_2d.parquet')
+>>> parse_hub_location("data/CV-Bench") is None
+True
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from data_contracts import mcq_questions
 from data_contracts.images import ImageDecodeError, read_image_file
@@ -21,17 +37,158 @@ LETTERS = mcq_questions.LETTERS
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
 
 
+HUB_DATASET_PREFIX = "hf://datasets/"
+
+
 class MissingInputError(FileNotFoundError):
-    """A configured input folder or file does not exist."""
+    """A configured input folder or file does not exist (or a Hub dataset cannot be fetched)."""
+
+
+class EmptySourceError(ValueError):
+    """A non-empty input gave no valid row: every record was quarantined."""
+
+
+@dataclass(frozen=True)
+class HubLocation:
+    """A data set (or a file or folder inside it) on the Hugging Face Hub."""
+
+    repo_id: str
+    revision: str | None = None
+    path_in_repo: str = ""
+
+    def __str__(self) -> str:
+        revision = f"@{self.revision}" if self.revision else ""
+        path = f"/{self.path_in_repo}" if self.path_in_repo else ""
+        return f"{HUB_DATASET_PREFIX}{self.repo_id}{revision}{path}"
+
+
+def parse_hub_location(location: str | Path | None) -> HubLocation | None:
+    """The Hub data set named by ``hf://datasets/OWNER/NAME[@REVISION][/PATH]``; ``None`` for a local path.
+
+    A revision holding a slash is written URL-encoded (``@refs%2Fconvert%2Fparquet``). The form that
+    ``pathlib`` makes of the URL (``hf:/datasets/...``) is read too.
+
+    Raises:
+        `MissingInputError`: when the location starts like a Hub id but names no ``OWNER/NAME``.
+
+    >>> parse_hub_location("hf://datasets/BLINK-Benchmark/BLINK")
+    HubLocation(repo_id='BLINK-Benchmark/BLINK', revision=None, path_in_repo='')
+    >>> str(parse_hub_location(Path("hf://datasets/ccvl/3DSRBench@v1/data")))
+    'hf://datasets/ccvl/3DSRBench@v1/data'
+    """
+    if location is None:
+        return None
+    text = str(location)
+    for prefix in (HUB_DATASET_PREFIX, "hf:/datasets/"):
+        if text.startswith(prefix):
+            rest = text[len(prefix) :]
+            break
+    else:
+        return None
+    owner, _, rest = rest.partition("/")
+    name, _, path_in_repo = rest.partition("/")
+    name, _, revision = name.partition("@")
+    if not owner or not name:
+        raise MissingInputError(
+            f"{text} is not a Hub dataset id: write {HUB_DATASET_PREFIX}OWNER/NAME[@REVISION][/PATH]."
+        )
+    return HubLocation(f"{owner}/{name}", unquote(revision) or None, path_in_repo.strip("/"))
+
+
+def resolve_location(location: str | Path, config_field: str) -> Path:
+    """A local path for a configured location: a local path as given, a Hub dataset as its cached snapshot.
+
+    A Hub location is fetched with ``huggingface_hub.snapshot_download`` (only the named file or folder
+    when the location names one) into the local Hub cache, or found there when ``HF_HUB_OFFLINE=1``.
+
+    Raises:
+        `MissingInputError`: when the Hub dataset, revision or path cannot be fetched or found in the cache,
+            naming the location and ``config_field``.
+
+    >>> resolve_location("data/OmniSpatial", "omnispatial_root")
+    PosixPath('data/OmniSpatial')
+    """
+    hub = parse_hub_location(location)
+    if hub is None:
+        return Path(location)
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    patterns = [hub.path_in_repo, f"{hub.path_in_repo}/"] if hub.path_in_repo else None
+    try:
+        snapshot = Path(
+            snapshot_download(
+                hub.repo_id, repo_type="dataset", revision=hub.revision, allow_patterns=patterns
+            )
+        )
+    except (LocalEntryNotFoundError, HfHubHTTPError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise MissingInputError(
+            f"Hub dataset {hub} could not be fetched or found in the local Hub cache ({reason}): "
+            f"check the config field `{config_field}`, the network or HF_HUB_OFFLINE, and the token."
+        ) from error
+    local = snapshot / hub.path_in_repo if hub.path_in_repo else snapshot
+    if not local.exists():
+        raise MissingInputError(
+            f"{hub.path_in_repo} is not in Hub dataset {hub.repo_id} (snapshot {snapshot}): "
+            f"fix the path in the config field `{config_field}`."
+        )
+    logger.info("Hub dataset %s resolved to %s", hub, local)
+    return local
 
 
 def require_path(path: str | Path | None, config_field: str, what: str) -> Path:
-    """Return ``path`` as a ``Path`` or raise :class:`MissingInputError` naming it and its config field."""
-    if path is None or not Path(path).exists():
+    """Return ``path`` (a local path or a Hub location, see :func:`resolve_location`) as an existing ``Path``.
+
+    Raises:
+        `MissingInputError`: naming the path and its config field when there is nothing there.
+    """
+    local = resolve_location(path, config_field) if path is not None else None
+    if local is None or not local.exists():
         raise MissingInputError(
             f"{what} not found at {path!s}: set the config field `{config_field}` to an existing path."
         )
-    return Path(path)
+    return local
+
+
+def require_rows(
+    rows: int, log: QuarantineLog, *, what: str, location: str | Path, config_field: str, shown: int = 3
+) -> None:
+    """Raise :class:`EmptySourceError` when an input gave no valid row while records were quarantined.
+
+    An empty input (no record at all) passes; a wrong layout or a wrong image folder, which quarantines
+    every record, fails with one sentence naming the input, its config field and the first reasons.
+
+    >>> log = QuarantineLog("mcq_questions")
+    >>> log.add("7", "missing image: /data/SpatiaLab/images/7.png")
+    >>> require_rows(0, log, what="SpatiaLab", location="/data/SpatiaLab", config_field="spatialab_path")
+    Traceback (most recent call last):
+    ...
+    readers.common.EmptySourceError: SpatiaLab at /data/SpatiaLab gave no valid row: all 1 records were quarantined (first: 7: missing image: /data/SpatiaLab/images/7.png); check the config field `spatialab_path`.
+    """
+    if rows or not len(log):
+        return
+    first = "; ".join(f"{row['record_id']}: {row['reason']}" for row in log.rows[:shown])
+    raise EmptySourceError(
+        f"{what} at {location} gave no valid row: all {len(log)} records were quarantined "
+        f"(first: {first}); check the config field `{config_field}`."
+    )
+
+
+def column_problem(columns: Iterable[str], required: Iterable[str]) -> str:
+    """Why a table with ``columns`` cannot be the table asked for (required columns missing), or ``""``.
+
+    Readers check a Parquet file's schema (``pl.read_parquet_schema``) with it before reading rows, so a
+    file of another data set is reported once, by its columns, not as one odd failure per row.
+
+    >>> column_problem(["image_id", "caption"], ["image_id", "image", "objects"])
+    "wrong columns: missing ['image', 'objects'] (the file has ['image_id', 'caption'])"
+    >>> column_problem(["image_id", "image"], ["image"])
+    ''
+    """
+    present = list(columns)
+    missing = [column for column in required if column not in present]
+    return f"wrong columns: missing {missing} (the file has {present})" if missing else ""
 
 
 class ImageCache:
