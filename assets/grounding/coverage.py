@@ -150,7 +150,7 @@ def validity_values(pseudo_gt: pl.Series | pl.DataFrame) -> np.ndarray:
     """
     column = pseudo_gt["pseudo_gt"] if isinstance(pseudo_gt, pl.DataFrame) else pseudo_gt
     values = (
-        column.explode().drop_nulls().struct.field("validity")
+        column.explode(empty_as_null=True).drop_nulls().struct.field("validity")
         if column.len()
         else pl.Series([], dtype=pl.Float64)
     )
