@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Self
 
+from pydantic import BaseModel, Field, model_validator
 from tqdm.auto import tqdm
 
 from llm.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
@@ -69,66 +70,95 @@ from llm.ratelimit import TokenBucket, backoff_delay
 from llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
 from llm.schema import ResponseFormatError, parse_json_text, validate_json
 
-__all__ = ["LLMClient", "LLMClientConfig", "UsageSummary"]
+__all__ = ["LLMClient", "LLMClientConfig", "LLMClientSettings", "UsageSummary"]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class LLMClientConfig:
-    """Settings of an :class:`LLMClient` (the Dagster `LLMResource` builds one from its fields).
+class LLMClientSettings(BaseModel):
+    """The settings of a chat model behind the client layer, written once for both of its users.
 
-    Args:
-        provider (`str`, defaults to `"openai"`): `"openai"` (any OpenAI-compatible server) or `"anthropic"`.
-        model (`str`, defaults to `"gpt-4o-mini"`): model name sent to the API; part of the cache key.
-        base_url (`str`, *optional*): API root, e.g. `"http://localhost:8000/v1"` for vLLM.
-        api_key (`str`, *optional*): the secret; never logged, cached or shown in `repr`.
-        max_concurrency (`int`, defaults to `16`): requests in flight at once.
-        requests_per_second (`float`, *optional*): sustained rate limit; `None` for none.
-        burst (`int`, *optional*): requests allowed back to back by the limiter; defaults to `max_concurrency`.
-        max_retries (`int`, defaults to `5`): retries of transport failures per request.
-        invalid_json_retries (`int`, defaults to `1`): re-asks of an answer that is not JSON of the schema.
-        timeout_s (`float`, defaults to `60.0`): per-call timeout.
-        backoff_base_s (`float`, defaults to `1.0`): first backoff delay (doubled per retry, jittered).
-        backoff_max_s (`float`, defaults to `60.0`): longest backoff delay without a server hint.
-        max_retry_after_s (`float`, defaults to `120.0`): longest `Retry-After` honoured.
-        temperature (`float`, defaults to `0.0`): default sampling temperature.
-        max_tokens (`int`, defaults to `1024`): default completion token limit.
-        image_detail (`str`, defaults to `"auto"`): OpenAI image detail (`"low"`, `"high"`, `"auto"`).
-        json_mode (`str`, defaults to `"native"`): `"native"`, `"json_object"` (openai) or `"prompt"`.
-        strict_schema (`bool`, defaults to `True`): OpenAI strict structured outputs.
-        price_table (`Mapping[str, ModelPrice]`): USD per million tokens by model-name prefix.
-        cache_path (`str` or `Path`, *optional*): SQLite file of the response cache; `None` keeps the
-            cache in memory (nothing survives the process).
-        requery_quarantined (`bool`, defaults to `False`): ask again requests whose cached answer was
-            quarantined as invalid (pays again); by default they are returned from the cache as they are.
-        seed (`int`, *optional*): seed of the backoff jitter, for reproducible tests.
+    :class:`LLMClientConfig` (plain Python) and the Dagster resource
+    :class:`assets.resources.LLMResource` both extend this model; each field's description is what the
+    launchpad of ``dagster dev`` shows.
+
+    >>> LLMClientSettings(model="gpt-4o").max_concurrency
+    16
     """
 
-    provider: str = "openai"
-    model: str = "gpt-4o-mini"
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    max_concurrency: int = 16
-    requests_per_second: float | None = None
-    burst: int | None = None
-    max_retries: int = 5
-    invalid_json_retries: int = 1
-    timeout_s: float = 60.0
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 60.0
-    max_retry_after_s: float = 120.0
-    temperature: float = 0.0
-    max_tokens: int = 1024
-    image_detail: str = "auto"
-    json_mode: str = "native"
-    strict_schema: bool = True
-    price_table: Mapping[str, ModelPrice] = field(default_factory=lambda: dict(DEFAULT_PRICE_TABLE))
-    cache_path: str | Path | None = None
-    requery_quarantined: bool = False
-    seed: int | None = None
+    provider: str = Field(
+        default="openai", description="'openai' (any OpenAI-compatible server) or 'anthropic'."
+    )
+    model: str = Field(
+        default="gpt-4o-mini", description="Model name sent to the API; part of the cache key."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="API root, e.g. http://localhost:8000/v1 for a vLLM server; None for the vendor's.",
+    )
+    api_key: str | None = Field(
+        default=None,
+        repr=False,
+        description="The secret (bind the resource's with dagster.EnvVar('OPENAI_API_KEY') / "
+        "EnvVar('ANTHROPIC_API_KEY')); never logged, cached or shown in repr.",
+    )
+    max_concurrency: int = Field(default=16, description="Requests in flight at once.")
+    requests_per_second: float | None = Field(
+        default=None, description="Sustained rate limit; None for none."
+    )
+    burst: int | None = Field(
+        default=None, description="Requests the limiter lets out back to back; defaults to max_concurrency."
+    )
+    max_retries: int = Field(default=5, description="Retries of timeouts, dropped connections, 429 and 5xx.")
+    invalid_json_retries: int = Field(
+        default=1, description="Re-asks of an answer that is not JSON of the request's schema."
+    )
+    timeout_s: float = Field(default=60.0, description="Per-call timeout in seconds.")
+    backoff_base_s: float = Field(
+        default=1.0, description="First retry delay; doubled per retry, with jitter."
+    )
+    backoff_max_s: float = Field(default=60.0, description="Longest retry delay without a Retry-After hint.")
+    max_retry_after_s: float = Field(
+        default=120.0, description="Longest Retry-After wait honoured, in seconds."
+    )
+    temperature: float = Field(default=0.0, description="Default sampling temperature.")
+    max_tokens: int = Field(default=1024, description="Default completion token limit.")
+    image_detail: str = Field(default="auto", description="OpenAI image detail: low, high or auto.")
+    json_mode: str = Field(
+        default="native",
+        description="'native' (JSON schema / forced tool), 'json_object' (openai) or 'prompt' (instruction only).",
+    )
+    strict_schema: bool = Field(default=True, description="OpenAI strict structured outputs.")
+    requery_quarantined: bool = Field(
+        default=False,
+        description="Ask again requests whose cached answer was quarantined as invalid (pays again); by default "
+        "they are returned from the cache as they are.",
+    )
 
-    def __post_init__(self) -> None:
+
+class LLMClientConfig(LLMClientSettings):
+    """Settings of an :class:`LLMClient`: the shared :class:`LLMClientSettings` plus what a built client needs.
+
+    The values are checked on construction (a provider or JSON mode the adapters do not know, no worker,
+    negative retries raise `ValueError`).
+
+    >>> LLMClientConfig(provider="anthropic", model="claude-sonnet-4-20250514").default_parameters()
+    {'temperature': 0.0, 'max_tokens': 1024, 'image_detail': 'auto'}
+    """
+
+    price_table: Mapping[str, ModelPrice] = Field(
+        default_factory=lambda: dict(DEFAULT_PRICE_TABLE),
+        description="USD per million tokens by model-name prefix.",
+    )
+    cache_path: str | Path | None = Field(
+        default=None,
+        description="SQLite file of the response cache; None keeps the cache in memory (nothing survives "
+        "the process).",
+    )
+    seed: int | None = Field(default=None, description="Seed of the backoff jitter, for reproducible tests.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
         if self.provider not in PROVIDERS:
             raise ValueError(f"provider must be one of {PROVIDERS}, got {self.provider!r}")
         if self.json_mode not in JSON_MODES:
@@ -137,6 +167,7 @@ class LLMClientConfig:
             raise ValueError(f"max_concurrency must be at least 1, got {self.max_concurrency}")
         if self.max_retries < 0 or self.invalid_json_retries < 0:
             raise ValueError("max_retries and invalid_json_retries must be >= 0")
+        return self
 
     def default_parameters(self) -> dict[str, Any]:
         """The sampling parameters every request starts from."""
