@@ -8,7 +8,8 @@ Modules:
 * `training.entropy`: coordinate-digit token entropies without an extra logits pass.
 * `training.grpo_trainer`: `SpatialGRPOTrainer`, TRL's GRPO trainer with box entropies and metrics.
 * `training.scheduler`: the DGE task-adaptive scheduler and sampler.
-* `training.schedules`: reward curriculum and learning-rate schedule.
+* `training.curriculum`: the SpatialCORE reward curriculum (reward by training progress).
+* `training.lr_schedule`: the paper's learning-rate curve and its recipe keys.
 * `training.sft`: SFT cold-start targets and training.
 * `training.cli`: the `spatial-train` command; recipes in `training/recipes/`.
 * `training.testing`: tiny local models, tokenizers and tables for tests and benchmarks.

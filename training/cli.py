@@ -74,8 +74,8 @@ def make_sft_parser():
 
 def build_reward_funcs(script_args) -> list:
     """The recipe's reward functions (with the SpatialCORE curriculum in place of `spatialcore_reward`)."""
+    from training.curriculum import spatialcore_curriculum_reward
     from training.rewards import get_reward_funcs
-    from training.schedules import spatialcore_curriculum_reward
 
     rewards = get_reward_funcs(script_args.reward_funcs)
     if script_args.reward_curriculum is not None:

@@ -1,45 +1,10 @@
-"""Learning-rate schedule and the SpatialCORE reward curriculum."""
+"""The SpatialCORE reward curriculum: phases by training progress, rewards per phase."""
 
 from __future__ import annotations
 
 import pytest
-import torch
-from transformers import get_scheduler
 
-from training.schedules import (
-    CurriculumReward,
-    cosine_with_min_lr,
-    curriculum_phase,
-    lr_schedule_arguments,
-    spatialcore_curriculum_reward,
-)
-
-
-def test_pure_schedule_equals_the_transformers_scheduler():
-    total, peak = 200, 5e-5
-    arguments = lr_schedule_arguments()
-    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=peak)
-    scheduler = get_scheduler(
-        arguments["lr_scheduler_type"],
-        optimizer,
-        num_warmup_steps=int(arguments["warmup_steps"] * total),
-        num_training_steps=total,
-        scheduler_specific_kwargs=arguments["lr_scheduler_kwargs"],
-    )
-    for step in range(total):
-        assert optimizer.param_groups[0]["lr"] == pytest.approx(
-            cosine_with_min_lr(step, total, peak), rel=1e-6
-        )
-        optimizer.step()
-        scheduler.step()
-
-
-def test_schedule_shape():
-    total, peak = 100, 5e-5
-    values = [cosine_with_min_lr(step, total, peak) for step in range(total + 1)]
-    assert values[5] == pytest.approx(peak)  # 5% warm-up reaches the peak
-    assert values[:6] == sorted(values[:6]) and values[5:] == sorted(values[5:], reverse=True)
-    assert min(values[5:]) == pytest.approx(5e-6)
+from training.curriculum import CurriculumReward, curriculum_phase, spatialcore_curriculum_reward
 
 
 def test_curriculum_phase_boundaries():
