@@ -36,7 +36,7 @@ from assets.dge.geometry import (
 from assets.dge.objects import ObjectConfig
 from assets.dge.plots import top_down_plot
 from assets.dge.single_image import SingleImageConfig, single_image_tasks
-from assets.dge.tasks import TaskConfig, build_scene_tasks, horizontal_heading
+from assets.dge.tasks import TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.visibility import VisibilityConfig, build_frame_visibility
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview
@@ -147,38 +147,8 @@ class FrameVisibilityAssetConfig(dg.Config):
         )
 
 
-class DgeTasksAssetConfig(dg.Config):
-    """Run configuration of ``dge_tasks`` (see :class:`assets.dge.tasks.TaskConfig` for every margin)."""
-
-    max_tasks_per_type: int = Field(default=4, description="Most questions of one task type per scene.")
-    max_images: int = Field(default=4, description="Most frames shown by one question.")
-    min_visibility: float = Field(
-        default=0.5, description="Least unoccluded share for an object to be named in a frame."
-    )
-    distance_margin_m: float = Field(default=0.15, description="Least gap between compared distances.")
-    depth_margin_m: float = Field(default=0.15, description="Least gap between compared depths.")
-    direction_margin_deg: float = Field(default=15.0, description="Least angle to a direction boundary.")
-    visibility_margin: float = Field(default=0.2, description="Least gap between compared visible shares.")
-    test_fraction: float = Field(default=0.1, description="Share of scenes in the test split.")
-    image_max_side: int = Field(
-        default=0, description="Re-encode images larger than this (JPEG); 0 keeps the files."
-    )
-    seed: int = Field(default=0, description="Seed of the per-scene question sampling.")
-
-    def to_config(self) -> TaskConfig:
-        """The pure-function configuration."""
-        return TaskConfig(
-            max_tasks_per_type=self.max_tasks_per_type,
-            max_images=self.max_images,
-            min_visibility=self.min_visibility,
-            distance_margin_m=self.distance_margin_m,
-            depth_margin_m=self.depth_margin_m,
-            direction_margin_deg=self.direction_margin_deg,
-            visibility_margin=self.visibility_margin,
-            test_fraction=self.test_fraction,
-            image_max_side=self.image_max_side or None,
-            seed=self.seed,
-        )
+class DgeTasksAssetConfig(dg.Config, TaskSettings):
+    """Run configuration of ``dge_tasks``: the question settings (see :class:`assets.dge.tasks.TaskSettings`)."""
 
 
 class DgeImageTasksAssetConfig(dg.Config):
@@ -443,7 +413,7 @@ def dge_tasks_asset(
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
-    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config.to_config())
+    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config)
     log = QuarantineLog(DGE_TASKS)
     checked = finalize_table(
         tasks,

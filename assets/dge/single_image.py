@@ -39,7 +39,7 @@ from assets.dge.tasks import (
     ObjectFact,
     SceneFacts,
     SeenFact,
-    TaskConfig,
+    TaskSettings,
     generate_tasks,
     tasks_to_frame,
 )
@@ -355,12 +355,12 @@ def single_image_tasks(
             image_id, width, height, intrinsics, estimated, depth.kind, config.min_validity
         )
         task_types = METRIC_TASK_TYPES if depth.metric else ORDINAL_TASK_TYPES
-        task_config = TaskConfig(
-            task_types=task_types, max_tasks_per_type=config.max_tasks_per_type, max_images=1
+        task_settings = TaskSettings(
+            task_types=list(task_types), max_tasks_per_type=config.max_tasks_per_type, max_images=1
         )
-        tasks = generate_tasks(facts, task_config)
+        tasks = generate_tasks(facts, task_settings)
         if tasks:
-            frames.append(tasks_to_frame(tasks, facts, task_config, images={0: row["image"]}))
+            frames.append(tasks_to_frame(tasks, facts, task_settings, images={0: row["image"]}))
     if not frames:
         return pl.DataFrame(schema=polars_schema(DgeTasks))
     return pl.concat(frames)

@@ -9,7 +9,7 @@ import pytest
 
 from assets.dge.geometry import SceneGeometryConfig, build_scan_geometry
 from assets.dge.objects import ObjectConfig
-from assets.dge.tasks import TaskConfig, build_scene_tasks, evaluate_spec
+from assets.dge.tasks import TaskSettings, build_scene_tasks, evaluate_spec
 from assets.dge.visibility import build_frame_visibility
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
@@ -169,7 +169,7 @@ def test_every_task_answer_equals_the_answer_from_the_generator_truth(
         scan_geometries,
         visibility_tables,
         world_truth,
-        TaskConfig(max_tasks_per_type=6),
+        TaskSettings(max_tasks_per_type=6),
     )
     # Six views per room are too far apart for a clear camera-motion answer; the long scan below covers it.
     assert set(TASK_TYPES) - seen_types <= {"camera_motion"}
@@ -183,6 +183,6 @@ def test_every_task_type_on_a_long_scan_matches_the_truth(long_scan_world):
     }
     visibilities = {scene_id: build_frame_visibility(g, tables.frames) for scene_id, g in geometries.items()}
     seen_types = _audit_tasks(
-        tables.frames, geometries, visibilities, world, TaskConfig(max_tasks_per_type=5)
+        tables.frames, geometries, visibilities, world, TaskSettings(max_tasks_per_type=5)
     )
     assert seen_types == set(TASK_TYPES)

@@ -7,21 +7,24 @@ import pytest
 from PIL import Image
 
 from assets.dge.tasks import (
+    REGISTRY,
+    BalanceRule,
     CameraFact,
     ObjectFact,
     SceneFacts,
     SeenFact,
-    TaskConfig,
+    TaskSettings,
     evaluate_spec,
     format_number,
     generate_tasks,
     nameable_objects,
     shuffled_options,
-    stable_split,
     tasks_to_frame,
 )
+from assets.dge.tasks.balance import NumericAnswer
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.images import decode_image
+from data_contracts.stable_hash import stable_split
 from data_contracts.validation import check_frame
 
 K = np.array([[50.0, 0, 31.5], [0, 50.0, 23.5], [0, 0, 1]])
@@ -106,7 +109,7 @@ CASES = [
 
 @pytest.mark.parametrize("task_type, spec, expected", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_answers(facts, task_type, spec, expected):
-    answer = evaluate_spec(task_type, spec, facts, TaskConfig())
+    answer = evaluate_spec(task_type, spec, facts, TaskSettings())
     assert answer.clear, answer.reason
     if isinstance(expected, str):
         assert answer.answer_option == expected
@@ -117,6 +120,24 @@ def test_answers(facts, task_type, spec, expected):
 
 def test_cases_cover_every_task_type():
     assert {case[0] for case in CASES} == set(TASK_TYPES)
+
+
+def test_registry_has_one_complete_entry_per_contract_task_type():
+    assert list(REGISTRY) == TASK_TYPES  # exactly the contract's 16 types, in its order
+    settings = TaskSettings()
+    for name, entry in REGISTRY.items():
+        assert entry.name == name
+        assert callable(entry.sampler) and callable(entry.evaluator) and callable(entry.wording), name
+        assert isinstance(entry.balance, BalanceRule), name
+        assert all(hasattr(settings, margin) for margin in entry.margins), name
+
+
+@pytest.mark.parametrize("task_type, spec, expected", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_every_entry_words_its_question_and_balances_its_kind_of_answer(facts, task_type, spec, expected):
+    answer = evaluate_spec(task_type, spec, facts, TaskSettings())
+    assert answer.question.endswith(("?", "."))  # a whole sentence, worded by the entry
+    # Numbers have nothing to balance; every multiple-choice type spreads its gold letters.
+    assert isinstance(REGISTRY[task_type].balance, NumericAnswer) == (answer.numeric_answer is not None)
 
 
 @pytest.mark.parametrize(
@@ -134,11 +155,11 @@ def test_cases_cover_every_task_type():
     ],
 )
 def test_ambiguous_questions_are_not_clear(facts, task_type, spec):
-    assert not evaluate_spec(task_type, spec, facts, TaskConfig()).clear
+    assert not evaluate_spec(task_type, spec, facts, TaskSettings()).clear
 
 
 def test_duplicate_labels_are_not_named(facts):
-    assert nameable_objects(facts, TaskConfig()) == [0, 1, 2, 3]
+    assert nameable_objects(facts, TaskSettings()) == [0, 1, 2, 3]
 
 
 def test_generation_is_deterministic_and_clear(facts, tmp_path):
@@ -146,17 +167,17 @@ def test_generation_is_deterministic_and_clear(facts, tmp_path):
         path = tmp_path / f"{camera.frame_index}.jpg"
         Image.new("RGB", (64, 48), "gray").save(path)
         facts.cameras[camera.frame_index] = CameraFact(camera.frame_index, camera.pose, K, 64, 48, str(path))
-    first = generate_tasks(facts, TaskConfig(max_tasks_per_type=2))
-    second = generate_tasks(facts, TaskConfig(max_tasks_per_type=2))
+    first = generate_tasks(facts, TaskSettings(max_tasks_per_type=2))
+    second = generate_tasks(facts, TaskSettings(max_tasks_per_type=2))
     assert [t.task_id for t in first] == [t.task_id for t in second]
     assert all(t.answer.clear for t in first)
-    frame = tasks_to_frame(first, facts, TaskConfig())
+    frame = tasks_to_frame(first, facts, TaskSettings())
     assert check_frame(frame, DgeTasks).passed
     row = frame.filter(frame["task_type"] == "camera_camera_elevation").row(0, named=True)
     assert row["answer"] == "ABCD"[row["answer_index"]]
     assert json.loads(row["facts"])["spec"]["frames"] == row["frame_indices"]
     assert row["images"][0]["path"] == f"scene_x/{row['frame_indices'][0]}.jpg"
-    small = tasks_to_frame(first[:1], facts, TaskConfig(image_max_side=32))
+    small = tasks_to_frame(first[:1], facts, TaskSettings(image_max_side=32))
     assert decode_image(small["images"][0][0]).size == (32, 24)  # re-encoded within 32 px
 
 
@@ -169,4 +190,4 @@ def test_stable_helpers():
 
 def test_unknown_task_type_is_rejected():
     with pytest.raises(ValueError, match="unknown DGE task types"):
-        TaskConfig(task_types=("object_count", "object_colour"))
+        TaskSettings(task_types=["object_count", "object_colour"])

@@ -1,0 +1,179 @@
+"""What the task types read about one scene: objects, cameras, per-frame visibility and the room.
+
+:class:`SceneFacts` is built from the ``scene_geometry``, ``frame_visibility`` and ``rgbd_frames``
+tables for a scanned scene (:func:`scene_facts_from_tables`), from one image's estimated depth in
+single-image mode, or from a synthetic world's exact truth to audit answers.
+
+Conventions (gravity-aligned frame: metres, ``z`` up; OpenCV cameras): an object's position is its
+centroid (the centre of its oriented box); a camera's heading is its viewing direction projected
+onto the floor.
+
+>>> pose = np.eye(4); pose[:3, :3] = [[1, 0, 0], [0, 0, 1], [0, -1, 0]]
+>>> CameraFact(frame_index=0, pose=pose, intrinsics=np.eye(3), width=64, height=48).heading.tolist()
+[0.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+
+@dataclass(frozen=True)
+class ObjectFact:
+    """An object's label, centroid and oriented-box extents ``(length, width, height)``, length >= width."""
+
+    object_id: int
+    label: str
+    centroid: np.ndarray
+    extents: np.ndarray
+
+
+def horizontal_heading(pose: np.ndarray, min_horizontal: float = 0.3) -> np.ndarray | None:
+    """A camera's viewing direction (its ``z`` axis) projected onto the floor, as a unit 2D vector.
+
+    None when the camera looks almost straight up or down (horizontal part below ``min_horizontal``).
+
+    >>> pose = np.eye(4); pose[:3, :3] = [[1, 0, 0], [0, 0, 1], [0, -1, 0]]
+    >>> horizontal_heading(pose).tolist()
+    [0.0, 1.0]
+    """
+    forward = pose[:3, 2]
+    horizontal = np.array([forward[0], forward[1]], dtype=np.float64)
+    norm = float(np.linalg.norm(horizontal))
+    return horizontal / norm if norm > min_horizontal else None
+
+
+@dataclass(frozen=True)
+class CameraFact:
+    """A frame's camera: camera-to-gravity pose, colour intrinsics and image size, and its image file."""
+
+    frame_index: int
+    pose: np.ndarray
+    intrinsics: np.ndarray
+    width: int
+    height: int
+    color_path: str | None = None
+
+    @property
+    def position(self) -> np.ndarray:
+        """Camera centre."""
+        return self.pose[:3, 3]
+
+    @property
+    def heading(self) -> np.ndarray | None:
+        """Unit viewing direction projected onto the floor (None when looking almost straight up or down)."""
+        return horizontal_heading(self.pose)
+
+    def to_camera(self, point: np.ndarray) -> np.ndarray:
+        """A gravity-frame point in camera coordinates."""
+        rotation = self.pose[:3, :3]
+        return rotation.T @ (np.asarray(point) - self.pose[:3, 3])
+
+
+@dataclass(frozen=True)
+class SeenFact:
+    """What a frame shows of an object: unoccluded share, share inside the image, canonical box."""
+
+    visibility: float
+    in_frame: float
+    bbox: tuple[int, int, int, int] | None
+
+    @property
+    def visible_fraction(self) -> float:
+        """Share of the object visible in the image (unoccluded and inside)."""
+        return self.visibility * self.in_frame
+
+
+@dataclass
+class SceneFacts:
+    """Everything the task types read about one scene."""
+
+    scene_id: str
+    objects: dict[int, ObjectFact]
+    cameras: dict[int, CameraFact]
+    seen: dict[tuple[int, int], SeenFact]
+    room_area_m2: float | None
+    unmeasured_labels: set[str] = field(default_factory=set)
+    geometry_source: str = "scanned"
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def seen_in(self, frame_index: int, object_id: int) -> SeenFact | None:
+        """The visibility of ``object_id`` in ``frame_index`` (None when not in view)."""
+        return self.seen.get((frame_index, object_id))
+
+
+def room_area(geometry_row: Mapping[str, Any], min_rectangularity: float = 0.95) -> float | None:
+    """The room's floor area for questions, or None when the geometry does not pin it down.
+
+    A footprint that fills at least ``min_rectangularity`` of its minimum-area rectangle is a
+    rectangular room (corners no camera saw shave a little off the hull): its area is the
+    rectangle's. Other footprints (L-shaped rooms, rooms seen only in part) and scans whose floor
+    was not found give no answer.
+
+    >>> room_area({"room_length_m": 6.0, "room_width_m": 5.0, "room_area_m2": 29.5, "floor_source": "ransac"})
+    30.0
+    >>> room_area({"room_length_m": 6.0, "room_width_m": 5.0, "room_area_m2": 24.0, "floor_source": "ransac"}) is None
+    True
+    """
+    rectangle = float(geometry_row["room_length_m"]) * float(geometry_row["room_width_m"])
+    if geometry_row["floor_source"] != "ransac" or rectangle <= 0:
+        return None
+    if float(geometry_row["room_area_m2"]) / rectangle < min_rectangularity:
+        return None
+    return rectangle
+
+
+def scene_facts_from_tables(
+    geometry_row: Mapping[str, Any],
+    visibility: pl.DataFrame,
+    frames: pl.DataFrame,
+    min_room_rectangularity: float = 0.95,
+) -> SceneFacts:
+    """Facts of a scanned scene from its ``scene_geometry`` row, ``frame_visibility`` rows and ``rgbd_frames`` rows."""
+    scene_id = str(geometry_row["scene_id"])
+    world_to_gravity = np.asarray(geometry_row["world_to_gravity"], dtype=np.float64).reshape(4, 4)
+    objects = {
+        int(item["object_id"]): ObjectFact(
+            object_id=int(item["object_id"]),
+            label=str(item["label"]),
+            centroid=np.asarray(item["centroid"], dtype=np.float64),
+            extents=np.asarray(item["obb_extents"], dtype=np.float64),
+        )
+        for item in geometry_row["objects"]
+    }
+    used = {int(index) for index in geometry_row["used_frames"]}
+    cameras = {}
+    for row in frames.filter(pl.col("scene_id") == scene_id).iter_rows(named=True):
+        index = int(row["frame_index"])
+        if index not in used:
+            continue
+        pose = world_to_gravity @ np.asarray(row["pose"], dtype=np.float64).reshape(4, 4)
+        cameras[index] = CameraFact(
+            frame_index=index,
+            pose=pose,
+            intrinsics=np.asarray(row["color_intrinsics"], dtype=np.float64).reshape(3, 3),
+            width=int(row["color_width"]),
+            height=int(row["color_height"]),
+            color_path=str(row["color_path"]),
+        )
+    seen = {}
+    for row in visibility.filter(pl.col("scene_id") == scene_id).iter_rows(named=True):
+        seen[(int(row["frame_index"]), int(row["object_id"]))] = SeenFact(
+            visibility=float(row["visibility_ratio"]),
+            in_frame=float(row["in_frame_ratio"]),
+            bbox=None if row["bbox"] is None else tuple(int(v) for v in row["bbox"]),
+        )
+    return SceneFacts(
+        scene_id=scene_id,
+        objects=objects,
+        cameras=cameras,
+        seen=seen,
+        room_area_m2=room_area(geometry_row, min_room_rectangularity),
+        unmeasured_labels={str(item["label"]) for item in geometry_row["dropped_objects"]},
+        geometry_source=str(geometry_row.get("geometry_source", "scanned")),
+    )
