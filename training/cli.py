@@ -4,7 +4,7 @@ Usage::
 
     spatial-train grpo --config training/recipes/spatialcore_8b.yaml [--max_steps 100 ...]
     spatial-train grpo --config RECIPE --resume_from_checkpoint last      # or a checkpoint folder
-    spatial-train sft  --config training/recipes/spatialcore_sft.yaml
+    spatial-train sft  --config training/recipes/spatialcore_sft_8b.yaml
     accelerate launch --config_file training/recipes/accelerate/zero3_8gpu.yaml \\
         -m training.cli grpo --config training/recipes/spatialcore_8b.yaml
 

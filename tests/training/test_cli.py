@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,14 @@ from training.testing import (
     scripted_generation,
 )
 
-RECIPES = sorted(path for path in Path("training/recipes").rglob("*.yaml") if "accelerate" not in path.parts)
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+RECIPES_DIR = REPOSITORY_ROOT / "training" / "recipes"
+RECIPES = sorted(path for path in RECIPES_DIR.rglob("*.yaml") if "accelerate" not in path.parts)
+SPATIALCORE_8B = str(RECIPES_DIR / "spatialcore_8b.yaml")
+SMOKE = str(RECIPES_DIR / "smoke.yaml")
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=[str(path) for path in RECIPES])
+@pytest.mark.parametrize("recipe", RECIPES, ids=[str(path.relative_to(REPOSITORY_ROOT)) for path in RECIPES])
 def test_every_recipe_parses(recipe):
     parser = make_sft_parser() if "sft" in recipe.name else make_grpo_parser()
     script_args, training_args, model_args = parser.parse_args_and_config(
@@ -33,7 +38,7 @@ def test_every_recipe_parses(recipe):
 
 def test_spatialcore_recipe_is_table_4():
     script_args, args, model_args = make_grpo_parser().parse_args_and_config(
-        ["--config", "training/recipes/spatialcore_8b.yaml", "--use_cpu", "true"]
+        ["--config", SPATIALCORE_8B, "--use_cpu", "true"]
     )
     assert (args.num_generations, args.gradient_accumulation_steps, args.max_completion_length) == (
         4,
@@ -55,7 +60,7 @@ def test_spatialcore_recipe_is_table_4():
 
 def test_command_line_overrides_the_recipe():
     _, args, _ = make_grpo_parser().parse_args_and_config(
-        ["--config", "training/recipes/spatialcore_8b.yaml", "--use_cpu", "true", "--learning_rate", "1e-5"]
+        ["--config", SPATIALCORE_8B, "--use_cpu", "true", "--learning_rate", "1e-5"]
     )
     assert args.learning_rate == 1e-5
 
@@ -72,7 +77,7 @@ def _grpo(model_dir, data_root, output_dir, *extra):
         [
             "grpo",
             "--config",
-            "training/recipes/smoke.yaml",
+            SMOKE,
             "--model_name_or_path",
             str(model_dir),
             "--data_root",
@@ -185,7 +190,7 @@ def test_console_script_runs_the_smoke_recipe(tiny_qwen3_vl, tiny_tables, tmp_pa
         str(Path(sys.executable).with_name("spatial-train")),
         "grpo",
         "--config",
-        "training/recipes/smoke.yaml",
+        SMOKE,
         "--model_name_or_path",
         str(tiny_qwen3_vl),
         "--data_root",
@@ -212,3 +217,22 @@ def test_resolve_checkpoint_aliases(tmp_path):
     assert resolve_checkpoint(tmp_path, None) is None
     with pytest.raises(FileNotFoundError):
         resolve_checkpoint(tmp_path, str(tmp_path / "checkpoint-99"))
+
+
+DOCUMENTED_RECIPE = re.compile(r"training/recipes/[\w/]+\.yaml")
+
+
+def test_every_recipe_the_trainer_docs_name_exists():
+    """Usage lines in the trainer's docstrings, READMEs and recipe headers name real recipe files."""
+    documents = [REPOSITORY_ROOT / "README.md"] + [
+        path
+        for path in sorted((REPOSITORY_ROOT / "training").rglob("*"))
+        if path.suffix in (".py", ".md", ".yaml")
+    ]
+    missing = [
+        f"{document.relative_to(REPOSITORY_ROOT)}: {name}"
+        for document in documents
+        for name in DOCUMENTED_RECIPE.findall(document.read_text(encoding="utf-8"))
+        if not (REPOSITORY_ROOT / name).is_file()
+    ]
+    assert not missing, "\n".join(missing)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +18,8 @@ from training.rewards import score_spatialcore
 from training.rewards.parsing import parse_spatialcore
 from training.sft import SpatialSFTArguments, build_sft_frame, build_sft_targets, build_sft_trainer
 from training.testing import tiny_training_frames
+
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "training" / "recipes"
 
 ROW = {
     "question": "Where is the red chair relative to the blue lamp?",
@@ -108,7 +111,7 @@ def test_sft_cli_adapter_initialises_grpo(tiny_qwen3_vl, tiny_tables, tmp_path):
         [
             "sft",
             "--config",
-            "training/recipes/smoke_sft.yaml",
+            str(RECIPES_DIR / "smoke_sft.yaml"),
             "--model_name_or_path",
             str(tiny_qwen3_vl),
             "--data_root",
@@ -129,7 +132,7 @@ def test_sft_cli_adapter_initialises_grpo(tiny_qwen3_vl, tiny_tables, tmp_path):
         [
             "grpo",
             "--config",
-            "training/recipes/smoke.yaml",
+            str(RECIPES_DIR / "smoke.yaml"),
             "--model_name_or_path",
             str(tiny_qwen3_vl),
             "--data_root",
