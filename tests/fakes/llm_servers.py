@@ -436,98 +436,140 @@ def _error_body(protocol: str, status: int, message: str) -> dict:
 
 
 def _make_handler(server: LoopbackLLMServer) -> type[BaseHTTPRequestHandler]:
+    """A request-handler class bound to `server` (the HTTP server builds one handler per request)."""
     expected_path = "/v1/chat/completions" if server.protocol == "openai" else "/v1/messages"
+    return type("Handler", (_LoopbackHandler,), {"loopback": server, "expected_path": expected_path})
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # no 40 ms stall between the header and body segments
 
-        def log_message(self, format: str, *args: Any) -> None:
-            logger.debug("loopback %s: " + format, server.protocol, *args)
+class _LoopbackHandler(BaseHTTPRequestHandler):
+    """Answers one POST for the bound `loopback` server: checks, then a fault or the responder's answer."""
 
-        def _send(
-            self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms stall between the header and body segments
+    loopback: LoopbackLLMServer
+    expected_path: str
 
-        def _send_json(self, status: int, document: dict, headers: dict[str, str] | None = None) -> None:
-            self._send(status, json.dumps(document).encode("utf-8"), "application/json", headers)
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("loopback %s: " + format, self.loopback.protocol, *args)
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else None
-            except json.JSONDecodeError:
-                body = None
-            headers = {name.lower(): value for name, value in self.headers.items()}
-            recorded = RecordedRequest(self.path, headers, body, time.monotonic())
-            fault = server._admit(recorded)
-            try:
-                self._respond(recorded, body, headers, fault)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-            finally:
-                server._release()
+    def _send(
+        self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
 
-        def _respond(
-            self, recorded: RecordedRequest, body: dict | None, headers: dict[str, str], fault: Fault | None
-        ) -> None:
-            if server.latency_s:
-                time.sleep(server.latency_s)
-            if self.path.split("?")[0] != expected_path:
-                self._send_json(404, _error_body(server.protocol, 404, f"unknown path {self.path}"))
-                return
-            if body is None:
-                self._send_json(400, _error_body(server.protocol, 400, "request body is not JSON"))
-                return
-            if server.api_key is not None and server._received_key(headers) != server.api_key:
-                self._send_json(401, _error_body(server.protocol, 401, "invalid API key"))
-                return
-            if fault is not None and self._apply_fault(fault, headers):
-                return
-            self._send_json(200, server._answer_body(body))
+    def _send_json(self, status: int, document: dict, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(document).encode("utf-8"), "application/json", headers)
 
-        def _apply_fault(self, fault: Fault, headers: dict[str, str]) -> bool:
-            """Send the faulty answer; returns False when the fault only delays a normal answer."""
-            if fault.kind in ("rate_limit", "server_error"):
-                extra = {} if fault.retry_after_s is None else {"Retry-After": f"{fault.retry_after_s:g}"}
-                message = "rate limit exceeded" if fault.status == 429 else "internal server error"
-                self._send_json(fault.status, _error_body(server.protocol, fault.status, message), extra)
-                return True
-            if fault.kind == "http_error":
-                self._send_json(fault.status, _error_body(server.protocol, fault.status, fault.body))
-                return True
-            if fault.kind == "echo_key_error":
-                message = f"Incorrect API key provided: {server._received_key(headers)}"
-                self._send_json(fault.status, _error_body(server.protocol, fault.status, message))
-                return True
-            if fault.kind == "timeout":
-                time.sleep(fault.delay_s)
-                return False
-            if fault.kind == "truncated":
-                payload = json.dumps(_openai_completion({}, "x" * 200)).encode("utf-8")
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload[: len(payload) // 2])
-                self.wfile.flush()
-                self.close_connection = True
-                self.connection.shutdown(2)
-                return True
-            if fault.kind == "non_json":
-                self._send(200, fault.body.encode("utf-8"), fault.content_type)
-                return True
+    def _send_error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._send_json(status, _error_body(self.loopback.protocol, status, message), headers)
+
+    def _read_body(self) -> dict | None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            return None
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        recorded = RecordedRequest(self.path, headers, body, time.monotonic())
+        fault = self.loopback._admit(recorded)
+        try:
+            self._respond(body, headers, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            self.loopback._release()
+
+    def _refusal(self, body: dict | None, headers: dict[str, str]) -> tuple[int, str] | None:
+        """The status and message of a request the server refuses (wrong path, no JSON, wrong key)."""
+        if self.path.split("?")[0] != self.expected_path:
+            return 404, f"unknown path {self.path}"
+        if body is None:
+            return 400, "request body is not JSON"
+        if (
+            self.loopback.api_key is not None
+            and self.loopback._received_key(headers) != self.loopback.api_key
+        ):
+            return 401, "invalid API key"
+        return None
+
+    def _respond(self, body: dict | None, headers: dict[str, str], fault: Fault | None) -> None:
+        if self.loopback.latency_s:
+            time.sleep(self.loopback.latency_s)
+        refusal = self._refusal(body, headers)
+        if refusal is not None:
+            self._send_error(*refusal)
+            return
+        if fault is not None and self._apply_fault(fault, headers):
+            return
+        self._send_json(200, self.loopback._answer_body(body))
+
+    def _apply_fault(self, fault: Fault, headers: dict[str, str]) -> bool:
+        """Send the faulty answer; returns False when the fault only delays a normal answer."""
+        if fault.kind == "timeout":
+            time.sleep(fault.delay_s)
+            return False
+        sender = _FAULT_SENDERS.get(fault.kind)
+        if sender is None:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
+        sender(self, fault, headers)
+        return True
 
-    return Handler
+
+def _send_status_fault(handler: _LoopbackHandler, fault: Fault, headers: dict[str, str]) -> None:
+    """429 or 5xx, with `Retry-After` when the fault sets one."""
+    extra = {} if fault.retry_after_s is None else {"Retry-After": f"{fault.retry_after_s:g}"}
+    message = "rate limit exceeded" if fault.status == 429 else "internal server error"
+    handler._send_error(fault.status, message, extra)
+
+
+def _send_http_error(handler: _LoopbackHandler, fault: Fault, headers: dict[str, str]) -> None:
+    """Any status with the fault's message."""
+    handler._send_error(fault.status, fault.body)
+
+
+def _send_echo_key_error(handler: _LoopbackHandler, fault: Fault, headers: dict[str, str]) -> None:
+    """An error that repeats the API key the client sent."""
+    handler._send_error(
+        fault.status, f"Incorrect API key provided: {handler.loopback._received_key(headers)}"
+    )
+
+
+def _send_truncated(handler: _LoopbackHandler, fault: Fault, headers: dict[str, str]) -> None:
+    """A 200 announcing the full length, then half the body and a closed connection."""
+    payload = json.dumps(_openai_completion({}, "x" * 200)).encode("utf-8")
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload[: len(payload) // 2])
+    handler.wfile.flush()
+    handler.close_connection = True
+    handler.connection.shutdown(2)
+
+
+def _send_non_json(handler: _LoopbackHandler, fault: Fault, headers: dict[str, str]) -> None:
+    """A 200 whose body is not JSON."""
+    handler._send(200, fault.body.encode("utf-8"), fault.content_type)
+
+
+_FAULT_SENDERS: dict[str, Callable[[_LoopbackHandler, Fault, dict[str, str]], None]] = {
+    "rate_limit": _send_status_fault,
+    "server_error": _send_status_fault,
+    "http_error": _send_http_error,
+    "echo_key_error": _send_echo_key_error,
+    "truncated": _send_truncated,
+    "non_json": _send_non_json,
+}
 
 
 # -- pytest fixtures ----------------------------------------------------------------------------------
