@@ -15,6 +15,7 @@ is timed directly too, since step-to-step noise on a shared CPU is several perce
 
     python benchmarks/bench_confidence_overhead.py                       # small model on the CPU
     python benchmarks/bench_confidence_overhead.py --size 4b --device cuda --completion-tokens 512 --steps 2
+    python benchmarks/bench_confidence_overhead.py --tiny     # smoke run: 2-layer model, one step each
 
 `--size 4b` builds a Qwen3-VL-4B-shaped model (36 layers, hidden 2560, vocabulary 151,936) with
 random weights; peak memory is `torch.cuda.max_memory_allocated` on a GPU and the process's peak
@@ -86,6 +87,39 @@ SMALL_VISION = {
 }
 
 
+TINY_TEXT = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 1024,
+    "rope_parameters": {
+        "rope_type": "default",
+        "rope_theta": 500000.0,
+        "mrope_section": [2, 3, 3],
+        "mrope_interleaved": True,
+    },
+}
+TINY_VISION = {
+    "depth": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_heads": 2,
+    "out_hidden_size": 64,
+    "num_position_embeddings": 64,
+    "deepstack_visual_indexes": [1],
+}
+MODEL_SHAPES = {
+    "tiny": (TINY_TEXT, TINY_VISION),
+    "small": (SMALL_TEXT, SMALL_VISION),
+    "4b": (QWEN3_VL_4B_TEXT, QWEN3_VL_4B_VISION),
+}
+TINY = {"size": "tiny", "batch": 4, "generations": 2, "completion_tokens": 48, "steps": 1}
+"""Defaults under `--tiny` (explicit flags still win)."""
+
+
 def _lengthen(completion: str, tokenizer, target_tokens: int) -> str:
     """Pad the reasoning of a scripted completion (before `</think>`) to about `target_tokens` tokens."""
     filler = " The chair stands left of the lamp, closer to the camera."
@@ -143,9 +177,7 @@ def run_child(arguments) -> None:
     image_size = (448, 336) if arguments.size == "4b" else (64, 48)
     write_tiny_training_tables(workdir / "data", rows=16, image_size=image_size)
 
-    text, vision = (
-        (QWEN3_VL_4B_TEXT, QWEN3_VL_4B_VISION) if arguments.size == "4b" else (SMALL_TEXT, SMALL_VISION)
-    )
+    text, vision = MODEL_SHAPES[arguments.size]
     special = {
         "image_token_id": "<|image_pad|>",
         "video_token_id": "<|video_pad|>",
@@ -268,7 +300,7 @@ def run_child(arguments) -> None:
 
 def _run(arguments, child: str, folder: str) -> dict | None:
     result_path = Path(folder) / f"{child}.json"
-    options = {key: value for key, value in vars(arguments).items() if key not in ("child", "result")}
+    options = {key: value for key, value in vars(arguments).items() if key not in ("child", "result", "tiny")}
     command = [sys.executable, __file__, "--child", child, "--result", str(result_path)]
     command += [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
     logger.info("run: %s", child)
@@ -317,7 +349,7 @@ def orchestrate(arguments) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", choices=["small", "4b"], default="small")
+    parser.add_argument("--size", choices=list(MODEL_SHAPES), default="small")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--batch", type=int, default=8, help="completions per step")
     parser.add_argument("--generations", type=int, default=4)
@@ -325,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6, help="measured steps per configuration")
     parser.add_argument("--child", choices=["interleaved", "with", "without"], help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(**TINY)
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if arguments.child:

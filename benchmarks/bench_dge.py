@@ -6,6 +6,7 @@ object-point sources ``mesh`` (the default when a scan has a segmented mesh) and
 ``instance_masks`` (fused frame points). Target: at most 10 s per scene on 2 cores.
 
     .venv/bin/python benchmarks/bench_dge.py [--frames 50] [--width 640] [--height 480] [--repeats 3]
+    .venv/bin/python benchmarks/bench_dge.py --tiny    # smoke run: 3 frames at 160x120, one repeat
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from readers.scannet import read_scannet
 
 logger = logging.getLogger("bench_dge")
 
+TINY = {"frames": 3, "width": 160, "height": 120, "repeats": 1}
+"""Defaults under `--tiny` (explicit flags still win)."""
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -46,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=Path(tempfile.gettempdir()) / "bench_dge",
         help="where the scene is cached",
     )
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(**TINY)
     return parser.parse_args(argv)
 
 

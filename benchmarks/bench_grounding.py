@@ -11,6 +11,7 @@ Usage::
 
     python benchmarks/bench_grounding.py [--images 32] [--batch-sizes 1 8] [--size 320 240] [--threads 1]
     python benchmarks/bench_grounding.py --full-size --device cuda --images 256 --batch-sizes 1 8 32 --dtype float16
+    python benchmarks/bench_grounding.py --tiny    # smoke run: 4 small images, batches 1 and 2, one repeat
 
 Prints one line per batch size and a JSON summary on the last line.
 """
@@ -36,6 +37,9 @@ from assets.grounding.detector import (
 )
 
 logger = logging.getLogger("bench_grounding")
+
+TINY = {"images": 4, "batch_sizes": [1, 2], "size": [64, 48], "repeats": 1}
+"""Defaults under `--tiny` (explicit flags still win)."""
 
 PHRASES = [
     ["red box", "green plant", "orange chair"],
@@ -86,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per batch size (best kept)")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(**TINY)
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
 

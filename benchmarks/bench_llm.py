@@ -8,10 +8,12 @@ Two figures (targets from the SpatialCORE pseudo-GT issue):
 2. A fully cached rebuild: `--cached-rows` requests whose answers are all in the SQLite cache go through
    `LLMClient.run_batch` (keys, batched lookups, results). Target: at least 10,000 rows per second.
 
-The server runs in a separate process (`tests/fakes/llm_servers.py`), as a real endpoint would.
+The server runs in a separate process (the script `tests/fakes/llm_servers.py`, started by path),
+as a real endpoint would.
 
     python benchmarks/bench_llm.py
     python benchmarks/bench_llm.py --latency 0.2 --concurrency 32 --requests 1600 --cached-rows 10000
+    python benchmarks/bench_llm.py --tiny        # seconds-long smoke run (explicit flags still win)
 """
 
 from __future__ import annotations
@@ -23,14 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-if str(REPOSITORY_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPOSITORY_ROOT))
-
 from llm import LLMClient, LLMClientConfig, LLMRequest
 from llm.cache import CachedResponse
 from llm.records import TokenUsage
 
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"
 PHRASES_SCHEMA = {
     "type": "object",
@@ -38,6 +37,8 @@ PHRASES_SCHEMA = {
     "required": ["phrases"],
     "properties": {"phrases": {"type": "array", "items": {"type": "string"}}},
 }
+TINY = {"latency": 0.02, "concurrency": 4, "requests": 16, "cached_rows": 50}
+"""Defaults under `--tiny`: a smoke run of a few seconds."""
 SYSTEM_PROMPT = (
     "Extract the physical objects and persons mentioned in the question and the options. Keep modifiers that "
     "tell instances apart; drop directions, distances and other non-visual words."
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", action="store_true", help="show the progress bar in the cached rebuild")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-cached", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(**TINY)
     arguments = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_llm_") as directory:
         if not arguments.skip_throughput:

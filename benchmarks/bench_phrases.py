@@ -9,9 +9,12 @@ answers parsed, the shared filter applied and the table built.
 2. A fully cached rebuild of 10,000 questions (every answer already in the SQLite cache, the server
    unreachable): target at least 10,000 rows/s.
 
+The server runs in a separate process (the script `tests/fakes/llm_servers.py`, started by path).
+
 Usage::
 
     python benchmarks/bench_phrases.py [--latency 0.2] [--concurrency 32] [--questions 1600] [--cached-rows 10000]
+    python benchmarks/bench_phrases.py --tiny    # seconds-long smoke run (explicit flags still win)
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ from pathlib import Path
 
 import polars as pl
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"
-
 from assets.grounding.phrases import PhraseSettings, build_phrase_request, extract_object_phrases
 from llm import LLMClient, LLMClientConfig
 from llm.cache import CachedResponse
 from llm.records import TokenUsage
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"
+TINY = {"latency": 0.02, "concurrency": 4, "questions": 16, "cached_rows": 50}
+"""Defaults under `--tiny`: a smoke run of a few seconds."""
 
 TEMPLATES = [
     (
@@ -179,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=1600, help="questions in the throughput run")
     parser.add_argument("--cached-rows", type=int, default=10_000, help="questions in the cached rebuild")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(**TINY)
     arguments = parser.parse_args(argv)
     summary = {}
     with tempfile.TemporaryDirectory() as scratch:

@@ -9,6 +9,7 @@ Each reward is called through its trainer-facing function in GRPO-sized batches.
 Usage::
 
     python benchmarks/bench_rewards.py [--completions 4096] [--batch-size 64] [--repeats 3]
+    python benchmarks/bench_rewards.py --tiny    # seconds-long smoke run (explicit flags still win)
 
 Target: under 1 ms per completion (> 1,000 completions/s) for every reward.
 """
@@ -42,6 +43,8 @@ WORDS = (
 LABELS = ["black sedan", "traffic light", "red cup", "wooden chair", "person in blue", "white table", "lamp"]
 # Qwen-like pre-tokenisation: single digits, words with a leading space, punctuation runs, spaces.
 TOKEN_PATTERN = re.compile(r"\d| ?[A-Za-z]+| ?[^\sA-Za-z\d]+|\s+")
+TINY = {"completions": 32, "batch_size": 16, "repeats": 1, "reasoning_chars": 400}
+"""Defaults under `--tiny`: a smoke run of a few seconds."""
 
 
 def random_box(rng: random.Random, scale: int = 1000) -> list[int]:
@@ -171,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed repetitions (best is reported)")
     parser.add_argument("--reasoning-chars", type=int, default=4000, help="SpatialCORE reasoning length")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(**TINY)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     rng = random.Random(args.seed)

@@ -1,0 +1,132 @@
+"""Every benchmark script runs at its `--tiny` sizes, exits 0 and prints its figures.
+
+The scripts run as a user runs them (a subprocess, `python benchmarks/<script>.py --tiny`) from a
+folder outside the repository. Nothing here checks a speed: the figures of a shared machine say
+nothing in a smoke run; what is checked is that each figure is printed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+def _json_last_line(keys: set[str]):
+    def check(stdout: str) -> None:
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        assert keys <= set(summary), f"the summary lacks {keys - set(summary)}"
+
+    return check
+
+
+# script -> (extra flags, figures that must appear in stdout, extra check of stdout or None)
+CASES = {
+    "bench_llm": (
+        [],
+        [
+            rf"throughput: 16 requests, .*: {NUMBER} s, {NUMBER} req/s = {NUMBER}% of the ideal",
+            rf"cached rebuild: 50 rows: {NUMBER} s, {NUMBER} rows/s",
+        ],
+        None,
+    ),
+    "bench_phrases": (
+        [],
+        [
+            rf"stage throughput: 16 questions, .*{NUMBER} questions/s",
+            rf"stage cached rebuild: 50 questions: {NUMBER} s, {NUMBER} rows/s",
+        ],
+        _json_last_line({"questions_per_second", "share_of_ideal", "cached_rows_per_second"}),
+    ),
+    "bench_rewards": (
+        [],
+        [
+            rf"^{re.escape(name)}\s+{NUMBER}\s+{NUMBER}$"
+            for name in (
+                "spatialcore_reward",
+                "spatialcore_reward + box_entropies",
+                "spatialthinker_reward",
+                "dge_reward",
+            )
+        ],
+        None,
+    ),
+    "bench_grounding": (
+        [],
+        [rf"batch\s+1: +{NUMBER} images/s", rf"batch\s+2: +{NUMBER} images/s"],
+        _json_last_line({"images_per_second", "speedup_over_batch_1", "parameters"}),
+    ),
+    "bench_sample_world": (
+        [],
+        [
+            rf"^world +{NUMBER} s +{NUMBER} views/s +{NUMBER} MB",
+            rf"^one 3-frame 160x120 scene +{NUMBER} s +{NUMBER} views/s",
+        ],
+        None,
+    ),
+    "bench_dge": (
+        ["--work-dir", "{tmp_path}"],
+        [
+            rf"^mesh +scene_geometry +{NUMBER} s \+ frame_visibility +{NUMBER} s = +{NUMBER} s per scene",
+            rf"^instance_masks +scene_geometry +{NUMBER} s \+ frame_visibility +{NUMBER} s",
+        ],
+        None,
+    ),
+    "bench_confidence_overhead": (
+        [],
+        [
+            rf"^without confidence +{NUMBER} +{NUMBER} +{NUMBER}$",
+            rf"^with confidence +{NUMBER} +{NUMBER} +{NUMBER}$",
+            rf"^step-time ratio +{NUMBER} wall",
+            rf"^peak-memory ratio {NUMBER}",
+        ],
+        None,
+    ),
+}
+SLOW = {"bench_grounding", "bench_confidence_overhead"}  # over ~10 s at tiny sizes on 2 shared cores
+
+
+def _scripts() -> list[str]:
+    return sorted(path.stem for path in BENCHMARKS.glob("bench_*.py"))
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else []) for name in sorted(CASES)],
+)
+def test_script_runs_at_tiny_sizes_and_prints_its_figures(script, tmp_path):
+    flags, figures, check = CASES[script]
+    command = [sys.executable, str(BENCHMARKS / f"{script}.py"), "--tiny"]
+    command += [flag.format(tmp_path=tmp_path) for flag in flags]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for figure in figures:
+        assert re.search(figure, result.stdout, flags=re.MULTILINE), f"no {figure!r} in:\n{result.stdout}"
+    if check is not None:
+        check(result.stdout)
+
+
+def test_every_script_has_a_smoke_run():
+    assert _scripts() == sorted(CASES)
+
+
+@pytest.mark.parametrize("script", _scripts())
+def test_script_has_a_tiny_mode_and_leaves_sys_path_alone(script):
+    source = (BENCHMARKS / f"{script}.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    assert ast.get_docstring(tree), f"{script} has no module docstring"
+    assert '"--tiny"' in source, f"{script} has no --tiny flag"
+    attributes = {
+        f"{node.value.id}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    }
+    assert "sys.path" not in attributes, f"{script} edits sys.path; the project is installed"
