@@ -117,12 +117,8 @@ class TestParseSpatialCore:
             ("r</think>A</think>B", False, None, False),  # two </think>: no answer
             ("r</think>", False, None, False),  # nothing after </think>
             ("r</think>\n\n C \n", False, "C", True),  # whitespace around the letter
-            (
-                "r</think>C. option text",
-                False,
-                "C",
-                False,
-            ),  # letter with option text: answer, not single token
+            ("r</think>C. option text", False, None, False),  # letter with option text: no single answer
+            ("r</think>c", False, "C", True),  # either case, upper-cased
             ("r</think>The answer is C", False, None, False),  # prose after </think>
         ],
     )

@@ -76,8 +76,10 @@ class TestSpatialCoreReward:
                 PSEUDO_GT,
                 1.15 + 0.05 + PERFECT_F2,
             ),
-            # answer letter with option text: answer counts, format does not (not a single token)
-            (spatialcore_completion([SEDAN, LIGHT], "A. Yes"), PSEUDO_GT, 1.0 + PERFECT_F2),
+            # answer letter with option text: not the single answer token, so no answer and no format
+            (spatialcore_completion([SEDAN, LIGHT], "A. Yes"), PSEUDO_GT, 0.3 * PERFECT_F2),
+            # a lower-case letter alone is the answer (the reference reads it case-insensitively)
+            (spatialcore_completion([SEDAN, LIGHT], "a"), PSEUDO_GT, 1.25 + PERFECT_F2),
             # a letter beyond the options is no answer
             (spatialcore_completion([SEDAN, LIGHT], "C"), PSEUDO_GT, 0.3 * PERFECT_F2),
             # two </think>: no answer, no format

@@ -3,8 +3,10 @@
 Completions use ``<think>...</think><answer>...</answer>``. The answer is an option letter for
 multiple-choice rows (``options`` non-empty) and a number with an optional unit for numeric rows.
 
-* Multiple choice: accuracy 1 when the letter (``"B"``, ``"(B)"``, ``"B. text"``) equals the gold
-  ``answer`` letter, else 0.
+* Multiple choice: accuracy 1 when the ``<answer>`` names the gold option: its letter (``"B"``,
+  ``"(B)"``, ``"B."``, either case) and, when text follows the letter (``"B. right"``), that option's
+  text; else 0. The grammar is :func:`~training.rewards.parsing.read_choice_answer`, the same as
+  SpatialThinker's (tabled in ``training/rewards/README.md``).
 * Numeric: mean relative accuracy as in VSI-Bench,
   ``MRA = 1/10 sum_{theta in {0.50, 0.55, ..., 0.95}} 1[ |y_hat - y| / |y| < 1 - theta ]``, after the
   predicted unit (m, cm, mm, km, ft, in, yd; m^2 / sq m, cm^2, ft^2; degrees, rad) is converted to
@@ -27,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from training.rewards.parsing import (
+    choice_answer_matches,
     gold_option_letter,
     is_allowed_letter,
     load_json,
-    parse_option_letter,
     parse_think_answer,
+    read_choice_answer,
 )
 
 logger = logging.getLogger(__name__)
@@ -309,10 +312,15 @@ def score_dge(
     problems = list(parse.problems)
     if option_list:
         gold = gold_option_letter(answer, len(option_list))
-        letter = parse_option_letter(parse.answer_text)
-        if not is_allowed_letter(letter, len(option_list)):
-            letter = None
-        accuracy = 1.0 if letter is not None and letter == gold else 0.0
+        read = read_choice_answer(parse.answer_text)
+        letter = (
+            read.letter if read is not None and is_allowed_letter(read.letter, len(option_list)) else None
+        )
+        gold_text = str(option_list["ABCDEFGHIJKLMNOPQRSTUVWXYZ".index(gold)])
+        correct = letter is not None and choice_answer_matches(read, gold, gold_text)
+        if letter is not None and read.option_text is not None and not correct and letter == gold:
+            problems.append("the option text after the letter is not that option's text")
+        accuracy = 1.0 if correct else 0.0
         has_answer = letter is not None
         kind, value = "choice", None
     else:

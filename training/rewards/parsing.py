@@ -10,7 +10,8 @@ why a completion is malformed:
       </think>B
 
   The reasoning segment is everything before the first ``</think>``. A completion without exactly
-  one ``</think>`` has no answer. Boxes after ``</think>`` are not grounding.
+  one ``</think>`` has no answer. Boxes after ``</think>`` are not grounding. The answer is one
+  option letter (either case) standing alone after ``</think>`` (:func:`read_spatialcore_answer`).
 
 * **SpatialThinker** (Qwen2.5-VL)::
 
@@ -21,6 +22,10 @@ why a completion is malformed:
   Every tag appears exactly once and in this order; ids may be multi-word (``traffic light.1``).
 
 * **Think-answer** (DGE tasks): ``<think>...</think><answer>...</answer>``.
+
+The multiple-choice ``<answer>`` of the last two is read by :func:`read_choice_answer`: an option
+letter alone, or ``(X)`` / ``X.`` / ``X)`` / ``X:`` followed by that option's text. The accepted and
+rejected forms of every grammar are tabled in ``training/rewards/README.md``.
 
 Every parser accepts any input (``None``, non-strings, adversarial text) and never raises.
 
@@ -57,11 +62,22 @@ _COORDINATE_PIECE = re.compile(r"[^,]+")
 _INTEGER = re.compile(r"\d+")
 _WORD = re.compile(r"[a-z0-9]+")
 
-# Answer letter forms: "B", "(B)", "B.", "B)", "B:", optionally followed by option text after a
+# Gold answer cells: "B", "(B)", "B.", "B)", "B:", optionally followed by option text after a
 # delimiter ("B. Go a bit right", "(B) red car"). The letter is always the leading token; letters
 # inside option text are never read.
 _BARE_LETTER = re.compile(r"([A-Z])")
 _LETTER_WITH_TEXT = re.compile(r"(?:\(([A-Z])\)|([A-Z])[.):])(?:\s.*)?", re.DOTALL)
+
+# SpatialCORE's answer: the whole text after the single </think> is one letter, either case (the public
+# reference's `</think>\s*([A-D])\s*$`, case-insensitive).
+_SPATIALCORE_ANSWER = re.compile(r"\s*([A-Za-z])\s*")
+
+# A multiple-choice <answer> (SpatialThinker, DGE): the letter alone, or "(X)" / "X." / "X)" / "X:" and then
+# optionally the option's text. Without a delimiter no text may follow, so "a bit left" is never "A".
+_CHOICE_PARENTHESIZED = re.compile(r"\(\s*([A-Za-z])\s*\)\s*(.*)", re.DOTALL)
+_CHOICE_DELIMITED = re.compile(r"([A-Za-z])[.):](?:\s+(.*))?", re.DOTALL)
+_CHOICE_BARE = re.compile(r"([A-Za-z])")
+_SPACES = re.compile(r"\s+")
 
 SPATIALTHINKER_TAGS = (
     "<observe>",
@@ -120,10 +136,11 @@ def _content_text(content: Any) -> str:
 
 
 def parse_option_letter(text: str | None) -> str | None:
-    """Read an option letter from an answer string, never from inside option text.
+    """Read the option letter of a gold answer cell, never from inside option text.
 
     Accepted: ``"B"``, ``"(B)"``, ``"B."``, ``"B)"``, ``"B:"``, and those followed by option text
-    after whitespace (``"B. Go a bit right"``). Letters must be capitals.
+    after whitespace (``"B. Go a bit right"``). Letters must be capitals. Model answers are read by
+    the grammar of their format instead (:func:`read_spatialcore_answer`, :func:`read_choice_answer`).
 
     Args:
         text (`str` or `None`): the answer string (already cut out of the completion).
@@ -171,6 +188,102 @@ def gold_option_letter(answer: Any, n_options: int) -> str:
     if not is_allowed_letter(letter, n_options):
         raise ValueError(f"gold answer {answer!r} is beyond the {n_options} options")
     return letter
+
+
+def read_spatialcore_answer(answer_text: str | None) -> str | None:
+    """The option letter of a SpatialCORE answer: the text after ``</think>`` is one letter, alone.
+
+    Either case is accepted (as the public reference's ``</think>\\s*([A-D])\\s*$`` with ``re.I``) and
+    returned upper-case; surrounding whitespace is ignored. Anything else (``"(B)"``, ``"B."``,
+    ``"B. text"``, prose) is no answer: the prompt asks for the letter and nothing else.
+
+    >>> read_spatialcore_answer(" b\\n"), read_spatialcore_answer("(B)"), read_spatialcore_answer("a bit")
+    ('B', None, None)
+    """
+    if not isinstance(answer_text, str):
+        return None
+    match = _SPATIALCORE_ANSWER.fullmatch(answer_text)
+    return match.group(1).upper() if match else None
+
+
+@dataclass(frozen=True)
+class ChoiceAnswer:
+    """A multiple-choice ``<answer>`` read by :func:`read_choice_answer`.
+
+    Attributes:
+        letter: the option letter, upper-case.
+        option_text: the option text written after the letter, stripped; ``None`` when only the
+            letter was given.
+    """
+
+    letter: str
+    option_text: str | None
+
+
+def read_choice_answer(text: str | None) -> ChoiceAnswer | None:
+    """Read a multiple-choice ``<answer>`` (SpatialThinker and DGE formats).
+
+    Accepted (letters in either case): the letter alone (``"B"``); ``"(B)"``, ``"B."``, ``"B)"``,
+    ``"B:"``; and those followed by the option's text (``"(B) red car"``, ``"B. red car"``; after
+    ``.``, ``)`` or ``:`` a space must come first). No text may follow a letter without a delimiter,
+    so ``"a bit left"`` is never read as ``A``. Whether the text is that option's text is for the
+    caller to check (:func:`choice_answer_matches`).
+
+    Returns:
+        [`ChoiceAnswer`] or `None` when the string is not one of the accepted forms.
+
+    >>> read_choice_answer("C. Turn a bit to the left")
+    ChoiceAnswer(letter='C', option_text='Turn a bit to the left')
+    >>> read_choice_answer("(c)"), read_choice_answer("A bit to the left"), read_choice_answer("A or B")
+    (ChoiceAnswer(letter='C', option_text=None), None, None)
+    """
+    if not isinstance(text, str):
+        return None
+    stripped = text.strip()
+    match = _CHOICE_PARENTHESIZED.fullmatch(stripped) or _CHOICE_DELIMITED.fullmatch(stripped)
+    if match is None:
+        match = _CHOICE_BARE.fullmatch(stripped)
+        return ChoiceAnswer(match.group(1).upper(), None) if match else None
+    option_text = (match.group(2) or "").strip()
+    return ChoiceAnswer(match.group(1).upper(), option_text or None)
+
+
+def normalize_option_text(text: str) -> str:
+    """Option text for comparison: case-folded, spaces collapsed, a final period dropped.
+
+    >>> normalize_option_text("  Turn a bit   to the LEFT. ")
+    'turn a bit to the left'
+    """
+    return _SPACES.sub(" ", text.strip().casefold()).rstrip(".").strip()
+
+
+def choice_answer_matches(
+    answer: ChoiceAnswer | None,
+    gold_letter: str,
+    gold_text: str | None,
+    *,
+    accept_letter_only: bool = True,
+) -> bool:
+    """Whether a read ``<answer>`` names the gold option.
+
+    The letter must be the gold letter. Option text written after it must be the gold option's text
+    (:func:`normalize_option_text`; an answer whose text belongs to another option contradicts
+    itself and is wrong); it is not checked when the gold text is unknown (options drawn in the
+    image). A letter without text counts when ``accept_letter_only``.
+
+    >>> gold = ("C", "Turn a bit to the left")
+    >>> choice_answer_matches(read_choice_answer("C. turn a bit to the left"), *gold)
+    True
+    >>> choice_answer_matches(read_choice_answer("(C) Turn a bit to the right"), *gold)
+    False
+    """
+    if answer is None or answer.letter != gold_letter:
+        return False
+    if answer.option_text is None:
+        return accept_letter_only
+    if gold_text is None or not gold_text.strip():
+        return True
+    return normalize_option_text(answer.option_text) == normalize_option_text(gold_text)
 
 
 def allowed_letters(n_options: int) -> str:
@@ -244,8 +357,9 @@ class SpatialCoreParse:
         n_think_close: number of ``</think>`` tags.
         truncated: no ``</think>`` at all (the rollout did not finish its reasoning).
         answer_text: text after the single ``</think>``, stripped; ``None`` without exactly one.
-        answer_letter: the option letter read from ``answer_text`` (lenient forms), or ``None``.
-        answer_is_single_letter: ``answer_text`` is exactly one capital letter.
+        answer_letter: the option letter of ``answer_text`` (:func:`read_spatialcore_answer`: one
+            letter alone, upper-cased), or ``None``.
+        answer_is_single_letter: ``answer_text`` is one letter alone (``answer_letter`` is set).
         boxes: every box entry found anywhere in the completion, in order.
         malformed_box_entries: ``"bbox_2d"`` keys in the reasoning segment that do not form a box
             entry of the grammar.
@@ -349,8 +463,10 @@ def parse_spatialcore(completion: Any) -> SpatialCoreParse:
 
     >>> parse_spatialcore("reasoning that never ends").truncated
     True
-    >>> parse_spatialcore("done</think>\\n(C)").answer_letter
+    >>> parse_spatialcore("done</think>\\nc").answer_letter
     'C'
+    >>> parse_spatialcore("done</think>(C)").answer_letter is None
+    True
     """
     text = completion_text(completion)
     problems: list[str] = []
@@ -373,8 +489,8 @@ def parse_spatialcore(completion: Any) -> SpatialCoreParse:
     else:
         answer_text = text[first_close + len(THINK_CLOSE) :].strip()
 
-    answer_letter = parse_option_letter(answer_text) if answer_text is not None else None
-    answer_is_single_letter = answer_text is not None and _BARE_LETTER.fullmatch(answer_text) is not None
+    answer_letter = read_spatialcore_answer(answer_text)
+    answer_is_single_letter = answer_letter is not None
     if answer_text is not None and not answer_is_single_letter:
         problems.append("the text after </think> is not a single answer letter")
 

@@ -1,7 +1,7 @@
 """SpatialCORE reward: answer + format + answer-gated, confidence-weighted spatial reward.
 
-Equations of the SpatialCORE paper (``/work/shared/papers/spatialcore-paper.txt``), in the terms
-of this module (``P`` valid predicted boxes of the reasoning segment, ``G`` pseudo-GT boxes):
+Equations of the SpatialCORE paper (Sec. 3.2 and Appendix A.3/A.4; the paper is not part of this
+repository), in the terms of this module (``P`` valid predicted boxes of the reasoning segment, ``G`` pseudo-GT boxes):
 
 * Eq. 3 / 12, pair score: ``R[j, k] = (w_iou * max(0, IoU(b_j, g_k) - tau) + w_label * Sim(l_j, l_k)) * v_k``
   (``Sim`` is the bag-of-words cosine of Eq. 13, :mod:`training.rewards.similarity`).
@@ -16,14 +16,17 @@ of this module (``P`` valid predicted boxes of the reasoning segment, ``G`` pseu
   pseudo-GT but no valid box, ``spatial = -min(1, missing_box_penalty * sum_k v_k)``; without
   pseudo-GT, ``spatial = 0``. The spatial reward is floored at ``-1``.
 * Eq. 9, answer: ``R_ans = 1`` when the single answer letter after the single ``</think>`` equals the
-  gold letter (the ``answer`` column, derived upstream from the integer index), else 0.
+  gold letter (the ``answer`` column, derived upstream from the integer index), else 0. The letter
+  stands alone, in either case (:func:`~training.rewards.parsing.read_spatialcore_answer`; the
+  accepted and rejected forms are tabled in ``training/rewards/README.md``); the evaluator reads it
+  with the same function.
 * Eq. 10, total: ``r = R_ans + lambda_fmt * R_fmt + attempt_bonus + lambda_s * g(R_ans) * spatial``,
   ``g(1) = 1``, ``g(0) = gamma``, the gate applied to a positive spatial reward only (a negative one is
   never softened).
 
 Format reward ``R_fmt`` in ``[0, 1]`` (paper Sec. 3.2.2: a valid reasoning segment, a single final
 answer token, a valid grounding format): 0 unless the completion has exactly one ``</think>``, no
-stray ``<think>``, and exactly one capital option letter after it; otherwise
+stray ``<think>``, and one option letter alone after it (the answer grammar above); otherwise
 ``1 - penalties``, floored at 0, where the penalties are the public reference's format checks
 expressed as fractions of its format weight 0.2: any ``bbox_2d`` after ``</think>`` (1.0), each extra
 repeat of a label (0.25, at most 0.75), each repeated identical box (0.5), and, for the "valid grounding

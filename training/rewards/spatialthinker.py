@@ -1,7 +1,7 @@
 """SpatialThinker reward: dense, lexicographically gated format -> count -> accuracy -> spatial.
 
-Terms (SpatialThinker project page, ``/work/shared/papers/spatialthinker-page.txt``, and the public
-reward code), for ``P`` predicted and ``G`` ground-truth scene objects:
+Terms (SpatialThinker project page and its public reward code; neither is part of this repository),
+for ``P`` predicted and ``G`` ground-truth scene objects:
 
 * format ``F`` in {0, 1}: the ``<observe>``, ``<scene>``, ``<think>``, ``<answer>`` blocks each appear exactly
   once and in that order, and the ``<scene>`` JSON is valid (every object has exactly ``id`` "name.N"
@@ -9,9 +9,12 @@ reward code), for ``P`` predicted and ``G`` ground-truth scene objects:
   ids, object ids are unique).
 * count ``C = 0.7 * max(0, 1 - |P - G| / max(G, 1)) + 0.3 * max(0, 1 - |P_rel - G_rel| / max(G_rel, 1))``;
   the object term alone when the ground truth has no relations.
-* accuracy ``A`` in {0, 1}: the ``<answer>`` text equals ``answer_option_text`` (case, spaces and a
-  final period ignored), or is that option's bare letter (``"(B)"``, ``"B"``) when
-  ``accept_letter_only``.
+* accuracy ``A`` in {0, 1}: the ``<answer>`` names the gold option of ``answer_option_text``
+  (``"(X) option text"``): its letter, in any form of
+  :func:`~training.rewards.parsing.read_choice_answer` (``"(C)"``, ``"C"``, ``"C."``, ``"C)"``), and,
+  when option text follows the letter, that option's text (case, spaces and a final period
+  ignored). A letter alone counts when ``accept_letter_only``. The evaluator uses the same
+  :func:`answer_matches`; the accepted and rejected forms are tabled in ``training/rewards/README.md``.
 * spatial ``S``: objects matched one-to-one by the Hungarian algorithm on the cost
   ``2 (1 - sim) + (1 - (CIoU + 1) / 2)`` (label similarity of :mod:`training.rewards.similarity`, CIoU
   of :mod:`training.rewards.geometry`), then ``S = (1 / G) sum_matched (CIoU + 1) / 2`` (unmatched
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +43,18 @@ import numpy as np
 from data_contracts.boxes import BoxError, grid_to_pixels
 from training.rewards.geometry import pairwise_ciou
 from training.rewards.matching import hungarian_min
-from training.rewards.parsing import load_json, parse_option_letter, parse_spatialthinker, scene_object_name
+from training.rewards.parsing import (
+    ChoiceAnswer,
+    choice_answer_matches,
+    load_json,
+    parse_option_letter,
+    parse_spatialthinker,
+    read_choice_answer,
+    scene_object_name,
+)
 from training.rewards.similarity import LabelSimilarity
 
 logger = logging.getLogger(__name__)
-
-_SPACES = re.compile(r"\s+")
-_LETTER_ONLY = re.compile(r"\(?([A-Za-z])\)?\.?")
 
 
 @dataclass(frozen=True)
@@ -192,26 +199,34 @@ def read_gt_scene(gt_scene: Any, image_size: tuple[float, float]) -> SceneTruth:
     return SceneTruth(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), tuple(names), n_relations)
 
 
-def _normalized_answer(text: str) -> str:
-    return _SPACES.sub(" ", text.strip().lower()).rstrip(".").strip()
+def read_gold_option(gold_option_text: Any) -> ChoiceAnswer | None:
+    """The gold letter and option text of an ``answer_option_text`` cell (``"(X) option text"``).
+
+    The letter is the cell's leading token (never a letter inside the option text); ``None`` when
+    the cell does not start with one.
+
+    >>> read_gold_option("(C) Turn a bit to the left")
+    ChoiceAnswer(letter='C', option_text='Turn a bit to the left')
+    """
+    if not isinstance(gold_option_text, str) or parse_option_letter(gold_option_text) is None:
+        return None
+    return read_choice_answer(gold_option_text)
 
 
 def answer_matches(predicted: str | None, gold_option_text: str, *, accept_letter_only: bool = True) -> bool:
-    """Whether an ``<answer>`` text matches the gold ``"(X) option text"``.
+    """Whether an ``<answer>`` text names the gold ``"(X) option text"`` (reward and evaluator alike).
 
+    >>> answer_matches("C. Turn a bit to the left", "(C) Turn a bit to the left")
+    True
     >>> answer_matches("(B) red car.", "(B) Red car"), answer_matches("B", "(B) red car"), answer_matches("A", "(B) x")
     (True, True, False)
     """
-    if predicted is None or not isinstance(gold_option_text, str):
+    gold = read_gold_option(gold_option_text)
+    if gold is None:
         return False
-    if _normalized_answer(predicted) == _normalized_answer(gold_option_text) and predicted.strip():
-        return True
-    if accept_letter_only:
-        letter_only = _LETTER_ONLY.fullmatch(predicted.strip())
-        gold_letter = parse_option_letter(gold_option_text.strip())
-        if letter_only is not None and gold_letter is not None:
-            return letter_only.group(1).upper() == gold_letter
-    return False
+    return choice_answer_matches(
+        read_choice_answer(predicted), gold.letter, gold.option_text, accept_letter_only=accept_letter_only
+    )
 
 
 def count_reward(
