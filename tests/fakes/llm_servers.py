@@ -20,7 +20,8 @@ them for the whole suite in `tests/conftest.py` with::
 
     from tests.fakes.llm_servers import anthropic_server, llm_server_factory, openai_server  # noqa: F401
 
-Run as a script to serve from a separate process (the benchmark does)::
+Run as a script to serve from a separate process (`benchmarks/bench_llm.py` and
+`benchmarks/bench_phrases.py` start it by path)::
 
     python tests/fakes/llm_servers.py --protocol openai --latency 0.2
 
