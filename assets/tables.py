@@ -113,18 +113,37 @@ def finalize_table(
     return CheckedTable(frame=valid, metadata=metadata, check=check)
 
 
-def table_and_quarantine_outs(name: str, description: str, code_version: str) -> dict[str, dg.AssetOut]:
+def table_and_quarantine_outs(
+    name: str, description: str, code_version: str, quarantine_description: str | None = None
+) -> dict[str, dg.AssetOut]:
     """The two outputs of an asset that writes a table: ``name`` and ``<name>_quarantine``.
+
+    ``quarantine_description`` says what the quarantine holds; a generic sentence when omitted.
 
     >>> sorted(table_and_quarantine_outs("stvqa", "The data set.", "1"))
     ['stvqa', 'stvqa_quarantine']
+    >>> table_and_quarantine_outs("stvqa", "The data set.", "1")["stvqa_quarantine"].description
+    'Records rejected while building stvqa, with the reason.'
     """
     return {
         name: dg.AssetOut(description=description, code_version=code_version),
         f"{name}_quarantine": dg.AssetOut(
-            description=f"Records rejected while building {name}, with the reason.", code_version=code_version
+            description=quarantine_description or f"Records rejected while building {name}, with the reason.",
+            code_version=code_version,
         ),
     }
+
+
+def upstream_table_location(context: dg.AssetExecutionContext, asset_key: str) -> str:
+    """Where the IO manager stored an upstream table: the ``path`` of its latest materialisation.
+
+    For quarantine rows that name the file a bad record came from; the asset key when no path is recorded
+    (a table written outside Dagster, or another instance).
+    """
+    event = context.instance.get_latest_materialization_event(dg.AssetKey(asset_key))
+    materialization = event.asset_materialization if event is not None else None
+    path = materialization.metadata.get("path") if materialization is not None else None
+    return str(path.value) if path is not None else asset_key
 
 
 def contract_check_specs(*asset_keys: str) -> list[dg.AssetCheckSpec]:

@@ -9,10 +9,20 @@
 Why shards (see :mod:`assets.stvqa.shards`): about 108K Visual Genome images are split into 32 fixed
 partitions by a stable hash of the image id, so shards run in parallel, an image never moves, and a
 shard whose input rows did not change reports the same data version (and is answered from the response
-cache at no cost when rebuilt). The shards read only their own rows of the ``scene_graphs`` cache
-(image ids first, then the shard's rows), never the whole table. ``stvqa`` reads whichever validated
-shards exist, so a data set can be built before every shard has run; the shards it used are listed in
-its metadata.
+cache at no cost when rebuilt).
+
+Upstream tables come only through Dagster and the IO manager: the shards take ``scene_graphs`` (and
+``stvqa_validated`` its shard of ``stvqa_candidates``) as inputs and pick their rows out of it. ``stvqa``
+loads what its ``source`` needs (``context.load_asset_value``): with ``generated``, every
+``stvqa_validated`` shard that has been materialised (so a data set can be built before every shard
+has run; the shards it used are listed in its metadata) and the images from ``scene_graphs``; with
+``published``, nothing upstream.
+
+Run configs extend the settings models of the plain modules (each setting written once, there):
+``stvqa_candidates`` :class:`~assets.stvqa.generate.QuestionGenerationSettings`, ``stvqa_validated``
+:class:`~assets.stvqa.pass_at_2.PassAt2Settings`, ``stvqa``
+:class:`~assets.stvqa.dataset.StvqaDatasetSettings`; only the asset's own knobs (geometry, model
+override, source) are added here.
 
 Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_llm`` and
 ``stvqa_judge_llm`` (:class:`assets.resources.LLMResource`; only used by the ``anthropic`` and
@@ -20,11 +30,11 @@ Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_ll
 :mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`.
 """
 
-import dataclasses
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 import polars as pl
@@ -33,22 +43,22 @@ from pydantic import Field
 from assets.partitions import stvqa_shard_partitions
 from assets.previews import draw_boxes, gallery
 from assets.resources import LLMResource, SourcesResource, StorageResource
-from assets.stvqa.dataset import build_stvqa, read_published_stvqa
-from assets.stvqa.generate import TEMPLATE_GENERATOR_VERSION, GenerationConfig, count_by, generate_candidates
+from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
+from assets.stvqa.generate import QuestionGenerationSettings, count_by, generate_candidates
 from assets.stvqa.geometry import ImageGeometry, load_geometry
-from assets.stvqa.pass_at_2 import PassAtTwoConfig, run_pass_at_2
-from assets.stvqa.prompts import ANSWER_PROMPT_VERSION, GENERATION_PROMPT_VERSION
-from assets.stvqa.shards import (
-    STVQA_SHARD_KEYS,
-    read_scene_graph_rows,
-    read_scene_graph_shard,
-    scene_graphs_path,
-    shard_fingerprint,
+from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
+from assets.stvqa.prompts import ANSWER_PROMPT_VERSION
+from assets.stvqa.shards import STVQA_SHARD_KEYS, image_rows, shard_fingerprint, shard_rows
+from assets.tables import (
+    contract_check_specs,
+    finalize_table,
+    json_metadata,
+    quarantine_output,
+    table_and_quarantine_outs,
+    upstream_table_location,
 )
-from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output
 from data_contracts import stvqa as stvqa_contract
 from data_contracts import stvqa_candidates, stvqa_validated
-from data_contracts.storage import table_path
 from llm import LLMClient
 
 GROUP = "stvqa"
@@ -68,99 +78,30 @@ class GeometryConfigMixin(dg.Config):
     )
 
 
-class StvqaCandidatesConfig(GeometryConfigMixin):
-    """Run configuration of ``stvqa_candidates``."""
+class StvqaCandidatesConfig(GeometryConfigMixin, QuestionGenerationSettings):
+    """Run configuration of ``stvqa_candidates``: the generation settings, the geometry and a model override."""
 
-    backend: str = Field(
-        default="template",
-        description="'template' (offline) or 'anthropic' (the stvqa_generator_llm resource).",
-    )
     model: str | None = Field(
         default=None, description="Model name overriding the resource's (e.g. claude-sonnet-4-20250514)."
     )
-    questions_per_image: int = Field(
-        default=3, description="Questions kept (template) or asked for (LLM) per image."
-    )
-    seed: int = Field(
-        default=0, description="Seed of the template choices (distractors, option order, ties)."
-    )
-    category_targets: dict[str, float] = Field(
-        default_factory=dict,
-        description="Target share per category; empty = 50% relation, the other eight equal.",
-    )
-    level_targets: dict[str, float] = Field(
-        default_factory=dict, description="Target share per level; empty = 40/40/20."
-    )
-    chunk_size: int = Field(
-        default=16, description="Images per LLM batch; the balance in the prompt is updated between batches."
-    )
-    max_tokens: int = Field(default=2048, description="Completion limit of a generation call.")
-    send_image: bool = Field(
-        default=False, description="Send the image with the scene graph to the generator."
-    )
-    max_per_template: int = Field(default=2, description="Template questions of one template kept per image.")
-
-    def generation_config(self) -> GenerationConfig:
-        """The plain generation settings."""
-        return GenerationConfig(
-            backend=self.backend,
-            questions_per_image=self.questions_per_image,
-            seed=self.seed,
-            category_targets=self.category_targets or None,
-            level_targets=self.level_targets or None,
-            chunk_size=self.chunk_size,
-            max_tokens=self.max_tokens,
-            send_image=self.send_image,
-            max_per_template=self.max_per_template,
-            show_progress=False,
-        )
 
 
-class StvqaValidatedConfig(GeometryConfigMixin):
-    """Run configuration of ``stvqa_validated``."""
+class StvqaValidatedConfig(GeometryConfigMixin, PassAt2Settings):
+    """Run configuration of ``stvqa_validated``: the pass@2 settings, the geometry and a model override."""
 
-    backend: str = Field(
-        default="solver",
-        description="'solver' (offline scene-graph solver) or 'openai' (the stvqa_judge_llm resource).",
-    )
     model: str | None = Field(default=None, description="Model name overriding the resource's (e.g. gpt-4o).")
-    tries_per_round: int = Field(default=2, description="Answers asked per round.")
-    rounds: int = Field(default=2, description="Rounds; later rounds only for questions no try got right.")
-    temperature: float = Field(
-        default=1.0, description="Sampling temperature of an answer (tries should differ)."
-    )
-    image_detail: str = Field(default="high", description="OpenAI image detail of the answering calls.")
-
-    def pass_at_2_config(self) -> PassAtTwoConfig:
-        """The plain pass@2 settings."""
-        return PassAtTwoConfig(
-            backend=self.backend,
-            tries_per_round=self.tries_per_round,
-            rounds=self.rounds,
-            temperature=self.temperature,
-            image_detail=self.image_detail,
-            show_progress=False,
-        )
 
 
-class StvqaConfig(dg.Config):
-    """Run configuration of ``stvqa``."""
+class StvqaConfig(dg.Config, StvqaDatasetSettings):
+    """Run configuration of ``stvqa``: where the rows come from, and the data set settings."""
 
-    source: str = Field(
+    source: Literal["generated", "published"] = Field(
         default="generated",
         description="'generated' (the validated shards) or 'published' (STVQA-7K Parquet).",
     )
     published_path: str | None = Field(
         default=None, description="Local STVQA-7K Parquet file or folder (source 'published')."
     )
-    relation_share: float = Field(
-        default=0.5, description="Share of relation questions; the other eight categories split the rest."
-    )
-    target_size: int | None = Field(
-        default=None, description="Wanted number of rows; default the largest balanced set."
-    )
-    val_fraction: float = Field(default=0.1, description="Share of rows in the val split (split by image).")
-    seed: int = Field(default=0, description="Seed of the tie-breaks, the split and the option shuffling.")
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -183,11 +124,21 @@ def resolve_geometry(
     return geometry, str(path)
 
 
-def _llm_client(resource: LLMResource, model: str | None) -> LLMClient:
+def _llm_client(
+    resource: LLMResource, model: str | None, needed: bool
+) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource (``model`` overriding its model) when the backend calls a model, else None."""
+    if not needed:
+        return nullcontext()
     config = resource.client_config()
     if model:
-        config = dataclasses.replace(config, model=model)
+        config = config.model_copy(update={"model": model})
     return LLMClient(config)
+
+
+def _usage(client: LLMClient | None) -> dict[str, Any]:
+    """The client's usage for the metadata; no cost when no model was called."""
+    return client.summary.as_metadata() if client is not None else {"llm_cost_usd": 0.0}
 
 
 def _gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
@@ -212,22 +163,18 @@ def _retention_by_category(before: pl.DataFrame, after: pl.DataFrame) -> dict[st
 
 # -- assets -----------------------------------------------------------------------------------------
 @dg.multi_asset(
-    outs={
-        "stvqa_candidates": dg.AssetOut(
-            description="Generated multiple-choice spatial questions per scene-graph image (9 categories, 3 levels), "
-            "with the ground-truth subgraph of each question; count answers checked against the filtered scene.",
-            code_version=STVQA_CODE_VERSION,
-        ),
-        "stvqa_candidates_quarantine": dg.AssetOut(
-            description="Scene graphs (missing image, zero-area box, dangling relation), model answers (invalid JSON) "
-            "and items (gold outside options, duplicate options, wrong counts) rejected during generation.",
-            code_version=STVQA_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        "stvqa_candidates",
+        "Generated multiple-choice spatial questions per scene-graph image (9 categories, 3 levels), with the "
+        "ground-truth subgraph of each question; count answers checked against the filtered scene.",
+        STVQA_CODE_VERSION,
+        quarantine_description="Scene graphs (missing image, zero-area box, dangling relation), model answers "
+        "(invalid JSON) and items (gold outside options, duplicate options, wrong counts) rejected during generation.",
+    ),
+    ins={"scene_graphs": dg.AssetIn()},
     partitions_def=stvqa_shard_partitions,
     check_specs=contract_check_specs("stvqa_candidates"),
     group_name=GROUP,
-    deps=["scene_graphs"],
 )
 def stvqa_candidates_asset(
     context: dg.AssetExecutionContext,
@@ -235,28 +182,23 @@ def stvqa_candidates_asset(
     storage: StorageResource,
     sources: SourcesResource,
     stvqa_generator_llm: LLMResource,
+    scene_graphs: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Generate STVQA questions for one shard of the scene graphs."""
     shard = context.partition_key
-    rows = read_scene_graph_shard(storage.path, shard)
+    rows = shard_rows(scene_graphs, shard)
     geometry, geometry_source = resolve_geometry(
         config.geometry, sources, storage, rows["image_id"].to_list()
     )
-    generation = config.generation_config()
-    source_file = str(scene_graphs_path(storage.path))
-    usage: dict[str, Any] = {"llm_cost_usd": 0.0}
-    if generation.backend == "anthropic":
-        with _llm_client(stvqa_generator_llm, config.model) as client:
-            output = generate_candidates(rows, generation, geometry, client, source_file)
-            usage = client.summary.as_metadata()
-    else:
-        output = generate_candidates(rows, generation, geometry, None, source_file)
+    source_file = upstream_table_location(context, "scene_graphs")
+    with _llm_client(stvqa_generator_llm, config.model, config.calls_model) as client:
+        output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
+        usage = _usage(client)
     images = {row["image_id"]: row["image"] for row in rows.select("image_id", "image").iter_rows(named=True)}
-    prompt_version = (
-        TEMPLATE_GENERATOR_VERSION if generation.backend == "template" else GENERATION_PROMPT_VERSION
-    )
     version = dg.DataVersion(
-        shard_fingerprint(rows, config.model_dump(), STVQA_CODE_VERSION, prompt_version, geometry_source)
+        shard_fingerprint(
+            rows, config.model_dump(), STVQA_CODE_VERSION, output.prompt_version, geometry_source
+        )
     )
     checked = finalize_table(
         output.candidates,
@@ -269,8 +211,8 @@ def stvqa_candidates_asset(
         preview_image=lambda frame: _gt_preview(frame, images),
         extra_metadata={
             "shard": shard,
-            "backend": generation.backend,
-            "prompt_version": prompt_version,
+            "backend": config.backend,
+            "prompt_version": output.prompt_version,
             "geometry": geometry_source,
             "images": rows.height,
             "counts_generated": json_metadata(output.generated_counts),
@@ -299,31 +241,30 @@ def stvqa_candidates_asset(
 
 
 @dg.multi_asset(
-    ins={"stvqa_candidates": dg.AssetIn()},
+    ins={"stvqa_candidates": dg.AssetIn(), "scene_graphs": dg.AssetIn()},
     outs={
-        "stvqa_validated": dg.AssetOut(
-            description="Candidate questions kept by pass@2: a strong model (or the scene-graph solver) answered "
-            "right in at least one of up to 2 + 2 tries.",
-            code_version=STVQA_CODE_VERSION,
+        **table_and_quarantine_outs(
+            "stvqa_validated",
+            "Candidate questions kept by pass@2: a strong model (or the scene-graph solver) answered right in at "
+            "least one of up to 2 + 2 tries.",
+            STVQA_CODE_VERSION,
+            quarantine_description="Questions that could not be answered at all (transport failures, missing "
+            "scene graphs).",
         ),
         "stvqa_pass_at_2_attempts": dg.AssetOut(
             description="Every pass@2 attempt (letter, raw reply, right or not, cost) for audit and re-thresholding.",
-            code_version=STVQA_CODE_VERSION,
-        ),
-        "stvqa_validated_quarantine": dg.AssetOut(
-            description="Questions that could not be answered at all (transport failures, missing scene graphs).",
             code_version=STVQA_CODE_VERSION,
         ),
     },
     partitions_def=stvqa_shard_partitions,
     check_specs=contract_check_specs("stvqa_validated", "stvqa_pass_at_2_attempts"),
     group_name=GROUP,
-    deps=["scene_graphs"],
 )
 def stvqa_validated_asset(
     context: dg.AssetExecutionContext,
     config: StvqaValidatedConfig,
     stvqa_candidates: pl.DataFrame,
+    scene_graphs: pl.DataFrame,
     storage: StorageResource,
     sources: SourcesResource,
     stvqa_judge_llm: LLMResource,
@@ -331,20 +272,11 @@ def stvqa_validated_asset(
     """Filter one shard's candidates by pass@2."""
     shard = context.partition_key
     image_ids = sorted(set(stvqa_candidates["image_id"].to_list()))
-    scene_rows = (
-        read_scene_graph_rows(storage.path, image_ids)
-        if image_ids
-        else read_scene_graph_shard(storage.path, shard).head(0)
-    )
+    scene_rows = image_rows(scene_graphs, image_ids)
     geometry, geometry_source = resolve_geometry(config.geometry, sources, storage, image_ids)
-    pass_config = config.pass_at_2_config()
-    usage: dict[str, Any] = {"llm_cost_usd": 0.0}
-    if pass_config.backend == "openai":
-        with _llm_client(stvqa_judge_llm, config.model) as client:
-            output = run_pass_at_2(stvqa_candidates, scene_rows, pass_config, geometry, client)
-            usage = client.summary.as_metadata()
-    else:
-        output = run_pass_at_2(stvqa_candidates, scene_rows, pass_config, geometry)
+    with _llm_client(stvqa_judge_llm, config.model, config.calls_model) as client:
+        output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
+        usage = _usage(client)
     images = {
         row["image_id"]: row["image"] for row in scene_rows.select("image_id", "image").iter_rows(named=True)
     }
@@ -377,7 +309,7 @@ def stvqa_validated_asset(
         preview_image=lambda frame: _gt_preview(frame, images),
         extra_metadata={
             "shard": shard,
-            "backend": pass_config.backend,
+            "backend": config.backend,
             "geometry": geometry_source,
             "pass_at_2_retention": output.stats["retention"],
             "retention_by_category": json_metadata(
@@ -430,31 +362,31 @@ def stvqa_validated_asset(
     )
 
 
-def read_validated_shards(storage_root: Path) -> tuple[pl.DataFrame, list[str]]:
-    """Every materialised ``stvqa_validated`` shard under the storage root, and the shard keys found."""
-    folder = table_path(storage_root, "stvqa_validated", STVQA_SHARD_KEYS[0]).parent
-    shards = [key for key in STVQA_SHARD_KEYS if table_path(storage_root, "stvqa_validated", key).exists()]
+def load_validated_shards(context: dg.AssetExecutionContext) -> tuple[pl.DataFrame, list[str]]:
+    """Every materialised ``stvqa_validated`` shard (loaded by its IO manager), and the shard keys found."""
+    frames, shards = [], []
+    for key in STVQA_SHARD_KEYS:
+        try:
+            frames.append(context.load_asset_value(dg.AssetKey("stvqa_validated"), partition_key=key))
+        except FileNotFoundError:  # the IO manager holds nothing for a shard that has not run yet
+            continue
+        shards.append(key)
     if not shards:
         raise FileNotFoundError(
-            f"no stvqa_validated shard under {folder}; materialise stvqa_candidates and stvqa_validated for at least "
-            "one shard, or set source='published' with published_path"
+            "no stvqa_validated shard is materialised; materialise stvqa_candidates and stvqa_validated for at "
+            "least one shard, or set source='published' with published_path"
         )
-    frames = [pl.read_parquet(table_path(storage_root, "stvqa_validated", key)) for key in shards]
     return pl.concat(frames, how="diagonal_relaxed"), shards
 
 
 @dg.multi_asset(
-    outs={
-        "stvqa": dg.AssetOut(
-            description="SpatialThinker training table: STVQA-7K columns (problem with the Image size line, options, "
-            "answer letter and texts, category, level, rating) plus image size, GT scene and split.",
-            code_version=STVQA_CODE_VERSION,
-        ),
-        "stvqa_quarantine": dg.AssetOut(
-            description="Questions or published rows that could not become training rows, with the reason.",
-            code_version=STVQA_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        "stvqa",
+        "SpatialThinker training table: STVQA-7K columns (problem with the Image size line, options, answer letter "
+        "and texts, category, level, rating) plus image size, GT scene and split.",
+        STVQA_CODE_VERSION,
+        quarantine_description="Questions or published rows that could not become training rows, with the reason.",
+    ),
     check_specs=contract_check_specs("stvqa"),
     group_name=GROUP,
     deps=["stvqa_validated", "scene_graphs"],
@@ -472,27 +404,18 @@ def stvqa_asset(
         frame, log, report = read_published_stvqa(config.published_path)
         extra["published_files"] = json_metadata(report["files"])
         extra["gt_objects_dropped"] = report["gt_objects_dropped"]
-    elif config.source == "generated":
-        validated, shards = read_validated_shards(storage.path)
-        image_ids = sorted(set(validated["image_id"].to_list()))
-        scene_rows = read_scene_graph_rows(storage.path, image_ids).select("image_id", "image")
+    else:
+        validated, shards = load_validated_shards(context)
+        scene_graphs = context.load_asset_value(dg.AssetKey("scene_graphs"))
+        scene_rows = image_rows(scene_graphs, validated["image_id"].to_list()).select("image_id", "image")
         images = {row["image_id"]: row["image"] for row in scene_rows.iter_rows(named=True)}
-        frame, log, report = build_stvqa(
-            validated,
-            images,
-            relation_share=config.relation_share,
-            target_size=config.target_size,
-            val_fraction=config.val_fraction,
-            seed=config.seed,
-        )
+        frame, log, report = build_stvqa(validated, images, config)
         extra["shards_included"] = json_metadata(shards)
         extra["shards_missing"] = len(STVQA_SHARD_KEYS) - len(shards)
         extra["quotas"] = json_metadata(report["quotas"])
         extra["counts_before"] = json_metadata(
             count_by(list(validated.select("category", "level").iter_rows(named=True)))
         )
-    else:
-        raise dg.Failure(f"unknown source {config.source!r}: use 'generated' or 'published'")
     images_by_id = {
         row["image_id"]: row["images"][0]
         for row in frame.head(20).select("image_id", "images").iter_rows(named=True)

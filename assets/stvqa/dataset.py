@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from pydantic import BaseModel, Field
 
 from assets.stvqa.templates import stable_rng
 from assets.stvqa.validation import normalize_category, normalize_letter, normalize_rating
@@ -49,6 +50,27 @@ logger = logging.getLogger(__name__)
 LETTERS = "ABCD"
 SOURCE_ASSET = "stvqa"
 VAL_FRACTION = 0.1
+
+
+class StvqaDatasetSettings(BaseModel):
+    """How the validated questions become the data set; the ``stvqa`` run config extends this model.
+
+    >>> StvqaDatasetSettings().relation_share
+    0.5
+    """
+
+    relation_share: float = Field(
+        default=RELATION_SHARE,
+        description="Share of relation questions; the other eight categories split the rest.",
+    )
+    target_size: int | None = Field(
+        default=None, description="Wanted number of rows; default the largest balanced set."
+    )
+    val_fraction: float = Field(
+        default=VAL_FRACTION, description="Share of rows in the val split (split by image)."
+    )
+    seed: int = Field(default=0, description="Seed of the tie-breaks, the split and the option shuffling.")
+
 
 SPATIALTHINKER_PROMPT = """<image> You answer a question about the image by observing it, building a scene graph of the objects and relations that matter for the question, and reasoning over that graph.
 
@@ -276,22 +298,20 @@ def stvqa_row(
 def build_stvqa(
     validated: pl.DataFrame,
     images: Mapping[str, Mapping[str, Any]],
-    *,
-    relation_share: float = RELATION_SHARE,
-    target_size: int | None = None,
-    val_fraction: float = VAL_FRACTION,
-    seed: int = 0,
+    settings: StvqaDatasetSettings | None = None,
 ) -> tuple[pl.DataFrame, QuarantineLog, dict[str, Any]]:
     """Balance, split, shuffle and lay out validated questions as the ``stvqa`` table.
 
     Args:
         validated (`pl.DataFrame`): ``stvqa_validated`` rows.
         images (`Mapping[str, dict]`): image cell per image id (from ``scene_graphs``).
-        relation_share, target_size, val_fraction, seed: see the module docstring.
+        settings (`StvqaDatasetSettings`, *optional*): relation share, size, val fraction and seed (see the
+            module docstring); the defaults when omitted.
 
     Returns:
         `(frame, quarantine, report)`: the table, questions whose image is missing, and the quotas.
     """
+    settings = settings or StvqaDatasetSettings()
     quarantine = QuarantineLog(SOURCE_ASSET)
     usable = []
     for row in validated.iter_rows(named=True):
@@ -305,17 +325,20 @@ def build_stvqa(
             continue
         usable.append(row["question_id"])
     selected, quotas = balance_questions(
-        validated.filter(pl.col("question_id").is_in(usable)), relation_share, target_size, seed
+        validated.filter(pl.col("question_id").is_in(usable)),
+        settings.relation_share,
+        settings.target_size,
+        settings.seed,
     )
     selected = (
-        split_by_image(selected, val_fraction, seed)
+        split_by_image(selected, settings.val_fraction, settings.seed)
         if selected.height
         else selected.with_columns(pl.lit("train").alias("split"))
     )
     rows = []
     for row in selected.iter_rows(named=True):
         options, answer = shuffle_options(
-            row["question"], row["options"], row["answer"], image_id=row["image_id"], seed=seed
+            row["question"], row["options"], row["answer"], image_id=row["image_id"], seed=settings.seed
         )
         rows.append(
             stvqa_row(

@@ -1,12 +1,13 @@
 """STVQA question generation: scene graphs in, checked candidate questions (and a quarantine) out.
 
-Two backends, chosen by configuration:
+Two backends, chosen once by the ``backend`` setting (:func:`question_proposer`), each a
+:class:`QuestionProposer`:
 
-- ``template`` (offline, the default): every template of :mod:`assets.stvqa.templates` proposes
+- ``template`` (offline, the default; :class:`TemplateProposer`): every template of :mod:`assets.stvqa.templates` proposes
   questions for each image; :func:`~assets.stvqa.balance.select_questions` keeps
   ``questions_per_image`` of them, steering the running category/level balance toward the targets.
   Deterministic for a seed; no model, no key.
-- ``anthropic`` (Claude Sonnet 4 by default, temperature 0): one request per image through the shared
+- ``anthropic`` (Claude Sonnet 4 by default, temperature 0; :class:`ModelProposer`): one request per image through the shared
   LLM client layer (cache, retries, rate limit, cost), with the versioned prompt of
   :mod:`assets.stvqa.prompts` and its JSON schema. Images are sent in chunks; the running balance
   printed into the next chunk's prompts includes everything generated before it. An answer that is
@@ -22,8 +23,9 @@ and corrected or quarantined (:func:`~assets.stvqa.gt_scene.check_count`).
 
 Example (offline):
 
-    >>> from assets.stvqa.generate import GenerationConfig, generate_candidates
-    >>> output = generate_candidates(scene_graph_rows, GenerationConfig(questions_per_image=4))  # doctest: +SKIP
+    >>> from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
+    >>> settings = QuestionGenerationSettings(questions_per_image=4)
+    >>> output = generate_candidates(scene_graph_rows, settings, progress=False)  # doctest: +SKIP
     >>> output.candidates.select("question", "options", "answer").head()  # doctest: +SKIP
 """
 
@@ -35,9 +37,10 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol, Self
 
 import polars as pl
+from pydantic import BaseModel, Field, model_validator
 from tqdm.auto import tqdm
 
 from assets.stvqa.balance import RunningBalance, select_questions
@@ -62,52 +65,59 @@ from llm import LLMClient, LLMRequest, LLMResult
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("template", "anthropic")
 TEMPLATE_GENERATOR_VERSION = "stvqa-templates-v1"
 SOURCE_ASSET = "stvqa_candidates"
+GENERATION_TEMPERATURE = 0.0
+"""Sampling temperature of a generation call (SpatialThinker generates at 0)."""
 
 
-@dataclass
-class GenerationConfig:
-    """Settings of question generation.
+class QuestionGenerationSettings(BaseModel):
+    """Settings of question generation; the ``stvqa_candidates`` run config extends this model.
 
-    Args:
-        backend (`str`, defaults to `"template"`): `"template"` (offline) or `"anthropic"` (an LLM client).
-        questions_per_image (`int`, defaults to `3`): questions kept (template) or asked for (LLM) per image.
-        seed (`int`, defaults to `0`): seed of the template choices (distractors, option order, ties).
-        category_targets (`Mapping[str, float]`, *optional*): target category shares (default 50% relation,
-            the other eight equal).
-        level_targets (`Mapping[str, float]`, *optional*): target level shares (default 40/40/20).
-        chunk_size (`int`, defaults to `16`): images per LLM batch; the balance in the prompts is updated
-            between batches.
-        max_tokens (`int`, defaults to `2048`): completion limit of a generation call.
-        temperature (`float`, defaults to `0.0`): sampling temperature of a generation call.
-        send_image (`bool`, defaults to `False`): send the image with the scene graph (SpatialThinker sends
-            the graph only).
-        max_per_template (`int`, defaults to `2`): template questions of one template kept per image.
-        show_progress (`bool`, defaults to `True`): progress bars.
+    >>> QuestionGenerationSettings(backend="anthropic").calls_model
+    True
     """
 
-    backend: str = "template"
-    questions_per_image: int = 3
-    seed: int = 0
-    category_targets: Mapping[str, float] | None = None
-    level_targets: Mapping[str, float] | None = None
-    chunk_size: int = 16
-    max_tokens: int = 2048
-    temperature: float = 0.0
-    send_image: bool = False
-    max_per_template: int = 2
-    show_progress: bool = True
+    backend: Literal["template", "anthropic"] = Field(
+        default="template",
+        description="'template' (offline) or 'anthropic' (the stvqa_generator_llm resource).",
+    )
+    questions_per_image: int = Field(
+        default=3, description="Questions kept (template) or asked for (LLM) per image."
+    )
+    seed: int = Field(
+        default=0, description="Seed of the template choices (distractors, option order, ties)."
+    )
+    category_targets: dict[str, float] = Field(
+        default_factory=dict,
+        description="Target share per category; empty = 50% relation, the other eight equal.",
+    )
+    level_targets: dict[str, float] = Field(
+        default_factory=dict, description="Target share per level; empty = 40/40/20."
+    )
+    chunk_size: int = Field(
+        default=16, description="Images per LLM batch; the balance in the prompt is updated between batches."
+    )
+    max_tokens: int = Field(default=2048, description="Completion limit of a generation call.")
+    send_image: bool = Field(
+        default=False,
+        description="Send the image with the scene graph to the generator (SpatialThinker sends the graph only).",
+    )
+    max_per_template: int = Field(default=2, description="Template questions of one template kept per image.")
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+    @model_validator(mode="after")
+    def _check_sizes(self) -> Self:
         if self.questions_per_image < 1 or self.chunk_size < 1:
             raise ValueError("questions_per_image and chunk_size must be at least 1")
+        return self
+
+    @property
+    def calls_model(self) -> bool:
+        """True when the backend calls a model (it then needs an LLM client)."""
+        return self.backend == "anthropic"
 
     def new_balance(self) -> RunningBalance:
-        """An empty running balance with this configuration's targets."""
+        """An empty running balance with these targets."""
         return RunningBalance(
             category_targets=dict(self.category_targets or category_targets()),
             level_targets=dict(self.level_targets or LEVEL_TARGETS),
@@ -121,6 +131,7 @@ class GenerationOutput:
     Attributes:
         candidates (`pl.DataFrame`): rows of the ``stvqa_candidates`` contract.
         quarantine (`QuarantineLog`): rejected scene graphs, model answers and items, with reasons.
+        prompt_version (`str`): the template generator's or the generation prompt's version.
         generated_counts (`dict`): items as generated (before checks), per category and level.
         kept_counts (`dict`): candidate rows per category and level.
         stats (`dict`): images read, quarantined, without questions; count corrections; duplicates.
@@ -128,13 +139,14 @@ class GenerationOutput:
 
     candidates: pl.DataFrame
     quarantine: QuarantineLog
+    prompt_version: str
     generated_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     kept_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class _Proposal:
+class Proposal:
     """One generated item of one image, before the ground-truth checks."""
 
     image_id: str
@@ -211,64 +223,79 @@ def _absent_vocabulary(scenes: Sequence[Scene]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*DEFAULT_ABSENT_NAMES, *names]))
 
 
-def _template_proposals(
-    scenes: Sequence[Scene], config: GenerationConfig, balance: RunningBalance
-) -> list[_Proposal]:
-    context = GenerationContext(seed=config.seed, absent_names=_absent_vocabulary(scenes))
-    proposals = []
-    for scene in tqdm(
-        scenes, desc="stvqa templates", unit="image", disable=not config.show_progress, mininterval=1.0
-    ):
-        questions = generate_template_questions(scene, context)
+@dataclass
+class GenerationLog:
+    """What a generation run records besides its proposals: the quarantine, counters and the input file."""
+
+    quarantine: QuarantineLog
+    stats: Counter
+    source_file: str | None = None
+
+
+class QuestionProposer(Protocol):
+    """A generation backend: proposes question items for checked scenes, steering the running balance.
+
+    ``propose`` returns the proposals and every item as generated (category and level, before the
+    ground-truth checks), and records rejected answers in the log.
+    """
+
+    prompt_version: str
+
+    def propose(
+        self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance, log: GenerationLog
+    ) -> tuple[list[Proposal], list[dict[str, Any]]]: ...
+
+
+class TemplateProposer:
+    """The offline backend: the templates of :mod:`assets.stvqa.templates`, selected toward the balance."""
+
+    prompt_version = TEMPLATE_GENERATOR_VERSION
+
+    def __init__(self, settings: QuestionGenerationSettings, progress: bool = True) -> None:
+        self.settings = settings
+        self.progress = progress
+
+    def propose(
+        self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance, log: GenerationLog
+    ) -> tuple[list[Proposal], list[dict[str, Any]]]:
+        """Template questions of every scene; every proposal counts as generated."""
+        plain_scenes = [scene for scene, _ in scenes]
+        context = GenerationContext(seed=self.settings.seed, absent_names=_absent_vocabulary(plain_scenes))
+        proposals = []
+        for scene in tqdm(
+            plain_scenes, desc="stvqa templates", unit="image", disable=not self.progress, mininterval=1.0
+        ):
+            proposals.extend(self._scene_proposals(scene, context, balance))
+        return proposals, [{"category": p.item.category, "level": p.item.level} for p in proposals]
+
+    def _scene_proposals(
+        self, scene: Scene, context: GenerationContext, balance: RunningBalance
+    ) -> list[Proposal]:
         chosen = select_questions(
-            questions,
-            config.questions_per_image,
+            generate_template_questions(scene, context),
+            self.settings.questions_per_image,
             balance,
-            seed=config.seed,
-            max_per_template=config.max_per_template,
+            seed=self.settings.seed,
+            max_per_template=self.settings.max_per_template,
         )
-        for question in chosen:
-            item = GeneratedItem(
-                question.question,
-                question.options,
-                question.answer_letter,
-                question.category,
-                question.level,
-                question.rating,
+        return [
+            Proposal(
+                scene.image_id,
+                GeneratedItem(
+                    question.question,
+                    question.options,
+                    question.answer_letter,
+                    question.category,
+                    question.level,
+                    question.rating,
+                ),
+                "template",
+                TEMPLATE_GENERATOR_VERSION,
+                question.template,
+                question.facts,
             )
-            proposals.append(
-                _Proposal(
-                    scene.image_id,
-                    item,
-                    "template",
-                    TEMPLATE_GENERATOR_VERSION,
-                    question.template,
-                    question.facts,
-                )
-            )
-    return proposals
-
-
-def _generation_request(
-    scene: Scene,
-    row: Mapping[str, Any],
-    config: GenerationConfig,
-    balance_text: str,
-    feedback: Sequence[str] = (),
-) -> LLMRequest:
-    images = (bytes(row["image"]["bytes"]),) if config.send_image else ()
-    return LLMRequest(
-        template_name=GENERATION_TEMPLATE_NAME,
-        template_version=GENERATION_PROMPT_VERSION,
-        prompt=render_generation_prompt(scene, config.questions_per_image, balance_text, feedback),
-        system=render_generation_system(),
-        images=images,
-        schema=generation_schema(config.questions_per_image),
-        schema_name="stvqa_questions",
-        parameters={"temperature": config.temperature, "max_tokens": config.max_tokens},
-        sample_index=1 if feedback else 0,
-        request_id=scene.image_id,
-    )
+            for question in chosen
+        ]
 
 
 def _validated_items(result: LLMResult) -> tuple[list[GeneratedItem], list[tuple[Any, list[str]]]]:
@@ -290,86 +317,163 @@ def _validated_items(result: LLMResult) -> tuple[list[GeneratedItem], list[tuple
     return valid, invalid
 
 
-def _anthropic_proposals(
-    scenes: Sequence[tuple[Scene, dict[str, Any]]],
-    config: GenerationConfig,
-    balance: RunningBalance,
-    client: LLMClient,
-    quarantine: QuarantineLog,
-    source_file: str | None,
-    stats: Counter,
-) -> tuple[list[_Proposal], list[dict[str, Any]]]:
-    """Ask the model for every scene, chunk by chunk; returns proposals and every item as generated."""
-    generator = f"{client.config.provider}:{client.config.model}"
-    proposals: list[_Proposal] = []
-    generated: list[dict[str, Any]] = []
-    for start in range(0, len(scenes), config.chunk_size):
-        chunk = scenes[start : start + config.chunk_size]
-        balance_text = balance.describe()
-        results = client.run_batch(
-            [_generation_request(scene, row, config, balance_text) for scene, row in chunk],
-            description="stvqa generation",
-            progress=config.show_progress,
+_Outcome = tuple[list[GeneratedItem], list[tuple[Any, list[str]]]]
+"""Valid items and (raw item, problems) pairs of one image's answer."""
+
+
+class ModelProposer:
+    """The model-calling backend: one request per image through an LLM client, chunk by chunk.
+
+    The balance printed into a chunk's prompts includes everything generated before it. Items that
+    break :func:`~assets.stvqa.validation.validate_item` are asked again once with the problems listed;
+    what is still invalid then is quarantined.
+    """
+
+    prompt_version = GENERATION_PROMPT_VERSION
+
+    def __init__(
+        self, settings: QuestionGenerationSettings, client: LLMClient, progress: bool = True
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.progress = progress
+        self.generator = f"{client.config.provider}:{client.config.model}"
+
+    def propose(
+        self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance, log: GenerationLog
+    ) -> tuple[list[Proposal], list[dict[str, Any]]]:
+        """Ask the model for every scene; returns the proposals and every item as generated."""
+        proposals: list[Proposal] = []
+        generated: list[dict[str, Any]] = []
+        for start in range(0, len(scenes), self.settings.chunk_size):
+            chunk = scenes[start : start + self.settings.chunk_size]
+            outcomes = self._answer_chunk(chunk, balance.describe(), log)
+            for position, (valid, invalid) in sorted(outcomes.items()):
+                scene = chunk[position][0]
+                generated.extend(self._quarantine_invalid(scene, invalid, log))
+                for item in valid:
+                    generated.append({"category": item.category, "level": item.level})
+                    proposals.append(
+                        Proposal(scene.image_id, item, self.generator, GENERATION_PROMPT_VERSION)
+                    )
+                    balance.add(item.category, item.level)
+        return proposals, generated
+
+    def _request(
+        self, scene: Scene, row: Mapping[str, Any], balance_text: str, feedback: Sequence[str] = ()
+    ) -> LLMRequest:
+        settings = self.settings
+        images = (bytes(row["image"]["bytes"]),) if settings.send_image else ()
+        return LLMRequest(
+            template_name=GENERATION_TEMPLATE_NAME,
+            template_version=GENERATION_PROMPT_VERSION,
+            prompt=render_generation_prompt(scene, settings.questions_per_image, balance_text, feedback),
+            system=render_generation_system(),
+            images=images,
+            schema=generation_schema(settings.questions_per_image),
+            schema_name="stvqa_questions",
+            parameters={"temperature": GENERATION_TEMPERATURE, "max_tokens": settings.max_tokens},
+            sample_index=1 if feedback else 0,
+            request_id=scene.image_id,
         )
-        retry_positions: list[int] = []
-        retry_requests: list[LLMRequest] = []
-        outcomes: dict[int, tuple[list[GeneratedItem], list[tuple[Any, list[str]]]]] = {}
+
+    def _answer_chunk(
+        self, chunk: Sequence[tuple[Scene, dict[str, Any]]], balance_text: str, log: GenerationLog
+    ) -> dict[int, _Outcome]:
+        """The outcome per chunk position whose request succeeded (after one re-ask of invalid items)."""
+        results = self.client.run_batch(
+            [self._request(scene, row, balance_text) for scene, row in chunk],
+            description="stvqa generation",
+            progress=self.progress,
+        )
+        outcomes: dict[int, _Outcome] = {}
+        reasks: dict[int, LLMRequest] = {}
         for position, ((scene, row), result) in enumerate(zip(chunk, results, strict=True)):
             if not result.ok:
-                quarantine.rows.append(
+                log.quarantine.rows.append(
                     result.quarantine_row(
-                        SOURCE_ASSET, record_id=scene.image_id, source_file=source_file or ""
+                        SOURCE_ASSET, record_id=scene.image_id, source_file=log.source_file or ""
                     )
                 )
-                stats["llm_answers_quarantined"] += 1
+                log.stats["llm_answers_quarantined"] += 1
                 continue
             valid, invalid = _validated_items(result)
             outcomes[position] = (valid, invalid)
             if invalid:
                 feedback = sorted({problem for _, problems in invalid for problem in problems})
-                retry_positions.append(position)
-                retry_requests.append(_generation_request(scene, row, config, balance_text, feedback))
-        if retry_requests:
-            stats["generation_reasks"] += len(retry_requests)
-            retried = client.run_batch(
-                retry_requests, description="stvqa generation (re-ask)", progress=config.show_progress
+                reasks[position] = self._request(scene, row, balance_text, feedback)
+        if reasks:
+            outcomes.update(self._reask(chunk, reasks, log))
+        return outcomes
+
+    def _reask(
+        self,
+        chunk: Sequence[tuple[Scene, dict[str, Any]]],
+        reasks: dict[int, LLMRequest],
+        log: GenerationLog,
+    ) -> dict[int, _Outcome]:
+        """The re-asked positions whose second answer arrived; a failed re-ask keeps the first answer."""
+        log.stats["generation_reasks"] += len(reasks)
+        results = self.client.run_batch(
+            list(reasks.values()), description="stvqa generation (re-ask)", progress=self.progress
+        )
+        outcomes: dict[int, _Outcome] = {}
+        for position, result in zip(reasks, results, strict=True):
+            if result.ok:
+                outcomes[position] = _validated_items(result)
+                continue
+            log.stats["llm_reasks_failed"] += 1
+            logger.warning(
+                "re-ask for image %s failed (%s); keeping the first answer's valid items",
+                chunk[position][0].image_id,
+                result.error,
             )
-            for position, result in zip(retry_positions, retried, strict=True):
-                scene = chunk[position][0]
-                if result.ok:
-                    outcomes[position] = _validated_items(result)
-                else:
-                    stats["llm_reasks_failed"] += 1
-                    logger.warning(
-                        "re-ask for image %s failed (%s); keeping the first answer's valid items",
-                        scene.image_id,
-                        result.error,
-                    )
-        for position, (valid, invalid) in sorted(outcomes.items()):
-            scene = chunk[position][0]
-            for raw, problems in invalid:
-                quarantine.add(
-                    scene.image_id,
-                    "invalid generated item after one re-ask: " + "; ".join(problems),
-                    source_file=source_file,
-                    payload=raw,
-                )
-                fields = raw if isinstance(raw, Mapping) else {}
-                generated.append(
-                    {
-                        "category": fields.get("category") or "unreadable",
-                        "level": fields.get("level") or "unreadable",
-                    }
-                )
-            for item in valid:
-                generated.append({"category": item.category, "level": item.level})
-                proposals.append(_Proposal(scene.image_id, item, generator, GENERATION_PROMPT_VERSION))
-                balance.add(item.category, item.level)
-    return proposals, generated
+        return outcomes
+
+    @staticmethod
+    def _quarantine_invalid(
+        scene: Scene, invalid: Sequence[tuple[Any, list[str]]], log: GenerationLog
+    ) -> list[dict[str, Any]]:
+        """Quarantine the items still invalid after the re-ask; returns them as generated."""
+        generated = []
+        for raw, problems in invalid:
+            log.quarantine.add(
+                scene.image_id,
+                "invalid generated item after one re-ask: " + "; ".join(problems),
+                source_file=log.source_file,
+                payload=raw,
+            )
+            fields = raw if isinstance(raw, Mapping) else {}
+            generated.append(
+                {
+                    "category": fields.get("category") or "unreadable",
+                    "level": fields.get("level") or "unreadable",
+                }
+            )
+        return generated
+
+
+def question_proposer(
+    settings: QuestionGenerationSettings, client: LLMClient | None = None, progress: bool = True
+) -> QuestionProposer:
+    """The backend the settings name (chosen once, here).
+
+    >>> question_proposer(QuestionGenerationSettings()).prompt_version
+    'stvqa-templates-v1'
+    >>> question_proposer(QuestionGenerationSettings(backend="anthropic"))
+    Traceback (most recent call last):
+    ...
+    ValueError: the anthropic backend needs an LLM client (the stvqa_generator_llm resource)
+    """
+    if not settings.calls_model:
+        return TemplateProposer(settings, progress)
+    if client is None:
+        raise ValueError("the anthropic backend needs an LLM client (the stvqa_generator_llm resource)")
+    return ModelProposer(settings, client, progress)
 
 
 def _candidate_row(
-    proposal: _Proposal, scene: Scene, item: GeneratedItem, gt_note: str | None
+    proposal: Proposal, scene: Scene, item: GeneratedItem, gt_note: str | None
 ) -> dict[str, Any]:
     return {
         "question_id": question_id(scene.image_id, item.question, item.options),
@@ -394,75 +498,85 @@ def _candidate_row(
     }
 
 
-def generate_candidates(
-    rows: pl.DataFrame,
-    config: GenerationConfig | None = None,
-    geometry: Mapping[str, ImageGeometry] | None = None,
-    client: LLMClient | None = None,
-    source_file: str | None = None,
-) -> GenerationOutput:
-    """Generate checked candidate questions for ``scene_graphs`` rows.
-
-    Args:
-        rows (`pl.DataFrame`): ``scene_graphs`` rows (one shard, typically).
-        config (`GenerationConfig`, *optional*): settings; the offline template backend by default.
-        geometry (`Mapping[str, dict[str, ObjectGeometry]]`, *optional*): metric geometry per image id.
-        client (`LLMClient`, *optional*): required by the ``anthropic`` backend.
-        source_file (`str`, *optional*): the scene-graph file, named in quarantine rows.
-
-    Returns:
-        `GenerationOutput`: candidate rows, the quarantine and counts.
-    """
-    config = config or GenerationConfig()
-    quarantine = QuarantineLog(SOURCE_ASSET)
-    stats: Counter = Counter()
-    scenes = read_scenes(rows, geometry, quarantine, source_file)
-    stats["images"] = rows.height
-    stats["images_quarantined"] = rows.height - len(scenes)
-    balance = config.new_balance()
-    if config.backend == "template":
-        proposals = _template_proposals([scene for scene, _ in scenes], config, balance)
-        generated = [{"category": p.item.category, "level": p.item.level} for p in proposals]
-    else:
-        if client is None:
-            raise ValueError("the anthropic backend needs an LLM client (the stvqa_generator_llm resource)")
-        proposals, generated = _anthropic_proposals(
-            scenes, config, balance, client, quarantine, source_file, stats
-        )
-
+def _checked_candidates(
+    proposals: Sequence[Proposal], scenes: Sequence[tuple[Scene, dict[str, Any]]], log: GenerationLog
+) -> list[dict[str, Any]]:
+    """Candidate rows of the proposals: count answers checked (corrected or quarantined), duplicates dropped."""
     by_image = {scene.image_id: scene for scene, _ in scenes}
     candidates: list[dict[str, Any]] = []
     seen_ids: set[str] = set()
     for proposal in proposals:
         scene = by_image[proposal.image_id]
-        item = proposal.item
-        note = None
-        if item.category == "count":
-            check = check_count(scene, item.question, item.options, item.answer)
-            if check.rejected:
-                quarantine.add(
-                    proposal.image_id,
-                    f"count check: {check.note}",
-                    source_file=source_file,
-                    payload=item.as_dict(),
-                )
-                stats["count_rejected"] += 1
-                continue
-            if check.note is not None:
-                stats["count_corrected"] += 1
-                note = check.note
-                item = GeneratedItem(
-                    item.question, item.options, check.answer, item.category, item.level, item.rating
-                )
+        item, note = _count_checked(proposal, scene, log)
+        if item is None:
+            continue
         row = _candidate_row(proposal, scene, item, note)
         if row["question_id"] in seen_ids:
-            stats["duplicate_questions"] += 1
+            log.stats["duplicate_questions"] += 1
             continue
         seen_ids.add(row["question_id"])
         candidates.append(row)
-    images_with_questions = {row["image_id"] for row in candidates}
-    stats["images_without_questions"] = len(scenes) - len(images_with_questions)
-    stats["items_without_gt_objects"] = sum(1 for row in candidates if not row["gt_scene"]["objects"])
+    return candidates
+
+
+def _count_checked(
+    proposal: Proposal, scene: Scene, log: GenerationLog
+) -> tuple[GeneratedItem | None, str | None]:
+    """The item with its count answer checked against the scene, and the correction note; None when rejected."""
+    item = proposal.item
+    if item.category != "count":
+        return item, None
+    check = check_count(scene, item.question, item.options, item.answer)
+    if check.rejected:
+        log.quarantine.add(
+            proposal.image_id,
+            f"count check: {check.note}",
+            source_file=log.source_file,
+            payload=item.as_dict(),
+        )
+        log.stats["count_rejected"] += 1
+        return None, None
+    if check.note is None:
+        return item, None
+    log.stats["count_corrected"] += 1
+    corrected = GeneratedItem(
+        item.question, item.options, check.answer, item.category, item.level, item.rating
+    )
+    return corrected, check.note
+
+
+def generate_candidates(
+    rows: pl.DataFrame,
+    settings: QuestionGenerationSettings | None = None,
+    geometry: Mapping[str, ImageGeometry] | None = None,
+    client: LLMClient | None = None,
+    source_file: str | None = None,
+    *,
+    progress: bool = True,
+) -> GenerationOutput:
+    """Generate checked candidate questions for ``scene_graphs`` rows.
+
+    Args:
+        rows (`pl.DataFrame`): ``scene_graphs`` rows (one shard, typically).
+        settings (`QuestionGenerationSettings`, *optional*): settings; the offline template backend by default.
+        geometry (`Mapping[str, dict[str, ObjectGeometry]]`, *optional*): metric geometry per image id.
+        client (`LLMClient`, *optional*): required by the ``anthropic`` backend.
+        source_file (`str`, *optional*): the scene-graph file, named in quarantine rows.
+        progress (`bool`, *optional*, defaults to `True`): progress bars.
+
+    Returns:
+        `GenerationOutput`: candidate rows, the quarantine and counts.
+    """
+    settings = settings or QuestionGenerationSettings()
+    proposer = question_proposer(settings, client, progress)
+    log = GenerationLog(QuarantineLog(SOURCE_ASSET), Counter(), source_file)
+    scenes = read_scenes(rows, geometry, log.quarantine, source_file)
+    log.stats["images"] = rows.height
+    log.stats["images_quarantined"] = rows.height - len(scenes)
+    proposals, generated = proposer.propose(scenes, settings.new_balance(), log)
+    candidates = _checked_candidates(proposals, scenes, log)
+    log.stats["images_without_questions"] = len(scenes) - len({row["image_id"] for row in candidates})
+    log.stats["items_without_gt_objects"] = sum(1 for row in candidates if not row["gt_scene"]["objects"])
     frame = (
         pl.DataFrame(candidates, schema=polars_schema(StvqaCandidates))
         if candidates
@@ -470,8 +584,9 @@ def generate_candidates(
     )
     return GenerationOutput(
         candidates=frame,
-        quarantine=quarantine,
+        quarantine=log.quarantine,
+        prompt_version=proposer.prompt_version,
         generated_counts=count_by(generated),
         kept_counts=count_by(candidates),
-        stats=dict(stats),
+        stats=dict(log.stats),
     )

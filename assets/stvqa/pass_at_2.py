@@ -6,14 +6,15 @@ letter. Every attempt is stored (:data:`ATTEMPT_COLUMNS`), so the decision can b
 re-thresholded later (for example "at least 2 of 4 right") without paying again; the response cache
 makes a rebuild free as well.
 
-Backends:
+Backends, chosen once by the ``backend`` setting (:func:`pass_at_2_answerer`), each an
+:class:`Answerer`:
 
-- ``openai`` (GPT-4o by default, through any OpenAI-compatible server): the image at high detail,
+- ``openai`` (:class:`ModelAnswerer`; GPT-4o by default, through any OpenAI-compatible server): the image at high detail,
   the question with lettered options, "reply with only the letter". An answer counts only when the
   whole reply is one letter of the options (``"B"``, ``"(B)"``, ``"B."``); anything else is an
   unparseable attempt, never read as ``"A"``. Tries are told apart by the request's `sample_index`, so
   each has its own cache entry; sample at a non-zero temperature for tries to differ.
-- ``solver`` (offline, the default): :func:`~assets.stvqa.templates.solve_question` answers template
+- ``solver`` (:class:`SolverAnswerer`; offline, the default): :func:`~assets.stvqa.templates.solve_question` answers template
   questions from the scene graph. It is deterministic, so it checks consistency rather than
   difficulty: every template question must survive, and a question it cannot read is not kept.
 
@@ -26,11 +27,12 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol, Self
 
 import polars as pl
+from pydantic import BaseModel, Field, model_validator
 from tqdm.auto import tqdm
 
 from assets.stvqa.geometry import ImageGeometry
@@ -44,9 +46,10 @@ from llm import LLMClient, LLMRequest, LLMResult
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("solver", "openai")
 SOURCE_ASSET = "stvqa_validated"
 SOLVER_MODEL = "scene-graph-solver"
+ANSWER_MAX_TOKENS = 5
+"""Completion limit of an answer: one letter."""
 _LETTER_REPLY = re.compile(r"^[\s*_`\"']*\(?\s*([A-Da-d])\s*\)?[.:]?[\s*_`\"']*$")
 
 ATTEMPT_STATUSES = ("answered", "unparseable", "abstained", "error")
@@ -54,33 +57,36 @@ ATTEMPT_STATUSES = ("answered", "unparseable", "abstained", "error")
 the solver could not read or settle the question; ``error``: no reply (transport failure, refusal)."""
 
 
-@dataclass
-class PassAtTwoConfig:
-    """Settings of the pass@2 filter.
+class PassAt2Settings(BaseModel):
+    """Settings of the pass@2 filter; the ``stvqa_validated`` run config extends this model.
 
-    Args:
-        backend (`str`, defaults to `"solver"`): `"solver"` (offline) or `"openai"` (an LLM client).
-        tries_per_round (`int`, defaults to `2`): answers asked per round.
-        rounds (`int`, defaults to `2`): rounds; a later round runs only for questions no earlier try got right.
-        temperature (`float`, defaults to `1.0`): sampling temperature of an answer (tries should differ).
-        max_tokens (`int`, defaults to `5`): completion limit of an answer (one letter).
-        image_detail (`str`, defaults to `"high"`): OpenAI image detail.
-        show_progress (`bool`, defaults to `True`): progress bars.
+    >>> PassAt2Settings(backend="openai").calls_model
+    True
     """
 
-    backend: str = "solver"
-    tries_per_round: int = 2
-    rounds: int = 2
-    temperature: float = 1.0
-    max_tokens: int = 5
-    image_detail: str = "high"
-    show_progress: bool = True
+    backend: Literal["solver", "openai"] = Field(
+        default="solver",
+        description="'solver' (offline scene-graph solver) or 'openai' (the stvqa_judge_llm resource).",
+    )
+    tries_per_round: int = Field(default=2, description="Answers asked per round.")
+    rounds: int = Field(default=2, description="Rounds; later rounds only for questions no try got right.")
+    temperature: float = Field(
+        default=1.0, description="Sampling temperature of an answer (tries should differ)."
+    )
+    image_detail: Literal["low", "high", "auto"] = Field(
+        default="high", description="OpenAI image detail of the answering calls."
+    )
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+    @model_validator(mode="after")
+    def _check_tries(self) -> Self:
         if self.tries_per_round < 1 or self.rounds < 1:
             raise ValueError("tries_per_round and rounds must be at least 1")
+        return self
+
+    @property
+    def calls_model(self) -> bool:
+        """True when the backend calls a model (it then needs an LLM client)."""
+        return self.backend == "openai"
 
 
 @dataclass
@@ -137,22 +143,99 @@ def _attempt_from_result(result: LLMResult, option_count: int) -> _Attempt:
     )
 
 
-def _answer_request(
-    row: Mapping[str, Any], image: bytes, try_index: int, config: PassAtTwoConfig
-) -> LLMRequest:
-    return LLMRequest(
-        template_name=ANSWER_TEMPLATE_NAME,
-        template_version=ANSWER_PROMPT_VERSION,
-        prompt=render_answer_prompt(row["question"], row["options"]),
-        images=(image,),
-        parameters={
-            "temperature": config.temperature,
-            "max_tokens": config.max_tokens,
-            "image_detail": config.image_detail,
-        },
-        sample_index=try_index,
-        request_id=row["question_id"],
-    )
+class Answerer(Protocol):
+    """A pass@2 backend: answers questions, one attempt per try index.
+
+    ``model`` is what the attempt and validated rows name as the answering model.
+    """
+
+    model: str
+
+    def answer(
+        self, rows: Sequence[Mapping[str, Any]], try_indices: range, round_number: int
+    ) -> list[list[_Attempt]]:
+        """One list per row, with one attempt per try index."""
+        ...
+
+
+class SolverAnswerer:
+    """The offline backend: :func:`~assets.stvqa.templates.solve_question` on the scene graph.
+
+    Deterministic, so every try of a round gets the same attempt.
+    """
+
+    model = SOLVER_MODEL
+
+    def __init__(self, scenes: Mapping[str, Scene], progress: bool = True) -> None:
+        self.scenes = scenes
+        self.progress = progress
+
+    def answer(
+        self, rows: Sequence[Mapping[str, Any]], try_indices: range, round_number: int
+    ) -> list[list[_Attempt]]:
+        """The solver's answer to each row, repeated for every try."""
+        answered = []
+        for row in tqdm(
+            rows,
+            desc=f"pass@2 solver round {round_number}",
+            unit="q",
+            disable=not self.progress,
+            mininterval=1.0,
+        ):
+            answer = solve_question(self.scenes[row["image_id"]], row["question"], row["options"])
+            attempt = _Attempt(
+                answer.letter,
+                "answered" if answer.letter else "abstained",
+                answer.letter,
+                None if answer.letter else answer.reason,
+            )
+            answered.append([attempt] * len(try_indices))
+        return answered
+
+
+class ModelAnswerer:
+    """The model-calling backend: the image and the lettered question through an LLM client.
+
+    Tries are told apart by the request's ``sample_index`` (the try index), so each has its own cache entry.
+    """
+
+    def __init__(
+        self, client: LLMClient, images: Mapping[str, bytes], settings: PassAt2Settings, progress: bool = True
+    ) -> None:
+        self.client = client
+        self.images = images
+        self.settings = settings
+        self.progress = progress
+        self.model = f"{client.config.provider}:{client.config.model}"
+
+    def _request(self, row: Mapping[str, Any], try_index: int) -> LLMRequest:
+        return LLMRequest(
+            template_name=ANSWER_TEMPLATE_NAME,
+            template_version=ANSWER_PROMPT_VERSION,
+            prompt=render_answer_prompt(row["question"], row["options"]),
+            images=(self.images[row["image_id"]],),
+            parameters={
+                "temperature": self.settings.temperature,
+                "max_tokens": ANSWER_MAX_TOKENS,
+                "image_detail": self.settings.image_detail,
+            },
+            sample_index=try_index,
+            request_id=row["question_id"],
+        )
+
+    def answer(
+        self, rows: Sequence[Mapping[str, Any]], try_indices: range, round_number: int
+    ) -> list[list[_Attempt]]:
+        """Every try of every row in one batch; replies that are not one option letter are unparseable."""
+        requests = [self._request(row, try_index) for row in rows for try_index in try_indices]
+        results = iter(
+            self.client.run_batch(
+                requests, description=f"pass@2 round {round_number}", progress=self.progress
+            )
+        )
+        return [
+            [_attempt_from_result(next(results), len(row["options"])) for _ in try_indices] for row in rows
+        ]
 
 
 def load_scenes(
@@ -174,34 +257,40 @@ def load_scenes(
     return scenes, images, problems
 
 
-def run_pass_at_2(
-    candidates: pl.DataFrame,
-    scene_rows: pl.DataFrame,
-    config: PassAtTwoConfig | None = None,
-    geometry: Mapping[str, ImageGeometry] | None = None,
+def pass_at_2_answerer(
+    settings: PassAt2Settings,
+    scenes: Mapping[str, Scene],
+    images: Mapping[str, bytes],
     client: LLMClient | None = None,
-) -> PassAtTwoOutput:
-    """Answer every candidate up to ``tries_per_round x rounds`` times and keep those answered right once.
+    progress: bool = True,
+) -> Answerer:
+    """The backend the settings name (chosen once, here).
 
-    Args:
-        candidates (`pl.DataFrame`): ``stvqa_candidates`` rows.
-        scene_rows (`pl.DataFrame`): ``scene_graphs`` rows of their images (images for the model, graphs for
-            the solver).
-        config (`PassAtTwoConfig`, *optional*): settings; the offline solver by default.
-        geometry (`Mapping`, *optional*): metric geometry per image id (the solver needs what the templates used).
-        client (`LLMClient`, *optional*): required by the ``openai`` backend.
-
-    Returns:
-        `PassAtTwoOutput`.
+    >>> pass_at_2_answerer(PassAt2Settings(), scenes={}, images={}).model
+    'scene-graph-solver'
+    >>> pass_at_2_answerer(PassAt2Settings(backend="openai"), scenes={}, images={})
+    Traceback (most recent call last):
+    ...
+    ValueError: the openai backend needs an LLM client (the stvqa_judge_llm resource)
     """
-    config = config or PassAtTwoConfig()
-    if config.backend == "openai" and client is None:
+    if not settings.calls_model:
+        return SolverAnswerer(scenes, progress)
+    if client is None:
         raise ValueError("the openai backend needs an LLM client (the stvqa_judge_llm resource)")
-    quarantine = QuarantineLog(SOURCE_ASSET)
-    scenes, images, scene_problems = load_scenes(scene_rows, geometry)
-    model = SOLVER_MODEL if config.backend == "solver" else f"{client.config.provider}:{client.config.model}"
-    rows = list(candidates.iter_rows(named=True))
-    attempts: dict[str, list[tuple[int, _Attempt]]] = {row["question_id"]: [] for row in rows}
+    return ModelAnswerer(client, images, settings, progress)
+
+
+_Tried = list[tuple[int, _Attempt]]
+"""The attempts of one question: (try index, attempt) in the order they were made."""
+
+
+def _answerable(
+    rows: Sequence[Mapping[str, Any]],
+    scenes: Mapping[str, Scene],
+    scene_problems: Mapping[str, str],
+    quarantine: QuarantineLog,
+) -> list[Mapping[str, Any]]:
+    """The rows whose scene graph is usable; the others are quarantined with the reason."""
     answerable = []
     for row in rows:
         problem = scene_problems.get(row["image_id"])
@@ -213,50 +302,106 @@ def run_pass_at_2(
             )
         else:
             answerable.append(row)
+    return answerable
 
-    pending = answerable
-    for round_index in range(config.rounds):
+
+def _answer_in_rounds(
+    rows: Sequence[Mapping[str, Any]], answerer: Answerer, settings: PassAt2Settings
+) -> dict[str, _Tried]:
+    """Every question's attempts; a round only asks the questions no earlier try got right."""
+    attempts: dict[str, _Tried] = {row["question_id"]: [] for row in rows}
+    pending = list(rows)
+    for round_index in range(settings.rounds):
         if not pending:
             break
-        try_indices = range(round_index * config.tries_per_round, (round_index + 1) * config.tries_per_round)
-        if config.backend == "solver":
-            for row in tqdm(
-                pending,
-                desc=f"pass@2 solver round {round_index + 1}",
-                unit="q",
-                disable=not config.show_progress,
-                mininterval=1.0,
-            ):
-                answer = solve_question(scenes[row["image_id"]], row["question"], row["options"])
-                attempt = _Attempt(
-                    answer.letter,
-                    "answered" if answer.letter else "abstained",
-                    answer.letter,
-                    None if answer.letter else answer.reason,
-                )
-                for try_index in try_indices:
-                    attempts[row["question_id"]].append((try_index, attempt))
-        else:
-            requests = [
-                _answer_request(row, images[row["image_id"]], try_index, config)
-                for row in pending
-                for try_index in try_indices
-            ]
-            results = client.run_batch(
-                requests, description=f"pass@2 round {round_index + 1}", progress=config.show_progress
-            )
-            position = 0
-            for row in pending:
-                for try_index in try_indices:
-                    attempts[row["question_id"]].append(
-                        (try_index, _attempt_from_result(results[position], len(row["options"])))
-                    )
-                    position += 1
+        try_indices = range(
+            round_index * settings.tries_per_round, (round_index + 1) * settings.tries_per_round
+        )
+        for row, answered in zip(
+            pending, answerer.answer(pending, try_indices, round_index + 1), strict=True
+        ):
+            attempts[row["question_id"]].extend(zip(try_indices, answered, strict=True))
         pending = [
             row
             for row in pending
             if not any(attempt.letter == row["answer"] for _, attempt in attempts[row["question_id"]])
         ]
+    return attempts
+
+
+def _attempt_row(
+    row: Mapping[str, Any], try_index: int, attempt: _Attempt, settings: PassAt2Settings, model: str
+) -> dict[str, Any]:
+    return {
+        "question_id": row["question_id"],
+        "image_id": row["image_id"],
+        "shard": row["shard"],
+        "category": row["category"],
+        "level": row["level"],
+        "attempt": try_index + 1,
+        "round": try_index // settings.tries_per_round + 1,
+        "backend": settings.backend,
+        "model": model,
+        "gold": row["answer"],
+        "answer": attempt.letter,
+        "correct": attempt.letter == row["answer"],
+        "status": attempt.status,
+        "raw_text": attempt.raw_text,
+        "error": attempt.error,
+        "cached": attempt.cached,
+        "cost_usd": float(attempt.cost_usd),
+    }
+
+
+def _validated_row(
+    row: Mapping[str, Any],
+    columns: Sequence[str],
+    tried: _Tried,
+    correct: list[int],
+    settings: PassAt2Settings,
+    model: str,
+) -> dict[str, Any]:
+    return {
+        **{name: row[name] for name in columns},
+        "pass_at_2_backend": settings.backend,
+        "pass_at_2_model": model,
+        "pass_at_2_attempts": len(tried),
+        "pass_at_2_correct": len(correct),
+        "first_correct_attempt": correct[0],
+        "attempt_answers": [attempt.letter or "" for _, attempt in tried],
+    }
+
+
+def run_pass_at_2(
+    candidates: pl.DataFrame,
+    scene_rows: pl.DataFrame,
+    settings: PassAt2Settings | None = None,
+    geometry: Mapping[str, ImageGeometry] | None = None,
+    client: LLMClient | None = None,
+    *,
+    progress: bool = True,
+) -> PassAtTwoOutput:
+    """Answer every candidate up to ``tries_per_round x rounds`` times and keep those answered right once.
+
+    Args:
+        candidates (`pl.DataFrame`): ``stvqa_candidates`` rows.
+        scene_rows (`pl.DataFrame`): ``scene_graphs`` rows of their images (images for the model, graphs for
+            the solver).
+        settings (`PassAt2Settings`, *optional*): settings; the offline solver by default.
+        geometry (`Mapping`, *optional*): metric geometry per image id (the solver needs what the templates used).
+        client (`LLMClient`, *optional*): required by the ``openai`` backend.
+        progress (`bool`, *optional*, defaults to `True`): progress bars.
+
+    Returns:
+        `PassAtTwoOutput`.
+    """
+    settings = settings or PassAt2Settings()
+    scenes, images, scene_problems = load_scenes(scene_rows, geometry)
+    answerer = pass_at_2_answerer(settings, scenes, images, client, progress)
+    quarantine = QuarantineLog(SOURCE_ASSET)
+    rows = list(candidates.iter_rows(named=True))
+    answerable = _answerable(rows, scenes, scene_problems, quarantine)
+    attempts = _answer_in_rounds(answerable, answerer, settings)
 
     validated_rows, attempt_rows = [], []
     statuses: Counter = Counter()
@@ -265,27 +410,7 @@ def run_pass_at_2(
         tried = attempts[row["question_id"]]
         for try_index, attempt in tried:
             statuses[attempt.status] += 1
-            attempt_rows.append(
-                {
-                    "question_id": row["question_id"],
-                    "image_id": row["image_id"],
-                    "shard": row["shard"],
-                    "category": row["category"],
-                    "level": row["level"],
-                    "attempt": try_index + 1,
-                    "round": try_index // config.tries_per_round + 1,
-                    "backend": config.backend,
-                    "model": model,
-                    "gold": row["answer"],
-                    "answer": attempt.letter,
-                    "correct": attempt.letter == row["answer"],
-                    "status": attempt.status,
-                    "raw_text": attempt.raw_text,
-                    "error": attempt.error,
-                    "cached": attempt.cached,
-                    "cost_usd": float(attempt.cost_usd),
-                }
-            )
+            attempt_rows.append(_attempt_row(row, try_index, attempt, settings, answerer.model))
         if all(attempt.status == "error" for _, attempt in tried):
             last_error = tried[-1][1].error if tried else "no attempt was made"
             quarantine.add(
@@ -300,15 +425,7 @@ def run_pass_at_2(
             continue
         kept += 1
         validated_rows.append(
-            {
-                **{name: row[name] for name in candidates.columns},
-                "pass_at_2_backend": config.backend,
-                "pass_at_2_model": model,
-                "pass_at_2_attempts": len(tried),
-                "pass_at_2_correct": len(correct),
-                "first_correct_attempt": correct[0],
-                "attempt_answers": [attempt.letter or "" for _, attempt in tried],
-            }
+            _validated_row(row, candidates.columns, tried, correct, settings, answerer.model)
         )
     validated = (
         pl.DataFrame(validated_rows, schema=polars_schema(StvqaValidated))
@@ -332,7 +449,7 @@ def run_pass_at_2(
     }
     logger.info(
         "pass@2 (%s): %d of %d kept (retention %.1f%%), %d quarantined",
-        model,
+        answerer.model,
         kept,
         decided,
         100 * stats["retention"],

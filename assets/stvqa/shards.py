@@ -1,4 +1,4 @@
-"""Static shard partitions for STVQA, and reading one shard's scene graphs from the cache.
+"""Static shard partitions for STVQA, and picking one shard's rows out of the ``scene_graphs`` table.
 
 Why static hash shards: the full Visual Genome has about 108K images, and generation plus pass@2
 answering costs model calls per image. The work is split into :data:`STVQA_SHARD_COUNT` fixed
@@ -17,6 +17,10 @@ every process and Python version, unlike the salted built-in `hash()`). So:
 '19'
 >>> len(STVQA_SHARD_KEYS)
 32
+
+The assets receive ``scene_graphs`` from the IO manager; :func:`shard_rows` and :func:`image_rows`
+select from it (a ``polars.LazyFrame`` works too: then only the ids are read for every image, and the
+full rows, image bytes included, only for the selected images).
 """
 
 from __future__ import annotations
@@ -24,18 +28,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from pathlib import Path
 
 import polars as pl
 
 from data_contracts.images import image_sha256
 from data_contracts.stable_hash import stable_bucket
-from data_contracts.storage import table_path
 
 STVQA_SHARD_COUNT = 32
 STVQA_SHARD_KEYS = [f"{index:02d}" for index in range(STVQA_SHARD_COUNT)]
-
-SCENE_GRAPHS_ASSET = "scene_graphs"
 
 
 def shard_of(image_id: str, shard_count: int = STVQA_SHARD_COUNT) -> str:
@@ -43,37 +43,33 @@ def shard_of(image_id: str, shard_count: int = STVQA_SHARD_COUNT) -> str:
     return f"{stable_bucket(str(image_id), shard_count):02d}"
 
 
-def scene_graphs_path(storage_root: str | Path) -> Path:
-    """Where the ``scene_graphs`` cache lives under the storage root."""
-    return table_path(storage_root, SCENE_GRAPHS_ASSET)
-
-
-def _require(path: Path) -> Path:
-    if not path.exists():
-        raise FileNotFoundError(
-            f"no scene_graphs cache at {path}; materialise the 'scene_graphs' asset (group sources) first"
-        )
-    return path
-
-
-def read_scene_graph_shard(storage_root: str | Path, shard: str) -> pl.DataFrame:
+def shard_rows(scene_graphs: pl.DataFrame | pl.LazyFrame, shard: str) -> pl.DataFrame:
     """The ``scene_graphs`` rows of one shard, sorted by image id.
 
-    Only the ids are read for every image; the full rows (with image bytes) only for the shard's images.
+    >>> graphs = pl.DataFrame({"image_id": ["2417711", "1", "2"], "objects": [[], [], []]})
+    >>> shard_rows(graphs, "19")["image_id"].to_list()
+    ['2417711']
     """
-    path = _require(scene_graphs_path(storage_root))
-    ids = pl.scan_parquet(path).select("image_id").collect()["image_id"].to_list()
+    table = scene_graphs.lazy()
+    ids = table.select("image_id").collect()["image_id"].to_list()
     wanted = sorted(image_id for image_id in ids if shard_of(image_id) == shard)
     if not wanted:
-        return pl.scan_parquet(path).head(0).collect()
-    return pl.scan_parquet(path).filter(pl.col("image_id").is_in(wanted)).collect().sort("image_id")
+        return table.head(0).collect()
+    return table.filter(pl.col("image_id").is_in(wanted)).collect().sort("image_id")
 
 
-def read_scene_graph_rows(storage_root: str | Path, image_ids: Iterable[str]) -> pl.DataFrame:
-    """The ``scene_graphs`` rows of the given images (any shards)."""
-    path = _require(scene_graphs_path(storage_root))
+def image_rows(scene_graphs: pl.DataFrame | pl.LazyFrame, image_ids: Iterable[str]) -> pl.DataFrame:
+    """The ``scene_graphs`` rows of the given images (any shards), in table order.
+
+    >>> graphs = pl.DataFrame({"image_id": ["b", "a", "c"]})
+    >>> image_rows(graphs, ["a", "b"])["image_id"].to_list(), image_rows(graphs, []).height
+    (['b', 'a'], 0)
+    """
+    table = scene_graphs.lazy()
     wanted = sorted(set(image_ids))
-    return pl.scan_parquet(path).filter(pl.col("image_id").is_in(wanted)).collect()
+    if not wanted:
+        return table.head(0).collect()
+    return table.filter(pl.col("image_id").is_in(wanted)).collect()
 
 
 def shard_fingerprint(rows: pl.DataFrame, *extra: object) -> str:

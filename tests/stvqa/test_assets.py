@@ -17,6 +17,8 @@ from tests.stvqa.helpers import scene_object, scene_row
 
 SHARD_ASSETS = [scene_graphs_asset, stvqa_candidates_asset, stvqa_validated_asset]
 SHARD_SELECTION = [stvqa_candidates_asset, stvqa_validated_asset]
+DATASET_ASSETS = [*SHARD_ASSETS, stvqa_asset]
+"""``stvqa`` loads its upstream tables through their IO manager, so the job holds their definitions."""
 RUN_CONFIG = {"ops": {"stvqa_candidates_asset": {"config": {"questions_per_image": 8}}}}
 
 
@@ -52,7 +54,7 @@ def built_chain(tmp_path_factory, small_world):
         )
         for shard in shards
     }
-    dataset = dg.materialize([stvqa_asset], resources=resources)
+    dataset = dg.materialize(DATASET_ASSETS, selection=[stvqa_asset], resources=resources)
     return root, resources, shards, shard_results, dataset
 
 
@@ -184,7 +186,12 @@ def test_published_source(tmp_path, small_world):
 
 
 def test_dataset_without_shards_explains(tmp_path, small_world):
-    result = dg.materialize([stvqa_asset], resources=_resources(tmp_path, small_world), raise_on_error=False)
+    result = dg.materialize(
+        DATASET_ASSETS,
+        selection=[stvqa_asset],
+        resources=_resources(tmp_path, small_world),
+        raise_on_error=False,
+    )
     assert not result.success
     failure = result.get_step_failure_events()[0].event_specific_data.error.to_string()
     assert "no stvqa_validated shard" in failure

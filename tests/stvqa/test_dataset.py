@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from assets.stvqa.dataset import (
+    StvqaDatasetSettings,
     build_stvqa,
     plan_quotas,
     question_with_options,
@@ -18,8 +19,8 @@ from assets.stvqa.dataset import (
     shuffle_options,
     split_by_image,
 )
-from assets.stvqa.generate import GenerationConfig, generate_candidates
-from assets.stvqa.pass_at_2 import PassAtTwoConfig, run_pass_at_2
+from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
+from assets.stvqa.pass_at_2 import run_pass_at_2
 from assets.stvqa.vocabulary import CATEGORIES
 from data_contracts.stvqa import Stvqa
 from data_contracts.validation import check_frame
@@ -32,17 +33,18 @@ BUILD_SCRIPT = """
 import hashlib, sys
 from pathlib import Path
 from readers.scene_graphs import read_visual_genome
-from assets.stvqa.dataset import build_stvqa
-from assets.stvqa.generate import GenerationConfig, generate_candidates
+from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa
+from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
 from assets.stvqa.geometry import load_geometry
-from assets.stvqa.pass_at_2 import PassAtTwoConfig, run_pass_at_2
+from assets.stvqa.pass_at_2 import run_pass_at_2
 root = Path(sys.argv[1])
 rows, _ = read_visual_genome(root / "visual_genome")
 geometry = load_geometry(root / "truth" / "world.json")
-candidates = generate_candidates(rows, GenerationConfig(questions_per_image=8, show_progress=False), geometry).candidates
-validated = run_pass_at_2(candidates, rows, PassAtTwoConfig(show_progress=False), geometry).validated
+settings = QuestionGenerationSettings(questions_per_image=8)
+candidates = generate_candidates(rows, settings, geometry, progress=False).candidates
+validated = run_pass_at_2(candidates, rows, None, geometry, progress=False).validated
 images = {row["image_id"]: row["image"] for row in rows.iter_rows(named=True)}
-frame, _, _ = build_stvqa(validated, images, seed=int(sys.argv[2]))
+frame, _, _ = build_stvqa(validated, images, StvqaDatasetSettings(seed=int(sys.argv[2])))
 sys.stdout.write(hashlib.sha256(frame.drop("images").write_json().encode()).hexdigest() + " " + str(frame.height))
 """
 
@@ -146,13 +148,16 @@ def test_balance_and_split_reproducible_across_processes(small_world):
 @pytest.fixture(scope="module")
 def built(sample_scene_graphs, sample_geometry):
     candidates = generate_candidates(
-        sample_scene_graphs, GenerationConfig(questions_per_image=8, show_progress=False), sample_geometry
+        sample_scene_graphs,
+        QuestionGenerationSettings(questions_per_image=8),
+        sample_geometry,
+        progress=False,
     ).candidates
     validated = run_pass_at_2(
-        candidates, sample_scene_graphs, PassAtTwoConfig(show_progress=False), sample_geometry
+        candidates, sample_scene_graphs, None, sample_geometry, progress=False
     ).validated
     images = {row["image_id"]: row["image"] for row in sample_scene_graphs.iter_rows(named=True)}
-    return validated, images, build_stvqa(validated, images, seed=0)
+    return validated, images, build_stvqa(validated, images, StvqaDatasetSettings(seed=0))
 
 
 def test_built_table_follows_the_contract_and_balance(built):

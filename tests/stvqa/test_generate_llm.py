@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from assets.stvqa.generate import GenerationConfig, generate_candidates
+from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
 from assets.stvqa.prompts import GENERATION_PROMPT_VERSION
 from tests.fakes.llm_servers import Fault, request_schema, request_text
 from tests.stvqa.conftest import TEST_API_KEY
@@ -33,10 +33,10 @@ COUNT_ITEM = {
 REASK_MARKER = "Your previous answer for this scene had these problems"
 
 
-def _config(**overrides):
-    settings = {"backend": "anthropic", "questions_per_image": 2, "chunk_size": 2, "show_progress": False}
+def _settings(**overrides):
+    settings = {"backend": "anthropic", "questions_per_image": 2, "chunk_size": 2}
     settings.update(overrides)
-    return GenerationConfig(**settings)
+    return QuestionGenerationSettings(**settings)
 
 
 def test_generation_through_the_anthropic_protocol(
@@ -47,7 +47,7 @@ def test_generation_through_the_anthropic_protocol(
     )
     client = make_llm_client(server)
     with caplog.at_level(logging.DEBUG):
-        output = generate_candidates(sample_scene_graphs, _config(), client=client)
+        output = generate_candidates(sample_scene_graphs, _settings(), client=client, progress=False)
 
     images = sample_scene_graphs.height
     assert server.hits == images  # one request per image, no retries needed
@@ -82,7 +82,9 @@ def test_invalid_json_is_retried_once_then_quarantined(
     llm_server_factory, make_llm_client, sample_scene_graphs
 ):
     server = llm_server_factory("anthropic", responder=lambda body: "Sure! Here are some questions: none")
-    output = generate_candidates(sample_scene_graphs.head(2), _config(), client=make_llm_client(server))
+    output = generate_candidates(
+        sample_scene_graphs.head(2), _settings(), client=make_llm_client(server), progress=False
+    )
     assert server.hits == 4  # each answer asked once more
     assert output.candidates.height == 0
     rows = output.quarantine.to_frame()
@@ -101,7 +103,9 @@ def test_gold_outside_options_is_reasked_and_fixed(llm_server_factory, make_llm_
         )
 
     server = llm_server_factory("anthropic", responder=responder)
-    output = generate_candidates(sample_scene_graphs.head(2), _config(), client=make_llm_client(server))
+    output = generate_candidates(
+        sample_scene_graphs.head(2), _settings(), client=make_llm_client(server), progress=False
+    )
     assert server.hits == 4
     reasks = [text for text in server.texts() if REASK_MARKER in text]
     assert len(reasks) == 2 and all("gold letter C is outside the 2 options" in text for text in reasks)
@@ -114,7 +118,9 @@ def test_duplicate_options_twice_are_quarantined(llm_server_factory, make_llm_cl
     server = llm_server_factory(
         "anthropic", responder=lambda body: {"questions": [duplicated, RELATION_ITEM]}
     )
-    output = generate_candidates(sample_scene_graphs.head(2), _config(), client=make_llm_client(server))
+    output = generate_candidates(
+        sample_scene_graphs.head(2), _settings(), client=make_llm_client(server), progress=False
+    )
     assert server.hits == 4
     rows = output.quarantine.to_frame()
     assert rows.height == 2
@@ -134,7 +140,7 @@ def test_faults_and_latency_lose_nothing(llm_server_factory, make_llm_client, sa
         Fault.timeout(delay_s=1.0),
     )
     client = make_llm_client(server, timeout_s=0.5)
-    output = generate_candidates(sample_scene_graphs, _config(chunk_size=6), client=client)
+    output = generate_candidates(sample_scene_graphs, _settings(chunk_size=6), client=client, progress=False)
     assert output.candidates.height == sample_scene_graphs.height
     assert len(output.quarantine) == 0
     assert server.hits >= sample_scene_graphs.height + 5
@@ -145,14 +151,16 @@ def test_rerun_is_served_from_the_cache(llm_server_factory, make_llm_client, sam
     server = llm_server_factory(
         "anthropic", responder=lambda body: {"questions": [RELATION_ITEM, COUNT_ITEM]}
     )
-    first = generate_candidates(sample_scene_graphs, _config(), client=make_llm_client(server))
+    first = generate_candidates(
+        sample_scene_graphs, _settings(), client=make_llm_client(server), progress=False
+    )
     hits = server.hits
     client = make_llm_client(server)
-    again = generate_candidates(sample_scene_graphs, _config(), client=client)
+    again = generate_candidates(sample_scene_graphs, _settings(), client=client, progress=False)
     assert server.hits == hits and client.summary.api_calls == 0 and client.summary.cost_usd == 0
     assert again.candidates.equals(first.candidates)
 
 
 def test_anthropic_backend_needs_a_client(sample_scene_graphs):
     with pytest.raises(ValueError, match="needs an LLM client"):
-        generate_candidates(sample_scene_graphs, _config())
+        generate_candidates(sample_scene_graphs, _settings(), progress=False)

@@ -5,8 +5,8 @@ import json
 import polars as pl
 import pytest
 
-from assets.stvqa.generate import GenerationConfig, generate_candidates
-from assets.stvqa.pass_at_2 import PassAtTwoConfig, parse_answer_letter, rethreshold, run_pass_at_2
+from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
+from assets.stvqa.pass_at_2 import PassAt2Settings, parse_answer_letter, rethreshold, run_pass_at_2
 from data_contracts.stvqa_validated import StvqaPassAtTwoAttempts, StvqaValidated
 from data_contracts.validation import check_frame
 from tests.fakes.llm_servers import Fault, request_images, request_text
@@ -14,15 +14,15 @@ from tests.fakes.llm_servers import Fault, request_images, request_text
 
 @pytest.fixture(scope="module")
 def template_candidates(sample_scene_graphs, sample_geometry):
-    config = GenerationConfig(questions_per_image=8, show_progress=False)
-    return generate_candidates(sample_scene_graphs, config, sample_geometry).candidates
+    settings = QuestionGenerationSettings(questions_per_image=8)
+    return generate_candidates(sample_scene_graphs, settings, sample_geometry, progress=False).candidates
 
 
 def test_every_template_question_survives_the_solver(
     template_candidates, sample_scene_graphs, sample_geometry
 ):
     output = run_pass_at_2(
-        template_candidates, sample_scene_graphs, PassAtTwoConfig(show_progress=False), sample_geometry
+        template_candidates, sample_scene_graphs, PassAt2Settings(), sample_geometry, progress=False
     )
     assert output.stats["retention"] == 1.0
     assert output.validated.height == template_candidates.height
@@ -33,9 +33,7 @@ def test_every_template_question_survives_the_solver(
 
 
 def test_solver_without_geometry_does_not_guess(template_candidates, sample_scene_graphs):
-    output = run_pass_at_2(
-        template_candidates, sample_scene_graphs, PassAtTwoConfig(show_progress=False), None
-    )
+    output = run_pass_at_2(template_candidates, sample_scene_graphs, PassAt2Settings(), None, progress=False)
     metric = template_candidates.filter(
         pl.col("template").is_in(["distance.compare", "orientation.perspective"])
     )
@@ -96,7 +94,7 @@ def test_openai_pass_at_2_rounds(
     server = llm_server_factory("openai", responder=_scripted_judge(script))
     client = make_llm_client(server, max_concurrency=1)  # tries arrive in order, so the script can count them
     output = run_pass_at_2(
-        sample, sample_scene_graphs, PassAtTwoConfig(backend="openai", show_progress=False), client=client
+        sample, sample_scene_graphs, PassAt2Settings(backend="openai"), client=client, progress=False
     )
 
     assert server.hits == 2 + 4 + 4
@@ -128,8 +126,9 @@ def test_transport_failures_are_quarantined(
     output = run_pass_at_2(
         template_candidates.head(2),
         sample_scene_graphs,
-        PassAtTwoConfig(backend="openai", show_progress=False),
+        PassAt2Settings(backend="openai"),
         client=make_llm_client(server),
+        progress=False,
     )
     assert output.validated.height == 0
     rows = output.quarantine.to_frame()
@@ -144,7 +143,8 @@ def test_missing_scene_graph_is_quarantined(template_candidates, sample_scene_gr
     output = run_pass_at_2(
         template_candidates,
         sample_scene_graphs.filter(pl.col("image_id") != image_id),
-        PassAtTwoConfig(show_progress=False),
+        PassAt2Settings(),
+        progress=False,
     )
     reasons = output.quarantine.to_frame()["reason"].to_list()
     missing = template_candidates.filter(pl.col("image_id") == image_id).height
@@ -154,4 +154,4 @@ def test_missing_scene_graph_is_quarantined(template_candidates, sample_scene_gr
 
 def test_openai_backend_needs_a_client(template_candidates, sample_scene_graphs):
     with pytest.raises(ValueError, match="needs an LLM client"):
-        run_pass_at_2(template_candidates, sample_scene_graphs, PassAtTwoConfig(backend="openai"))
+        run_pass_at_2(template_candidates, sample_scene_graphs, PassAt2Settings(backend="openai"))
