@@ -36,11 +36,12 @@ class TestTokenEntropy:
         assert torch.allclose(token_entropy(logits).double(), expected, atol=1e-5)
 
 
-class TestCompletionTokenDecoder:
-    @pytest.fixture(scope="class")
-    def tokenizer(self):
-        return build_tiny_tokenizer()
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tiny_tokenizer()
 
+
+class TestCompletionTokenDecoder:
     def test_concatenation_is_the_decoded_text_for_random_ids(self, tokenizer):
         decoder = CompletionTokenDecoder(tokenizer)
         generator = random.Random(0)
