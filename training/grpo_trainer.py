@@ -18,6 +18,12 @@ What it adds to TRL (nothing else changes):
 * The DGE task scheduler: rows are drawn by `TaskAdaptiveSampler`; after each generation batch the
   accuracy of every completion (gathered from all ranks, in rank order) updates the
   `TaskScheduler`; its state is written into each checkpoint and restored on resume.
+
+It overrides these private methods of TRL 1.16's `GRPOTrainer` (each docstring says which TRL
+behaviour it replaces or extends; `tests/training/test_trl_overrides.py` fails when TRL changes a
+signature or a call order they rely on): `_get_train_sampler`, `_tokenize_prompts`,
+`_generate_single_turn`, `_get_per_token_logps_and_entropies`, `_generate_and_score_completions` and
+`_calculate_rewards`; and the public `train` of transformers' `Trainer`.
 """
 
 from __future__ import annotations
@@ -194,6 +200,14 @@ class SpatialGRPOTrainer(GRPOTrainer):
         return requested
 
     def _get_train_sampler(self, dataset=None):
+        """Replaces TRL's `RepeatSampler` by the `TaskAdaptiveSampler` for the training set (task scheduler only).
+
+        TRL builds a `RepeatSampler` (each prompt `num_generations` times, batches of
+        `generation_batch_size // num_generations` prompts, each batch repeated
+        `num_iterations * steps_per_generation` times, seeded shuffle). The task sampler keeps that
+        layout and draws the prompts by task-type weight instead. Without the scheduler, or for
+        another dataset, TRL's sampler is returned unchanged.
+        """
         if self.task_sampler is not None and (dataset is None or dataset is self.train_dataset):
             return self.task_sampler
         return super()._get_train_sampler(dataset)
@@ -201,7 +215,10 @@ class SpatialGRPOTrainer(GRPOTrainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         """Train; `resume_from_checkpoint` is a checkpoint folder, or `True` / `"last"` for the newest one.
 
-        With the task scheduler, its state and the sampler's position come back from the checkpoint.
+        Extends transformers' `Trainer.train`: the aliases `True`, `"last"` and `"latest"` resolve to the
+        newest checkpoint of `output_dir` (a missing one is a `FileNotFoundError`, where `Trainer`
+        raises a `ValueError` for `True` only), and with the task scheduler its state and the sampler's
+        position come back from the checkpoint. Other keyword arguments pass through.
         """
         if resume_from_checkpoint is True:
             resume_from_checkpoint = "last"
@@ -224,6 +241,12 @@ class SpatialGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ capture hooks
 
     def _tokenize_prompts(self, prompts: list):
+        """TRL's tokenisation, unchanged; keeps its `(prompt_ids, images, multimodal_fields)` for the batch.
+
+        TRL applies the chat template and returns the prompt token ids, the images and the processor's
+        multimodal fields (`pixel_values`, `image_grid_thw`, ...), then forgets them. The selective
+        entropy pass (`_selective_pass`) needs them to rebuild prompt + completion inputs.
+        """
         result = super()._tokenize_prompts(prompts)
         self._last_prompt_batch = result
         return result
@@ -231,6 +254,14 @@ class SpatialGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(
         self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
     ):
+        """TRL's generation; with the `generation` entropy source, also records each step's entropy.
+
+        TRL generates with vLLM, transformers continuous batching or `model.generate` and returns
+        `(completion_ids, logprobs)`. With `entropy_source == "generation"` (plain transformers
+        generation only) a `GenerationEntropyRecorder` hooks the unwrapped model's output head during
+        that call, and the full-vocabulary entropy of every generated token is kept per completion.
+        The return value is TRL's, untouched.
+        """
         if self.entropy_source != "generation":
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
@@ -250,6 +281,15 @@ class SpatialGRPOTrainer(GRPOTrainer):
     def _get_per_token_logps_and_entropies(
         self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
     ):
+        """TRL's log-prob pass; once per batch with the `logprob_pass` source, also keeps its entropies.
+
+        TRL calls this for the loss, and in `_generate_and_score_completions` under `no_grad` for the
+        old policy's log-probs (when generation and optimisation steps are misaligned, or for vLLM
+        importance sampling) and for the reference model. With `entropy_source == "logprob_pass"` the
+        first call after a batch is generated (the old-policy pass, which precedes the rewards) is run
+        with `compute_entropy=True`; its per-token entropies are kept for the rewards, and the caller
+        gets entropies only when it asked for them. Every other call is TRL's, unchanged.
+        """
         if not self._capture_logprob_pass:
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
@@ -263,6 +303,14 @@ class SpatialGRPOTrainer(GRPOTrainer):
         return logps, entropies if wanted else None, aux_loss
 
     def _generate_and_score_completions(self, inputs):
+        """TRL's generate-and-score step, between resets of the per-batch entropy state.
+
+        TRL generates the completions of one generation batch, computes the old/reference log-probs,
+        calls `_calculate_rewards` and the advantages. Around it this counts the generation batches
+        drawn in training (the task sampler's resume position), arms the log-prob capture for the
+        `logprob_pass` source, and clears the captured entropies and prompts afterwards, also when
+        TRL raises.
+        """
         if self.model.training:
             self.chunks_consumed += 1
         self._generation_entropies = None
@@ -436,6 +484,14 @@ class SpatialGRPOTrainer(GRPOTrainer):
             self._metrics[mode][f"scheduler/weight/{task_type}"].append(weight)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards with `box_entropies` as an extra column, then grounding metrics and the scheduler.
+
+        TRL passes every column of the input rows to each reward function as a keyword argument and
+        returns the `(num_completions, num_reward_funcs)` rewards gathered from all ranks. Before that
+        call each row gets `box_entropies` (see `_box_entropies`); after it, the answer accuracy of
+        every completion is logged (`grounding/answer_accuracy`, `grounding/coordinate_entropy`) and,
+        in training with the scheduler, updates the `TaskScheduler`. TRL's rewards are returned as is.
+        """
         mode = "train" if self.model.training else "eval"
         texts = [completion_text(completion) for completion in completions]
         box_entropies = self._box_entropies(texts, completion_ids_list)
