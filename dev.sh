@@ -2,7 +2,7 @@
 # One entry point for a fresh machine: installs what is missing, then builds or tests.
 #
 #   ./dev.sh build [spatial-build flags]   materialise the whole asset graph on the built-in sample world
-#   ./dev.sh test  [pytest flags]          run the test suite (the command CI runs)
+#   ./dev.sh test  [pytest flags]          lint, check formatting, run the test suite (the command CI runs)
 #   ./dev.sh dagster                       open the Dagster UI on http://127.0.0.1:3000
 #   ./dev.sh install                       only install
 set -euo pipefail
@@ -57,7 +57,11 @@ shift || true
 case "$command" in
   install) install ;;
   build) install; exec "$VENV/bin/spatial-build" "$@" ;;
-  test) install; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)
+    install
+    "$VENV/bin/ruff" check .
+    "$VENV/bin/ruff" format --check .
+    exec "$VENV/bin/python" -m pytest "$@" ;;
   dagster) install; exec "$VENV/bin/dagster" dev -h 127.0.0.1 -p "${PORT:-3000}" "$@" ;;
   *) echo "usage: ./dev.sh build|test|dagster|install [args]" >&2; exit 2 ;;
 esac
