@@ -1,7 +1,13 @@
 """Contract for ``scene_graphs``: one row per image with its objects (boxes, names, attributes) and relations.
 
-Read from raw Visual Genome JSON, the VG150 layout, or the sample world. Boxes are canonical (0..1000
-grid, see :mod:`data_contracts.boxes`) with the pixel box beside them.
+Read from raw Visual Genome JSON, the VG150 layout, prompt-style Parquet, or the sample world. Boxes
+are canonical (0..1000 grid, see :mod:`data_contracts.boxes`) with the pixel box beside them.
+
+``split`` (1.1.0) is the image's split in its source: the VG150 h5 ``split`` array (0 train, 2 test;
+the usual validation images are carved from train by the consumer), a prompt-style Parquet's
+``split`` column or file name, ``train`` for raw Visual Genome (which has no split) unless configured.
+Training questions must never come from ``test`` images; the ``scene_graphs`` source asset leaves
+them out unless asked to keep them.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ import polars as pl
 
 from data_contracts.columns import all_grid_boxes_valid, grid_box_column, image_column, pixel_box_column
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"
+SPLITS = ["train", "val", "test"]
 
 OBJECT_FIELDS = {
     "object_id": dy.String(nullable=False),
@@ -38,6 +45,7 @@ class SceneGraphs(dy.Schema):
     objects = dy.List(dy.Struct(OBJECT_FIELDS, nullable=False), nullable=False)
     relationships = dy.List(dy.Struct(RELATION_FIELDS, nullable=False), nullable=False)
     source = dy.String(nullable=False)
+    split = dy.String(nullable=False, regex="^(?:" + "|".join(SPLITS) + ")$")
 
     @dy.rule()
     def object_boxes_are_ordered(cls) -> pl.Expr:

@@ -1,8 +1,17 @@
 """Readers for the multiple-choice sources: OmniSpatial (``data.json``, 0-based ``answer``) and SpatiaLab (1-based ``Answer``).
 
-OmniSpatial images live at ``<root>/<task_type>/<id prefix>.<ext>``; SpatiaLab tables come as
-``.json``, ``.jsonl``, ``.csv`` or ``.parquet``. Each reader returns a frame under the
-``mcq_questions`` contract and a quarantine log of the records it rejected.
+OmniSpatial images live at ``<root>/<task_type>/<id prefix>.<ext>``. Its ids (``<image>_<question>``)
+restart in every task folder, so a question id is ``omnispatial/<task_type>/<id>``, unique by
+construction. The folder may also be the one level above ``data.json`` (an unzipped release inside a
+Hub snapshot).
+
+SpatiaLab is released as ``data.json`` + ``img/``; tables also come as ``.jsonl``, ``.csv`` or
+``.parquet`` and images in ``images/``. The table may be given as a file or as its folder, and the
+image folder is ``spatialab_images_dir`` when set, else ``img/`` or ``images/`` beside the table (or the
+table's own folder), whichever holds the file.
+
+Each reader returns a frame under the ``mcq_questions`` contract and a quarantine log of the records
+it rejected. Every path may be a Hub dataset (see :func:`readers.common.resolve_location`).
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from readers.common import (
     IMAGE_EXTENSIONS,
     LETTERS,
     ImageCache,
+    MissingInputError,
+    column_problem,
     image_problem,
     load_json,
     read_jsonl,
@@ -30,6 +41,33 @@ from readers.common import (
 )
 
 logger = logging.getLogger(__name__)
+SPATIALAB_IMAGE_FOLDERS = ("img", "images")
+SPATIALAB_TABLE_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
+SPATIALAB_REQUIRED_COLUMNS = ("Question", "Answer", "Image_Filename")
+
+
+def omnispatial_question_id(source: str, task_type: str, record_id: str) -> str:
+    """The question id of an OmniSpatial record: ids restart per task folder, so the task type is part of it.
+
+    >>> omnispatial_question_id("omnispatial", "Complex_Logic", "12_0")
+    'omnispatial/Complex_Logic/12_0'
+    """
+    return f"{source}/{task_type}/{record_id}"
+
+
+def _omnispatial_folder(folder: Path, config_field: str) -> Path:
+    """The folder holding ``data.json``: ``folder`` itself or its one subfolder that holds it."""
+    if (folder / "data.json").is_file():
+        return folder
+    nested = sorted(path.parent for path in folder.glob("*/data.json"))
+    if len(nested) == 1:
+        return nested[0]
+    archives = sorted(folder.glob("*.zip"))
+    hint = f" (unzip {archives[0].name} and point it at the folder inside)" if archives else ""
+    raise MissingInputError(
+        f"OmniSpatial data.json not found in {folder} nor in one of its subfolders: "
+        f"set the config field `{config_field}` to the folder holding data.json{hint}."
+    )
 
 
 def _omnispatial_image(root: Path, task_type: str, question_id: str) -> Path | None:
@@ -100,8 +138,8 @@ def read_omnispatial(
     ``split`` labels every row (``"train"``/``"test"``) or, with ``"hash"``, assigns rows to train or
     test by a stable hash of the image id so that questions about one image stay together.
     """
-    folder = require_path(root, config_field, "OmniSpatial folder")
-    data_file = require_path(folder / "data.json", config_field, "OmniSpatial data.json")
+    folder = _omnispatial_folder(require_path(root, config_field, "OmniSpatial folder"), config_field)
+    data_file = folder / "data.json"
     log = QuarantineLog("mcq_questions")
     records = load_json(data_file, log)
     if records is None:
@@ -131,13 +169,15 @@ def read_omnispatial(
         image_path = _omnispatial_image(folder, task_type, record_id)
         image, problem = image_problem(cache, image_path, record_id)
         if image is None:
-            log.add(record_id, problem, source_file=str(image_path or data_file), payload=record)
+            log.add(
+                f"{task_type}/{record_id}", problem, source_file=str(image_path or data_file), payload=record
+            )
             continue
         cell, width, height = image
         row_split = stable_split(record_id.split("_")[0], test_fraction) if split == "hash" else split
         rows.append(
             _mcq_row(
-                question_id=f"{source}/{record_id}",
+                question_id=omnispatial_question_id(source, task_type, record_id),
                 cell=cell,
                 width=width,
                 height=height,
@@ -169,6 +209,10 @@ def _spatialab_records(path: Path, log: QuarantineLog) -> list[dict] | None:
         with path.open(newline="", encoding="utf-8") as handle:
             return list(csv.DictReader(handle))
     if suffix == ".parquet":
+        problem = column_problem(pl.read_parquet_schema(path), SPATIALAB_REQUIRED_COLUMNS)
+        if problem:
+            log.add(path.name, problem, source_file=str(path))
+            return None
         return pl.read_parquet(path).to_dicts()
     log.add(
         path.name,
@@ -184,6 +228,47 @@ def _as_int(value: Any) -> Any:
     return value
 
 
+def _spatialab_table(location: Path, config_field: str) -> Path:
+    """The SpatiaLab table at ``location``: the file itself, else ``data.json`` or the one table in the folder."""
+    if location.is_file():
+        return location
+    if (location / "data.json").is_file():
+        return location / "data.json"
+    tables = sorted(
+        path
+        for path in location.iterdir()
+        if path.is_file() and path.suffix.lower() in SPATIALAB_TABLE_SUFFIXES
+    )
+    if len(tables) == 1:
+        return tables[0]
+    found = f"found {[path.name for path in tables]}" if tables else "found none"
+    raise MissingInputError(
+        f"no single SpatiaLab table in {location} ({found}): set the config field `{config_field}` "
+        "to the table file (data.json, .jsonl, .csv or .parquet)."
+    )
+
+
+def spatialab_image_folders(table: Path, images_dir: str | Path | None) -> list[Path]:
+    """Where SpatiaLab images are looked for, in order: the configured folder, else ``img/``, ``images/``, the table's folder.
+
+    Raises:
+        `MissingInputError`: when ``images_dir`` is set but does not exist.
+    """
+    if images_dir:
+        return [require_path(images_dir, "spatialab_images_dir", "SpatiaLab images folder")]
+    found = [table.parent / name for name in SPATIALAB_IMAGE_FOLDERS if (table.parent / name).is_dir()]
+    return [*found, table.parent]
+
+
+def _spatialab_image(folders: list[Path], filename: str) -> Path:
+    """The first existing ``folder / filename``; the first folder's candidate (reported missing) when none exists."""
+    for folder in folders:
+        candidate = folder / filename
+        if candidate.is_file():
+            return candidate
+    return folders[0] / filename
+
+
 def read_spatialab(
     path: str | Path,
     *,
@@ -192,9 +277,13 @@ def read_spatialab(
     source: str = "spatialab",
     config_field: str = "spatialab_path",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read SpatiaLab (``id, Category, Sub_Category, Question, Option_1..4, Answer (1-4), Image_Filename``)."""
-    table = require_path(path, config_field, "SpatiaLab table")
-    image_folder = Path(images_dir) if images_dir else table.parent / "images"
+    """Read SpatiaLab (``id, Category, Sub_Category, Question, Option_1..4, Answer (1-4), Image_Filename``).
+
+    ``path`` is the table or its folder (the release: ``data.json`` + ``img/``); images are looked for
+    in ``images_dir`` when given, else in ``img/``, ``images/`` and the table's folder.
+    """
+    table = _spatialab_table(require_path(path, config_field, "SpatiaLab table"), config_field)
+    image_folders = spatialab_image_folders(table, images_dir)
     log = QuarantineLog("mcq_questions")
     records = _spatialab_records(table, log)
     if records is None:
@@ -221,7 +310,7 @@ def read_spatialab(
             log.add(record_id, checked, source_file=str(table), payload=record)
             continue
         options, index = checked
-        image_path = image_folder / str(record["Image_Filename"])
+        image_path = _spatialab_image(image_folders, str(record["Image_Filename"]))
         image, problem = image_problem(cache, image_path, record_id)
         if image is None:
             log.add(record_id, problem, source_file=str(image_path), payload=record)

@@ -2,7 +2,13 @@
 
 Visual Genome boxes are top-left ``x, y, w, h`` in pixels and relationship endpoints come as
 ``name`` or ``names`` dicts. Each reader returns a frame under the ``scene_graphs`` contract and a
-quarantine log.
+quarantine log; :func:`read_scene_graphs` picks the reader for a layout (detected by
+:func:`detect_scene_graph_layout`) and leaves out the images of unwanted splits.
+
+Images of the raw and VG150 layouts are looked for in ``VG_100K/``, ``VG_100K_2/``, ``images/`` or the
+folder itself, or in a configured images folder (with or without those subfolders). Every row carries
+its ``split``: the VG150 h5 ``split`` array (0 train, 2 test), a prompt-style Parquet's ``split``
+column or file name (``train-00000-of-00001.parquet``), else ``train``, or a configured label.
 """
 
 from __future__ import annotations
@@ -11,6 +17,9 @@ import io
 import json
 import logging
 import re
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +34,7 @@ from data_contracts.validation import polars_schema
 from readers.common import (
     ImageCache,
     MissingInputError,
+    column_problem,
     image_problem,
     load_json,
     require_path,
@@ -32,18 +42,45 @@ from readers.common import (
 
 logger = logging.getLogger(__name__)
 VG_IMAGE_FOLDERS = ("VG_100K", "VG_100K_2", "images", ".")
+VG150_SPLIT_CODES = {0: "train", 1: "val", 2: "test"}
+PROMPT_PARQUET_COLUMNS = ("image_id", "image", "objects", "relationships")
+SCENE_GRAPH_LAYOUTS = ("auto", "raw", "vg150", "parquet")
+IMAGES_DIR_FIELD = "visual_genome_images_dir"
 
 
-def _vg_image_path(root: Path, image_id: str, url: str | None) -> Path | None:
+def vg_image_folders(root: Path, images_dir: str | Path | None = None) -> list[Path]:
+    """Folders searched for Visual Genome images: the configured one (and its ``VG_100K*``), else those beside ``root``.
+
+    Raises:
+        `MissingInputError`: when ``images_dir`` is set but does not exist.
+    """
+    if images_dir:
+        folder = require_path(images_dir, IMAGES_DIR_FIELD, "Visual Genome images folder")
+        return [folder, folder / "VG_100K", folder / "VG_100K_2"]
+    return [root / name for name in VG_IMAGE_FOLDERS]
+
+
+def _vg_image_path(folders: list[Path], image_id: str, url: str | None) -> Path | None:
     names = [f"{image_id}.jpg", f"{image_id}.png"]
     if url:
         names.insert(0, url.rstrip("/").rsplit("/", 1)[-1])
-    for folder in VG_IMAGE_FOLDERS:
+    for folder in folders:
         for name in names:
-            candidate = root / folder / name
+            candidate = folder / name
             if candidate.exists():
                 return candidate
     return None
+
+
+def split_from_file_name(path: Path) -> str | None:
+    """The split a Hub-style Parquet file name states (``train-00000-of-00001.parquet``), if any.
+
+    >>> split_from_file_name(Path("data/validation-00000-of-00002.parquet")), split_from_file_name(Path("vg.parquet"))
+    ('val', None)
+    """
+    stem = re.split(r"[-_.]", path.stem.lower(), maxsplit=1)[0]
+    stem = {"validation": "val", "valid": "val", "dev": "val"}.get(stem, stem)
+    return stem if stem in scene_graphs.SPLITS else None
 
 
 def _object_name(obj: dict) -> str:
@@ -59,10 +96,20 @@ def _by_image(items: Any) -> dict[str, dict]:
 
 
 def read_visual_genome(
-    root: str | Path, *, source: str = "visual_genome", config_field: str = "visual_genome_root"
+    root: str | Path,
+    *,
+    images_dir: str | Path | None = None,
+    split: str | None = None,
+    source: str = "visual_genome",
+    config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read raw Visual Genome v1.4 JSON (``image_data``, ``objects``, ``relationships``, ``attributes``)."""
+    """Read raw Visual Genome v1.4 JSON (``image_data``, ``objects``, ``relationships``, ``attributes``).
+
+    Raw Visual Genome has no split: every image is labelled ``split`` (default ``train``).
+    """
     folder = require_path(root, config_field, "Visual Genome folder")
+    image_folders = vg_image_folders(folder, images_dir)
+    split = _checked_split(split or "train")
     log = QuarantineLog("scene_graphs")
     files = {}
     for name in ("image_data", "objects", "relationships", "attributes"):
@@ -82,7 +129,7 @@ def read_visual_genome(
             log.add("?", "malformed record: image_data entry without image_id", payload=info)
             continue
         image_id = str(info.get("image_id", info.get("id")))
-        image_path = _vg_image_path(folder, image_id, info.get("url"))
+        image_path = _vg_image_path(image_folders, image_id, info.get("url"))
         image, problem = image_problem(cache, image_path, image_id)
         if image is None:
             log.add(image_id, problem, source_file=str(image_path or folder / "image_data.json"))
@@ -100,7 +147,7 @@ def read_visual_genome(
             log,
             folder,
         )
-        row.update({"image": cell, "source": source})
+        row.update({"image": cell, "source": source, "split": split})
         rows.append(row)
     logger.info("Visual Genome %s: %d images kept, %d records quarantined", folder, len(rows), len(log))
     return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
@@ -230,10 +277,18 @@ VG150_DICTS = "VG-SGG-dicts-with-attri.json"
 VG150_CORRUPTED_IMAGES = frozenset({"1592", "1722", "4616", "4617"})
 
 
+def _checked_split(split: str) -> str:
+    if split not in scene_graphs.SPLITS:
+        raise ValueError(f"scene-graph split must be one of {scene_graphs.SPLITS}, got {split!r}")
+    return split
+
+
 def read_vg150(
     root: str | Path,
     *,
     box_scale: int = 1024,
+    images_dir: str | Path | None = None,
+    splits: Collection[str] | None = None,
     source: str = "vg150",
     config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
@@ -241,18 +296,57 @@ def read_vg150(
 
     Boxes in the h5 file are centre x, centre y, width, height scaled so the longer image side is
     ``box_scale`` (1024 in the common release; the dataset ``boxes_512`` is used when asked for 512).
-    Rows of the h5 file align with ``image_data.json`` after dropping the known corrupted images.
+    Rows of the h5 file align with ``image_data.json`` after dropping the known corrupted images. The
+    h5 ``split`` array (0 train, 2 test) becomes the ``split`` column; with ``splits`` given, images of
+    other splits are skipped before their image file is read.
     """
+    frame, log, _ = _read_vg150(
+        root,
+        box_scale=box_scale,
+        images_dir=images_dir,
+        splits=splits,
+        source=source,
+        config_field=config_field,
+    )
+    return frame, log
+
+
+def _vg150_split_labels(h5: Any, count: int, log: QuarantineLog, h5_path: Path) -> list[str | None]:
+    """One split label per h5 row (``None`` for an unknown code); ``train`` for every row of a file without ``split``."""
+    if "split" not in h5:
+        logger.warning("%s has no 'split' dataset: every image is labelled train", h5_path)
+        return ["train"] * count
+    codes = h5["split"][:].reshape(-1).tolist()
+    labels: list[str | None] = [VG150_SPLIT_CODES.get(int(code)) for code in codes[:count]]
+    unknown = sorted({int(code) for code in codes if int(code) not in VG150_SPLIT_CODES})
+    if unknown:
+        log.add(
+            "vg150", f"unknown split codes {unknown} (known: {VG150_SPLIT_CODES})", source_file=str(h5_path)
+        )
+    return labels + [None] * (count - len(labels))
+
+
+def _read_vg150(
+    root: str | Path,
+    *,
+    box_scale: int,
+    images_dir: str | Path | None,
+    splits: Collection[str] | None,
+    source: str,
+    config_field: str,
+) -> tuple[pl.DataFrame, QuarantineLog, dict[str, int]]:
     import h5py
 
     folder = require_path(root, config_field, "VG150 folder")
+    image_folders = vg_image_folders(folder, images_dir)
     log = QuarantineLog("scene_graphs")
+    excluded: Counter[str] = Counter()
     dicts = load_json(require_path(folder / VG150_DICTS, config_field, "VG150 dictionary"), log)
     image_data = load_json(
         require_path(folder / "image_data.json", config_field, "VG150 image_data.json"), log
     )
     if dicts is None or image_data is None:
-        return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log
+        return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log, {}
     image_data = [
         info for info in image_data if str(info.get("image_id", info.get("id"))) not in VG150_CORRUPTED_IMAGES
     ]
@@ -261,7 +355,8 @@ def read_vg150(
     attribute_names = {int(k): v for k, v in dicts.get("idx_to_attribute", {}).items()}
     cache = ImageCache()
     rows = []
-    with h5py.File(require_path(folder / VG150_H5, config_field, "VG150 h5 file"), "r") as h5:
+    h5_path = require_path(folder / VG150_H5, config_field, "VG150 h5 file")
+    with h5py.File(h5_path, "r") as h5:
         boxes = h5[f"boxes_{box_scale}"][:]
         labels = h5["labels"][:].reshape(-1)
         attributes = h5["attributes"][:] if "attributes" in h5 else np.zeros((len(labels), 0), dtype=int)
@@ -269,15 +364,23 @@ def read_vg150(
         first_rel, last_rel = h5["img_to_first_rel"][:], h5["img_to_last_rel"][:]
         relationships = h5["relationships"][:]
         predicates = h5["predicates"][:].reshape(-1)
+        split_labels = _vg150_split_labels(h5, len(first_box), log, h5_path)
         if len(first_box) != len(image_data):
             log.add(
                 "vg150",
                 f"misaligned: {len(first_box)} h5 rows vs {len(image_data)} images after dropping corrupted ones",
-                source_file=str(folder / VG150_H5),
+                source_file=str(h5_path),
             )
         for index, info in enumerate(image_data[: len(first_box)]):
             image_id = str(info.get("image_id", info.get("id")))
-            image_path = _vg_image_path(folder, image_id, info.get("url"))
+            split = split_labels[index]
+            if split is None:
+                log.add(image_id, "unknown split code in the h5 'split' array", source_file=str(h5_path))
+                continue
+            if splits is not None and split not in splits:
+                excluded[split] += 1
+                continue
+            image_path = _vg_image_path(image_folders, image_id, info.get("url"))
             image, problem = image_problem(cache, image_path, image_id)
             if image is None:
                 log.add(image_id, problem, source_file=str(image_path or folder))
@@ -293,9 +396,7 @@ def read_vg150(
                         box_px = [v * scale for v in cxcywh_to_xyxy(boxes[box_index].tolist())]
                         box = pixels_to_grid(box_px, width, height)
                     except BoxError as error:
-                        log.add(
-                            f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(folder / VG150_H5)
-                        )
+                        log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(h5_path))
                         continue
                     name = label_names.get(int(labels[box_index]), "object")
                     objects[box_index] = {
@@ -338,95 +439,210 @@ def read_vg150(
                     "objects": list(objects.values()),
                     "relationships": relations,
                     "source": source,
+                    "split": split,
                 }
             )
-    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
+    if excluded:
+        logger.info("VG150 %s: images left out by split: %s", folder, dict(excluded))
+    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log, dict(excluded)
+
+
+def _parquet_files(location: Path) -> list[Path]:
+    if location.is_file():
+        return [location]
+    return sorted(location.rglob("*.parquet"))
 
 
 def read_scene_graph_parquet(
-    path: str | Path, *, source: str = "vg150_prompt", config_field: str = "visual_genome_root"
+    path: str | Path,
+    *,
+    split: str | None = None,
+    source: str = "vg150_prompt",
+    config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
     """Read the prompt-style VG150 variant: ``image_id, image, objects, relationships`` with JSON strings.
 
-    Objects are ``{"id": "name.N", "bbox": [x1, y1, x2, y2]}`` in pixels; relationships are
-    ``{"subject": id, "predicate": str, "object": id}``.
+    ``path`` is a Parquet file or a folder of them (a Hub snapshot with ``data/*.parquet``). Objects are
+    ``{"id": "name.N", "bbox": [x1, y1, x2, y2]}`` in pixels; relationships are ``{"subject": id,
+    "predicate": str, "object": id}``. A file whose columns are not these is quarantined once, naming
+    the missing columns. ``split`` labels every row; by default a row's ``split`` column, else the file
+    name's split (``val-00000-of-00001.parquet``), else ``train``.
     """
-    table = require_path(path, config_field, "scene-graph Parquet file")
+    location = require_path(path, config_field, "scene-graph Parquet file or folder")
     log = QuarantineLog("scene_graphs")
-    rows = []
-    for record in pl.read_parquet(table).iter_rows(named=True):
-        image_id = str(record.get("image_id"))
-        cell = record.get("image") or {}
-        try:
-            with Image.open(io.BytesIO(cell.get("bytes") or b"")) as image:
-                width, height = image.size
-        except (UnidentifiedImageError, OSError) as error:
-            log.add(image_id, f"corrupt image: {error}", source_file=str(table))
+    rows: list[dict] = []
+    files = _parquet_files(location)
+    if not files:
+        log.add(location.name, "no Parquet file in the folder", source_file=str(location))
+    for table in files:
+        problem = column_problem(pl.read_parquet_schema(table), PROMPT_PARQUET_COLUMNS)
+        if problem:
+            log.add(table.name, problem, source_file=str(table))
             continue
-        try:
-            objects = (
-                json.loads(record["objects"]) if isinstance(record["objects"], str) else record["objects"]
-            )
-            relationships = (
-                json.loads(record["relationships"])
-                if isinstance(record["relationships"], str)
-                else record["relationships"]
-            )
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            log.add(image_id, f"malformed JSON: {error}", source_file=str(table))
-            continue
-        kept = {}
-        for obj in objects or []:
-            object_id = str(obj.get("id", ""))
-            try:
-                box = pixels_to_grid(obj["bbox"], width, height)
-            except (KeyError, TypeError, BoxError) as error:
-                log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(table), payload=obj)
+        file_split = split or split_from_file_name(table) or "train"
+        for record in pl.read_parquet(table).iter_rows(named=True):
+            row = _prompt_style_row(record, table, log)
+            if row is None:
                 continue
-            name = re.sub(r"\.\d+$", "", object_id)
-            kept[object_id] = {
-                "object_id": object_id,
-                "name": name,
-                "names": [name],
-                "attributes": [],
-                "bbox": box,
-                "bbox_px": [float(v) for v in obj["bbox"]],
-            }
-        relations = []
-        for relation in relationships or []:
-            subject, obj = str(relation.get("subject", "")), str(relation.get("object", ""))
-            if subject not in kept or obj not in kept:
-                log.add(
-                    f"{image_id}/{subject}-{obj}",
-                    "dangling relation",
-                    source_file=str(table),
-                    payload=relation,
-                )
-                continue
-            relations.append(
-                {"subject_id": subject, "predicate": str(relation.get("predicate", "")), "object_id": obj}
-            )
-        rows.append(
-            {
-                "image_id": image_id,
-                "image": {"bytes": cell.get("bytes"), "path": cell.get("path")},
-                "image_width": width,
-                "image_height": height,
-                "objects": list(kept.values()),
-                "relationships": relations,
-                "source": source,
-            }
-        )
+            row_split = split or str(record.get("split") or file_split).lower()
+            row.update({"source": source, "split": "val" if row_split == "validation" else row_split})
+            rows.append(row)
+    logger.info(
+        "Scene-graph Parquet %s: %d images kept, %d records quarantined", location, len(rows), len(log)
+    )
     return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
 
 
+def _prompt_style_row(record: dict, table: Path, log: QuarantineLog) -> dict | None:
+    """One prompt-style record as a ``scene_graphs`` row (without source and split), or ``None`` when quarantined."""
+    if record.get("image_id") is None:
+        log.add("?", "missing image_id", source_file=str(table))
+        return None
+    image_id = str(record["image_id"])
+    cell = record.get("image") or {}
+    try:
+        with Image.open(io.BytesIO(cell.get("bytes") or b"")) as image:
+            width, height = image.size
+    except (UnidentifiedImageError, OSError) as error:
+        log.add(image_id, f"corrupt image: {error}", source_file=str(table))
+        return None
+    try:
+        objects = json.loads(record["objects"]) if isinstance(record["objects"], str) else record["objects"]
+        relationships = (
+            json.loads(record["relationships"])
+            if isinstance(record["relationships"], str)
+            else record["relationships"]
+        )
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        log.add(image_id, f"malformed JSON: {error}", source_file=str(table))
+        return None
+    kept = {}
+    for obj in objects or []:
+        if not isinstance(obj, dict):
+            log.add(f"{image_id}/?", "malformed object: not an object", source_file=str(table), payload=obj)
+            continue
+        object_id = str(obj.get("id", ""))
+        try:
+            box = pixels_to_grid(obj["bbox"], width, height)
+        except (KeyError, TypeError, BoxError) as error:
+            log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(table), payload=obj)
+            continue
+        name = re.sub(r"\.\d+$", "", object_id)
+        kept[object_id] = {
+            "object_id": object_id,
+            "name": name,
+            "names": [name],
+            "attributes": [],
+            "bbox": box,
+            "bbox_px": [float(v) for v in obj["bbox"]],
+        }
+    relations = []
+    for relation in relationships or []:
+        if not isinstance(relation, dict):
+            log.add(f"{image_id}/?", "malformed relation", source_file=str(table), payload=relation)
+            continue
+        subject, obj = str(relation.get("subject", "")), str(relation.get("object", ""))
+        if subject not in kept or obj not in kept:
+            log.add(
+                f"{image_id}/{subject}-{obj}",
+                "dangling relation",
+                source_file=str(table),
+                payload=relation,
+            )
+            continue
+        relations.append(
+            {"subject_id": subject, "predicate": str(relation.get("predicate", "")), "object_id": obj}
+        )
+    return {
+        "image_id": image_id,
+        "image": {"bytes": cell.get("bytes"), "path": cell.get("path")},
+        "image_width": width,
+        "image_height": height,
+        "objects": list(kept.values()),
+        "relationships": relations,
+    }
+
+
 def detect_scene_graph_layout(root: Path) -> str:
-    """``"vg150"`` when the VG150 h5 file is present, ``"parquet"`` for a Parquet file, else ``"raw"``."""
-    if root.is_file() and root.suffix == ".parquet":
-        return "parquet"
+    """The layout of a scene-graph input: ``"vg150"``, ``"parquet"`` or ``"raw"``.
+
+    ``"vg150"`` when the VG150 h5 file is present; ``"raw"`` when ``image_data.json`` is (or nothing
+    is recognised, so the raw reader names what is missing); ``"parquet"`` for a Parquet file or a
+    folder of them (a Hub snapshot with ``data/*.parquet``).
+    """
+    if root.is_file():
+        return "parquet" if root.suffix == ".parquet" else "raw"
     if (root / VG150_H5).exists():
         return "vg150"
+    if (root / "image_data.json").exists():
+        return "raw"
+    if root.is_dir() and next(root.rglob("*.parquet"), None) is not None:
+        return "parquet"
     return "raw"
+
+
+@dataclass
+class SceneGraphRead:
+    """What :func:`read_scene_graphs` read: the kept rows, the quarantine, the layout, and images left out by split."""
+
+    frame: pl.DataFrame
+    quarantine: QuarantineLog
+    layout: str
+    excluded_by_split: dict[str, int] = field(default_factory=dict)
+
+
+def read_scene_graphs(
+    root: str | Path,
+    *,
+    layout: str = "auto",
+    images_dir: str | Path | None = None,
+    box_scale: int = 1024,
+    split: str | None = None,
+    keep_splits: Collection[str] | None = None,
+    config_field: str = "visual_genome_root",
+) -> SceneGraphRead:
+    """Read scene graphs in ``layout`` (``auto`` detects it) and keep the images of ``keep_splits`` (all when ``None``).
+
+    Args:
+        root: the raw or VG150 folder, or a prompt-style Parquet file or folder (local or on the Hub).
+        images_dir: where the raw and VG150 layouts' images are (default: beside the annotations).
+        box_scale: longer-side scale of the VG150 h5 boxes.
+        split: the split label of raw and Parquet rows (default: see the readers); VG150 keeps its own.
+        keep_splits: splits kept; the others are left out (not quarantined: they are valid) and counted.
+
+    Raises:
+        `ValueError`: for an unknown layout or split label.
+    """
+    if layout not in SCENE_GRAPH_LAYOUTS:
+        raise ValueError(
+            f"unknown visual_genome_layout {layout!r}: use {', '.join(map(repr, SCENE_GRAPH_LAYOUTS))}"
+        )
+    if split is not None:
+        _checked_split(split)
+    location = require_path(root, config_field, "Visual Genome folder or file")
+    detected = detect_scene_graph_layout(location) if layout == "auto" else layout
+    if detected == "vg150":
+        frame, log, excluded = _read_vg150(
+            location,
+            box_scale=box_scale,
+            images_dir=images_dir,
+            splits=keep_splits,
+            source="vg150",
+            config_field=config_field,
+        )
+        return SceneGraphRead(frame, log, detected, excluded)
+    if detected == "parquet":
+        frame, log = read_scene_graph_parquet(location, split=split, config_field=config_field)
+    else:
+        frame, log = read_visual_genome(
+            location, images_dir=images_dir, split=split, config_field=config_field
+        )
+    excluded = {}
+    if keep_splits is not None and frame.height:
+        left_out = frame.filter(~pl.col("split").is_in(list(keep_splits)))
+        excluded = dict(Counter(left_out["split"].to_list()))
+        frame = frame.filter(pl.col("split").is_in(list(keep_splits)))
+    return SceneGraphRead(frame, log, detected, excluded)
 
 
 # --------------------------------------------------------------------------------------------------
