@@ -36,6 +36,7 @@ from pydantic import Field
 from data_contracts.storage import llm_cache_path, resolve_storage_root
 from llm.client import LLMClient, LLMClientConfig, LLMClientSettings
 from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
+from readers.common import resolve_location
 
 
 class StorageResource(dg.ConfigurableResource):
@@ -53,13 +54,19 @@ class StorageResource(dg.ConfigurableResource):
 
 
 class SourcesResource(dg.ConfigurableResource):
-    """Paths of the raw data sets. Empty fields read the sample world under the storage root."""
+    """Paths of the raw data sets. Empty fields read the sample world under the storage root.
+
+    Every path field also takes a Hugging Face Hub dataset, ``hf://datasets/OWNER/NAME[@REVISION][/PATH]``,
+    fetched into the local Hub cache (only read from it with ``HF_HUB_OFFLINE=1``) and read like a
+    local folder; pin a revision for reproducible builds.
+    """
 
     sample_world_root: str | None = Field(
         default=None, description="Sample world folder; default <storage root>/sample_world."
     )
     omnispatial_root: str | None = Field(
-        default=None, description="OmniSpatial folder holding data.json and <task_type>/ images."
+        default=None,
+        description="OmniSpatial folder holding data.json and <task_type>/ images (or hf://datasets/...).",
     )
     omnispatial_split: str = Field(
         default="hash", description="'train', 'test', or 'hash' (stable 80/20 split by image id)."
@@ -68,16 +75,33 @@ class SourcesResource(dg.ConfigurableResource):
         default=0.2, description="Test share when omnispatial_split is 'hash'."
     )
     spatialab_path: str | None = Field(
-        default=None, description="SpatiaLab table (.json, .jsonl, .csv or .parquet)."
+        default=None,
+        description="SpatiaLab table (.json, .jsonl, .csv or .parquet) or its folder (the release: data.json + img/).",
     )
     spatialab_images_dir: str | None = Field(
-        default=None, description="SpatiaLab images folder; default images/ beside the table."
+        default=None, description="SpatiaLab images folder; default img/ or images/ beside the table."
     )
     visual_genome_root: str | None = Field(
         default=None,
-        description="Visual Genome folder (raw v1.4 JSON or the VG150 h5 layout) or a prompt-style Parquet file.",
+        description="Visual Genome folder (raw v1.4 JSON or the VG150 h5 layout), or prompt-style Parquet "
+        "(a file, or a folder such as a Hub snapshot with data/*.parquet).",
     )
     visual_genome_layout: str = Field(default="auto", description="'auto', 'raw', 'vg150' or 'parquet'.")
+    visual_genome_images_dir: str | None = Field(
+        default=None,
+        description="Visual Genome images (the images, or VG_100K/ and VG_100K_2/ inside); default beside "
+        "the annotations.",
+    )
+    visual_genome_split: str | None = Field(
+        default=None,
+        description="Split label of raw-JSON and Parquet scene graphs ('train', 'val' or 'test'); default a "
+        "Parquet 'split' column or file name, else 'train'. VG150 uses its h5 split array.",
+    )
+    scene_graph_splits: list[str] = Field(
+        default_factory=lambda: ["train", "val"],
+        description="Splits kept in scene_graphs; 'test' images are left out so that no training question "
+        "(STVQA, DGE) is generated from them.",
+    )
     vg150_box_scale: int = Field(
         default=1024, description="Longer-side scale of the VG150 h5 boxes (1024 or 512)."
     )
@@ -94,40 +118,64 @@ class SourcesResource(dg.ConfigurableResource):
 
     def omnispatial(self, storage: StorageResource) -> Path:
         """OmniSpatial folder (the sample world's when unset)."""
-        return (
-            Path(self.omnispatial_root)
-            if self.omnispatial_root
-            else self.sample_world(storage) / "omnispatial"
-        )
+        if self.omnispatial_root:
+            return resolve_location(self.omnispatial_root, "omnispatial_root")
+        return self.sample_world(storage) / "omnispatial"
 
     def spatialab(self, storage: StorageResource) -> Path | None:
-        """SpatiaLab table (the sample world's when unset and present)."""
+        """SpatiaLab table or folder (the sample world's when unset and present)."""
         if self.spatialab_path:
-            return Path(self.spatialab_path)
+            return resolve_location(self.spatialab_path, "spatialab_path")
         default = self.sample_world(storage) / "spatialab" / "spatialab.json"
         return default if default.exists() or not self.omnispatial_root else None
 
+    def spatialab_images(self) -> Path | None:
+        """SpatiaLab images folder when set (else the reader looks beside the table)."""
+        if self.spatialab_images_dir:
+            return resolve_location(self.spatialab_images_dir, "spatialab_images_dir")
+        return None
+
     def visual_genome(self, storage: StorageResource) -> Path:
         """Visual Genome folder or file (the sample world's when unset)."""
-        return (
-            Path(self.visual_genome_root)
-            if self.visual_genome_root
-            else self.sample_world(storage) / "visual_genome"
-        )
+        if self.visual_genome_root:
+            return resolve_location(self.visual_genome_root, "visual_genome_root")
+        return self.sample_world(storage) / "visual_genome"
+
+    def visual_genome_images(self) -> Path | None:
+        """Visual Genome images folder when set (else the reader looks beside the annotations)."""
+        if self.visual_genome_images_dir:
+            return resolve_location(self.visual_genome_images_dir, "visual_genome_images_dir")
+        return None
 
     def scannet(self, storage: StorageResource) -> Path:
         """ScanNet scans folder (the sample world's when unset)."""
-        return (
-            Path(self.scannet_root) if self.scannet_root else self.sample_world(storage) / "scannet" / "scans"
-        )
+        if self.scannet_root:
+            return resolve_location(self.scannet_root, "scannet_root")
+        return self.sample_world(storage) / "scannet" / "scans"
 
     def coco_instances(self, storage: StorageResource) -> Path:
         """COCO instances file (the sample world's when unset)."""
-        return (
-            Path(self.coco_instances_path)
-            if self.coco_instances_path
-            else self.sample_world(storage) / "coco" / "instances.json"
+        if self.coco_instances_path:
+            return resolve_location(self.coco_instances_path, "coco_instances_path")
+        return self.sample_world(storage) / "coco" / "instances.json"
+
+    def raw_inputs(self, storage: StorageResource) -> dict[str, list[Path]]:
+        """The raw paths each source asset reads, by asset: what its data version fingerprints.
+
+        SpatiaLab counts by its folder (the table's folder when a table file is configured), and a
+        configured images folder counts with its source.
+        """
+        spatialab = self.spatialab(storage)
+        spatialab_inputs = (
+            [] if spatialab is None else [spatialab if spatialab.is_dir() else spatialab.parent]
         )
+        return {
+            "mcq_questions": [self.omnispatial(storage), *spatialab_inputs]
+            + [path for path in [self.spatialab_images()] if path is not None],
+            "scene_graphs": [self.visual_genome(storage)]
+            + [path for path in [self.visual_genome_images()] if path is not None],
+            "rgbd_frames": [self.scannet(storage)],
+        }
 
     def uses_sample_world(self) -> bool:
         """True when at least one source falls back to the sample world."""

@@ -3,12 +3,18 @@
 | asset | contents | reader |
 |---|---|---|
 | ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`read_omnispatial`, :func:`read_spatialab` |
-| ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet) | :func:`read_visual_genome`, :func:`read_vg150` |
+| ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`read_scene_graphs` |
 | ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans | :func:`read_scannet` |
 
 Every asset writes its rejected records to a ``*_quarantine`` table, carries a blocking contract
 check, and reports a data version fingerprinted from the raw files, so a rebuild with unchanged
-inputs leaves downstream assets fresh.
+inputs leaves downstream assets fresh. A source whose records are all quarantined (a wrong layout,
+a wrong image folder) fails the asset with one sentence naming the input and the first reasons,
+rather than producing an empty table.
+
+``scene_graphs`` keeps only the splits in ``scene_graph_splits`` (default train and val): the VG150
+test images never reach the questions generated from it (STVQA, single-image DGE tasks). The images
+left out are counted in the metadata (``excluded_by_split``), not quarantined.
 """
 
 from collections.abc import Iterator
@@ -27,17 +33,13 @@ from assets.tables import (
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.quarantine import QuarantineLog
+from readers.common import EmptySourceError, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
 from readers.scannet import read_scannet
-from readers.scene_graphs import (
-    detect_scene_graph_layout,
-    read_scene_graph_parquet,
-    read_vg150,
-    read_visual_genome,
-)
+from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, read_scene_graphs
 
 GROUP = "sources"
-SOURCES_CODE_VERSION = "1"
+SOURCES_CODE_VERSION = "2"
 
 
 def _mcq_preview(frame: pl.DataFrame):
@@ -76,16 +78,24 @@ def mcq_questions_asset(
     frame, log = read_omnispatial(
         omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
     )
+    require_rows(
+        frame.height, log, what="OmniSpatial", location=omnispatial_root, config_field="omnispatial_root"
+    )
     frames = [frame]
     spatialab = sources.spatialab(storage)
-    inputs = [omnispatial_root]
     if spatialab is not None:
-        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images_dir)
+        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images())
+        require_rows(
+            spatialab_frame.height,
+            spatialab_log,
+            what="SpatiaLab",
+            location=spatialab,
+            config_field="spatialab_path` / `spatialab_images_dir",
+        )
         frames.append(spatialab_frame)
         log.extend(spatialab_log)
-        inputs.append(spatialab.parent)
     combined = pl.concat(frames)
-    version = dg.DataVersion(fingerprint_paths(inputs))
+    version = dg.DataVersion(fingerprint_paths(sources.raw_inputs(storage)["mcq_questions"]))
     checked = finalize_table(
         combined,
         mcq_questions.McqQuestions,
@@ -130,22 +140,36 @@ def mcq_questions_asset(
 def scene_graphs_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read Visual Genome scene graphs in the configured (or detected) layout."""
+    """Read Visual Genome scene graphs in the configured (or detected) layout; keep the configured splits."""
+    if sources.visual_genome_layout not in SCENE_GRAPH_LAYOUTS:
+        raise dg.Failure(
+            f"unknown visual_genome_layout {sources.visual_genome_layout!r}: use "
+            f"{', '.join(map(repr, SCENE_GRAPH_LAYOUTS))}"
+        )
     root = sources.visual_genome(storage)
-    layout = (
-        sources.visual_genome_layout
-        if sources.visual_genome_layout != "auto"
-        else detect_scene_graph_layout(root)
+    read = read_scene_graphs(
+        root,
+        layout=sources.visual_genome_layout,
+        images_dir=sources.visual_genome_images(),
+        box_scale=sources.vg150_box_scale,
+        split=sources.visual_genome_split,
+        keep_splits=sources.scene_graph_splits,
     )
-    if layout == "vg150":
-        frame, log = read_vg150(root, box_scale=sources.vg150_box_scale)
-    elif layout == "parquet":
-        frame, log = read_scene_graph_parquet(root)
-    elif layout == "raw":
-        frame, log = read_visual_genome(root)
-    else:
-        raise dg.Failure(f"unknown visual_genome_layout {layout!r}: use 'auto', 'raw', 'vg150' or 'parquet'")
-    version = dg.DataVersion(fingerprint_paths([root]))
+    frame, log, layout = read.frame, read.quarantine, read.layout
+    require_rows(
+        frame.height,
+        log,
+        what=f"Visual Genome ({layout} layout)",
+        location=root,
+        config_field="visual_genome_root` / `visual_genome_images_dir",
+    )
+    if frame.height == 0 and read.excluded_by_split:
+        raise EmptySourceError(
+            f"Visual Genome at {root} gave no image of the kept splits {sources.scene_graph_splits}: "
+            f"{read.excluded_by_split} left out; check the config fields `scene_graph_splits` and "
+            "`visual_genome_split`."
+        )
+    version = dg.DataVersion(fingerprint_paths(sources.raw_inputs(storage)["scene_graphs"]))
     checked = finalize_table(
         frame,
         scene_graphs.SceneGraphs,
@@ -159,6 +183,8 @@ def scene_graphs_asset(
             "layout": layout,
             "objects": int(frame["objects"].list.len().sum() or 0),
             "relationships": int(frame["relationships"].list.len().sum() or 0),
+            "rows_by_split": dg.MetadataValue.json(value_counts(frame, "split")),
+            "excluded_by_split": dg.MetadataValue.json(read.excluded_by_split),
         },
     )
     context.log.info("scene_graphs: %d images, %d quarantined records", checked.frame.height, len(log))
@@ -197,7 +223,10 @@ def rgbd_asset(
     """Read every scene folder of a ScanNet SensReader export (frames sorted numerically)."""
     root = sources.scannet(storage)
     tables = read_scannet(root)
-    version = dg.DataVersion(fingerprint_paths([root]))
+    require_rows(
+        tables.scenes.height, tables.quarantine, what="ScanNet", location=root, config_field="scannet_root"
+    )
+    version = dg.DataVersion(fingerprint_paths(sources.raw_inputs(storage)["rgbd_frames"]))
     frames = finalize_table(
         tables.frames,
         rgbd_frames.RgbdFrames,

@@ -6,6 +6,7 @@ import pytest
 
 from assets.resources import SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS
+from data_contracts import scene_graphs
 from data_contracts.storage import read_table, table_path
 from pipelines.io_manager import ParquetIOManager
 
@@ -35,7 +36,7 @@ def test_materialize_sources(tmp_path, small_world):
     assert all(c.passed for c in checks)
     materializations = {m.asset_key.to_user_string(): m for m in result.get_asset_materialization_events()}
     metadata = materializations["scene_graphs"].materialization.metadata
-    assert metadata["contract_version"].value == "1.0.0"
+    assert metadata["contract_version"].value == scene_graphs.CONTRACT_VERSION
     assert metadata["dagster/row_count"].value == read_table(tmp_path, "scene_graphs").height
     assert "preview_image" in metadata and "data:image/png;base64" in metadata["preview_image"].value
 

@@ -24,9 +24,11 @@ class TestOmniSpatial:
         frame, log = read_omnispatial(small_world / "omnispatial")
         assert frame.height == len(records) and len(log) == 0
         assert check_frame(frame, mcq_questions.McqQuestions).passed
-        by_id = {r["id"]: r for r in records}
+        by_id = {(r["task_type"], r["id"]): r for r in records}
         for row in frame.iter_rows(named=True):
-            record = by_id[row["question_id"].split("/", 1)[1]]
+            source, task_type, record_id = row["question_id"].split("/")
+            assert (source, task_type) == ("omnispatial", row["task_type"])
+            record = by_id[(task_type, record_id)]
             assert row["answer_index"] == record["answer"]  # 0-based index kept as is
             assert row["answer"] == "ABCD"[record["answer"]]
         assert set(frame["split"]) <= {"train", "test"}
