@@ -1,4 +1,9 @@
-"""Every benchmark loader on small files written here in the benchmark's native format."""
+"""Every benchmark loader on small files written here in the benchmark's native format.
+
+The layouts are the public releases' (SpatiaLab ``data.json`` + ``img/``, OmniSpatial task folders,
+CV-Bench ``test_2d/test_3d.parquet``, BLINK ``<Subset>/val-*.parquet``, the 3DSRBench VLMEvalKit TSV,
+STVQA-7K ``data/<split>-*.parquet``), locally and as Hub snapshots in an offline cache.
+"""
 
 import base64
 import csv
@@ -11,8 +16,9 @@ import pytest
 from data_contracts.eval_items import EvalItems
 from data_contracts.images import IMAGE_DTYPE, sniff_format
 from data_contracts.validation import check_frame
-from readers.common import MissingInputError
+from readers.common import EmptySourceError, MissingInputError
 from tests.eval.conftest import image_bytes
+from tests.sources.hub_cache import add_to_hub_cache, hub_cache  # noqa: F401
 from training.eval.benchmarks import (
     BenchmarkSources,
     attach_reference_boxes,
@@ -27,6 +33,7 @@ from training.eval.benchmarks import (
     load_stvqa,
     make_circular_variants,
     normalize_benchmark_names,
+    split_benchmark_locations,
 )
 
 
@@ -82,12 +89,13 @@ def test_omnispatial_zero_based_answers_and_any_extension(tmp_path):
     (root / "data.json").write_text(json.dumps(records))
     frame, log = load_omnispatial(root)
     items = _by_id(_valid(frame))
-    assert set(items) == {"omnispatial/7_0", "omnispatial/7_1"}
-    assert (items["omnispatial/7_0"]["answer_index"], items["omnispatial/7_0"]["answer"]) == (0, "A")
-    assert (items["omnispatial/7_1"]["options"], items["omnispatial/7_1"]["answer"]) == ([], "D")
-    assert items["omnispatial/7_0"]["category"] == "Egocentric"
-    assert items["omnispatial/7_0"]["task_type"] == "Perspective_Taking"
-    assert sniff_format(items["omnispatial/7_0"]["images"][0]["bytes"]) == "jpeg"
+    first, second = "omnispatial/Perspective_Taking/7_0", "omnispatial/Perspective_Taking/7_1"
+    assert set(items) == {first, second}
+    assert (items[first]["answer_index"], items[first]["answer"]) == (0, "A")
+    assert (items[second]["options"], items[second]["answer"]) == ([], "D")
+    assert items[first]["category"] == "Egocentric"
+    assert items[first]["task_type"] == "Perspective_Taking"
+    assert sniff_format(items[first]["images"][0]["bytes"]) == "jpeg"
     reasons = sorted(row["reason"].split(":")[0] for row in log.rows)
     assert reasons == ["answer out of range", "missing image"]
     assert all(row["source_asset"] == "eval_items" for row in log.rows)
@@ -571,3 +579,205 @@ def test_benchmark_names():
     assert len(normalize_benchmark_names(["all"])) == 7
     with pytest.raises(ValueError, match="unknown benchmark"):
         normalize_benchmark_names("mmlu")
+
+
+# --------------------------------------------------------------------------------------------------
+# Released layouts, wrong files, Hub datasets
+# --------------------------------------------------------------------------------------------------
+
+
+def _spatialab_release(folder, image_folder="img"):
+    """SpatiaLab as released (``ciol-research/SpatiaLab``): ``data.json`` + ``img/``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    records = [
+        {
+            "id": index,
+            "Category": "Orientation",
+            "Sub_Category": "Facing",
+            "Question": f"Which way does object {index} face?",
+            "Option_1": "left",
+            "Option_2": "right",
+            "Option_3": "towards the camera",
+            "Option_4": "away from the camera",
+            "Answer": 3,
+            "Image_Filename": f"orientation_{index}.jpg",
+        }
+        for index in (1, 2)
+    ]
+    (folder / "data.json").write_text(json.dumps(records))
+    (folder / image_folder).mkdir()
+    for record in records:
+        (folder / image_folder / record["Image_Filename"]).write_bytes(image_bytes("JPEG"))
+    return records
+
+
+def test_spatialab_release_layout(tmp_path):
+    _spatialab_release(tmp_path / "SpatiaLab")
+    frame, log = load_spatialab(tmp_path / "SpatiaLab")  # the folder, as a Hub snapshot gives it
+    assert len(log) == 0 and _valid(frame)["answer"].to_list() == ["C", "C"]
+    frame, _ = load_spatialab(tmp_path / "SpatiaLab" / "data.json")
+    assert frame.height == 2
+
+
+def test_a_benchmark_with_every_record_quarantined_fails_loudly(tmp_path):
+    _spatialab_release(tmp_path / "SpatiaLab", image_folder="photos")
+    with pytest.raises(
+        EmptySourceError, match=r"SpatiaLab at .* all 2 records .*missing image: .*orientation_1"
+    ):
+        load_spatialab(tmp_path / "SpatiaLab")
+    sources = BenchmarkSources(storage_root=str(tmp_path), spatialab_path=str(tmp_path / "SpatiaLab"))
+    with pytest.raises(EmptySourceError, match="spatialab_images_dir"):
+        load_benchmarks(["spatialab"], sources)
+
+
+def test_spatial_eval_exits_2_naming_the_reasons(tmp_path, capsys):
+    from training.eval.cli import main
+
+    _spatialab_release(tmp_path / "SpatiaLab", image_folder="photos")
+    status = main(
+        [
+            "--model",
+            str(tmp_path / "no-model"),
+            "--family",
+            "qwen3_vl",
+            "--benchmarks",
+            "spatialab",
+            "--spatialab-path",
+            str(tmp_path / "SpatiaLab"),
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert status == 2
+    error = capsys.readouterr().err
+    assert "SpatiaLab" in error and "missing image" in error
+    assert not (tmp_path / "out" / "report.md").exists()
+
+
+def test_omnispatial_ids_repeating_across_task_folders(tmp_path):
+    root = tmp_path / "OmniSpatial-test"
+    records = []
+    for task_type in ("Complex_Logic", "Spatial_Interaction"):
+        (root / task_type).mkdir(parents=True)
+        (root / task_type / "3.png").write_bytes(image_bytes())
+        records.append(
+            {
+                "id": "3_0",
+                "task_type": task_type,
+                "sub_task_type": "Pattern_Recognition",
+                "question": "Which comes next?",
+                "options": ["a", "b"],
+                "answer": 1,
+            }
+        )
+    (root / "data.json").write_text(json.dumps(records))
+    frame, log = load_omnispatial(root)
+    assert len(log) == 0
+    assert sorted(_valid(frame)["item_id"]) == [
+        "omnispatial/Complex_Logic/3_0",
+        "omnispatial/Spatial_Interaction/3_0",
+    ]
+
+
+def test_parquet_files_with_wrong_columns_name_them(tmp_path):
+    image_type = pl.Struct({"bytes": pl.Binary, "path": pl.String})
+    wrong = pl.DataFrame(
+        [{"idx": 0, "image": {"bytes": image_bytes(), "path": "a.png"}, "text": "a caption"}],
+        schema_overrides={"image": image_type},
+    )
+    (tmp_path / "cvbench").mkdir()
+    wrong.write_parquet(tmp_path / "cvbench" / "test_2d.parquet")
+    with pytest.raises(EmptySourceError, match=r"wrong columns: missing \['choices', 'answer', 'question'\]"):
+        load_cvbench(tmp_path / "cvbench")
+    (tmp_path / "blink" / "Relative_Depth").mkdir(parents=True)
+    wrong.write_parquet(tmp_path / "blink" / "Relative_Depth" / "val-00000-of-00001.parquet")
+    with pytest.raises(
+        EmptySourceError, match=r"val-00000-of-00001.parquet: wrong columns: missing \['choices'"
+    ):
+        load_blink(tmp_path / "blink", subsets=["Relative_Depth"])
+    wrong.write_parquet(tmp_path / "stvqa.parquet")
+    with pytest.raises(EmptySourceError, match=r"wrong columns: missing \['images', 'options', 'answer'\]"):
+        load_stvqa(tmp_path / "stvqa.parquet")
+    _tsv(tmp_path / "other.tsv", [{"index": 1, "caption": "x"}])
+    with pytest.raises(EmptySourceError, match=r"wrong columns: missing \['question', 'answer'"):
+        load_3dsrbench(tmp_path / "other.tsv")
+
+
+def test_published_stvqa_7k_layout(tmp_path):
+    # OX-PIXL/STVQA-7K: data/train-*.parquet and data/val-*.parquet, one image per row, no split column
+    data = tmp_path / "STVQA-7K" / "data"
+    data.mkdir(parents=True)
+    image_type = pl.Struct({"bytes": pl.Binary, "path": pl.String})
+    for split, answer in (("train", "A"), ("val", "B")):
+        row = {
+            "image_id": f"{split}1",
+            "images": {"bytes": image_bytes("JPEG", (64, 48)), "path": None},
+            "question_only": f"Is the lamp left of the chair ({split})?",
+            "options": ["yes", "no"],
+            "answer": answer,
+            "category": "relation",
+            "level": "easy",
+        }
+        pl.DataFrame([row], schema_overrides={"images": image_type}).write_parquet(
+            data / f"{split}-00000-of-00001.parquet"
+        )
+    frame, log = load_stvqa(tmp_path / "STVQA-7K")
+    items = _valid(frame).to_dicts()
+    assert len(log) == 0 and len(items) == 1
+    assert (items[0]["answer"], items[0]["split"], items[0]["image_width"]) == ("B", "val", 64)
+
+
+def test_3dsrbench_folder_holding_the_tsv(tmp_path):
+    encoded = base64.b64encode(image_bytes("JPEG")).decode()
+    record = {"index": 1, "qid": "q1", "question": "Higher?", "A": "yes", "B": "no", "C": float("nan")}
+    record.update({"D": float("nan"), "answer": "A", "category": "height_higher", "image": encoded})
+    (tmp_path / "3DSRBench").mkdir()
+    _tsv(tmp_path / "3DSRBench" / "3dsrbench_v1_vlmevalkit_circular.tsv", [record])
+    frame, _ = load_3dsrbench(tmp_path / "3DSRBench")
+    assert _valid(frame)["item_id"].to_list() == ["3dsrbench/q1"]
+
+
+def test_cvbench_combined_file_beside_the_split_files_is_not_read_twice(tmp_path):
+    image_type = pl.Struct({"bytes": pl.Binary, "path": pl.String})
+    cell = {"bytes": image_bytes(), "path": "img/2D/count/1.png"}
+    record = _cvbench_record(1, "Count", "2D", "COCO", "(A)", cell)
+    for name in ("test_2d.parquet", "test.parquet"):
+        pl.DataFrame([record], schema_overrides={"image": image_type}).write_parquet(tmp_path / name)
+    frame, log = load_cvbench(tmp_path)
+    assert frame.height == 1 and len(log) == 0
+
+
+def test_benchmarks_from_hub_datasets_offline(tmp_path, hub_cache):  # noqa: F811
+    image_type = pl.Struct({"bytes": pl.Binary, "path": pl.String})
+    release = tmp_path / "CV-Bench"
+    release.mkdir()
+    record = _cvbench_record(0, "Depth", "3D", "Omni3D", "(B)", {"bytes": image_bytes(), "path": "img/0.png"})
+    pl.DataFrame([record], schema_overrides={"image": image_type}).write_parquet(release / "test_3d.parquet")
+    add_to_hub_cache(hub_cache, "nyu-visionx/CV-Bench", release)
+    _spatialab_release(tmp_path / "SpatiaLab")
+    add_to_hub_cache(hub_cache, "ciol-research/SpatiaLab", tmp_path / "SpatiaLab", revision="v1")
+
+    names, locations = split_benchmark_locations(
+        "cvbench=hf://datasets/nyu-visionx/CV-Bench,spatialab=hf://datasets/ciol-research/SpatiaLab@v1"
+    )
+    sources = BenchmarkSources(storage_root=str(tmp_path)).with_locations(locations)
+    assert (sources.cvbench_path, sources.spatialab_path) == (
+        "hf://datasets/nyu-visionx/CV-Bench",
+        "hf://datasets/ciol-research/SpatiaLab@v1",
+    )
+    items, log = load_benchmarks(names, sources)
+    assert len(log) == 0
+    assert dict(items.group_by("benchmark").len().iter_rows()) == {"cvbench": 1, "spatialab": 2}
+    with pytest.raises(MissingInputError, match=r"ccvl/3DSRBench.*`threedsrbench_path`"):
+        load_benchmarks(["3dsrbench"], BenchmarkSources(threedsrbench_path="hf://datasets/ccvl/3DSRBench"))
+
+
+def test_split_benchmark_locations():
+    assert split_benchmark_locations("omnispatial,3dsr=/data/3dsrbench.tsv") == (
+        ["omnispatial", "3dsrbench"],
+        {"3dsrbench": "/data/3dsrbench.tsv"},
+    )
+    with pytest.raises(ValueError, match="empty location"):
+        split_benchmark_locations("cvbench=")
+    with pytest.raises(ValueError, match="unknown benchmark"):
+        split_benchmark_locations("mmlu=hf://datasets/cais/mmlu")

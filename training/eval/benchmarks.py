@@ -10,12 +10,18 @@ the benchmark's own index or letter, never from option text:
 | benchmark | native files | gold answer | quirks handled |
 |---|---|---|---|
 | OmniSpatial test | ``data.json`` + ``<task_type>/<id prefix>.<ext>`` | ``answer``: 0-based index | options may be empty (drawn in the image) |
-| SpatiaLab | ``.json/.jsonl/.csv/.parquet`` + ``images/`` | ``Answer``: 1-based over ``Option_1..4`` | digits inside option text |
+| SpatiaLab | ``data.json`` + ``img/`` (or ``.jsonl/.csv/.parquet``, ``images/``) | ``Answer``: 1-based over ``Option_1..4`` | digits inside option text |
 | CV-Bench | ``test*.parquet`` (or ``test.jsonl`` + ``img/``) | ``answer``: ``"(A)"`` | JPEG bytes under ``.png`` names |
 | 3DSRBench | VLMEvalKit TSV, base64 images | ``answer``: bare letter | empty/NaN ``C``/``D``; ``-flip`` and ``-N`` qid variants; image cells that refer to another row |
 | BLINK | ``<Subset>/val-*.parquet`` | ``answer``: ``"(A)"`` | up to four images per item |
 | STVQA val | the ``stvqa`` table | ``answer``: letter | ground-truth scene as reference boxes |
 | DGE held-out | the ``dge_tasks`` table | ``answer_index`` or ``numeric_answer`` | numeric items with units |
+
+Every location may be a local path or a Hugging Face Hub dataset, ``hf://datasets/OWNER/NAME[@REVISION][/PATH]``
+(see :func:`readers.common.resolve_location`), e.g. ``hf://datasets/nyu-visionx/CV-Bench``. A Parquet
+file without the columns a loader reads is quarantined once, naming the missing columns, and a
+benchmark whose records are all quarantined fails the load with one sentence naming the first reasons
+(:class:`~readers.common.EmptySourceError`), so a wrong layout never scores as an empty benchmark.
 
 >>> parenthesized_letter("(B)"), parenthesized_letter("B"), parenthesized_letter("(b) left")
 ('B', None, None)
@@ -35,7 +41,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +52,9 @@ from data_contracts.eval_items import LETTERS, EvalItems
 from data_contracts.images import sniff_format
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema, split_valid
-from readers.common import MissingInputError, require_path
+from readers.common import MissingInputError, column_problem, require_path, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
+from readers.scene_graphs import split_from_file_name
 from training.eval.predictions import content_hash
 from training.rewards.parsing import gold_option_letter, scene_object_name
 
@@ -72,6 +79,18 @@ BENCHMARK_ALIASES = {
 }
 BLINK_SPATIAL_SUBSETS = ("Relative_Depth", "Spatial_Relation")
 MISSING_OPTION_TEXTS = frozenset({"", "nan", "none", "null"})
+CVBENCH_COLUMNS = ("choices", "answer", "question")
+THREEDSR_COLUMNS = ("question", "answer", "A", "B", "image")
+BLINK_COLUMNS = ("choices", "answer", "question", "image_1")
+BENCHMARK_LOCATION_FIELDS = {
+    "omnispatial": "omnispatial_root",
+    "spatialab": "spatialab_path",
+    "cvbench": "cvbench_path",
+    "3dsrbench": "threedsrbench_path",
+    "blink": "blink_path",
+    "stvqa_val": "stvqa_path",
+    "dge_heldout": "dge_tasks_path",
+}
 _EXTENSIONS = {"png": ".png", "jpeg": ".jpg", "gif": ".gif", "bmp": ".bmp", "webp": ".webp"}
 _PARENTHESIZED_LETTER = re.compile(r"\s*\(([A-Z])\)\s*")
 _THREEDSR_QID = re.compile(r"(?P<base>.+?)(?P<flip>-flip)?(?:-(?P<circular>\d+))?")
@@ -335,20 +354,36 @@ def load_omnispatial(
         row["source_asset"] = QUARANTINE_ASSET
     if split != "all":
         frame = frame.filter(pl.col("split") == split)
-    items = eval_items_from_mcq(frame, "omnispatial", category_column="sub_task_type")
-    return finish_items(items.to_dicts(), log, str(root)), log
+    items = finish_items(
+        eval_items_from_mcq(frame, "omnispatial", category_column="sub_task_type").to_dicts(), log, str(root)
+    )
+    require_rows(items.height, log, what="OmniSpatial", location=root, config_field="omnispatial_root")
+    return items, log
 
 
 def load_spatialab(
     path: str | Path, *, images_dir: str | Path | None = None
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """SpatiaLab items (``Answer`` 1-based over ``Option_1..Option_4``; categories are Table 2's columns)."""
+    """SpatiaLab items (``Answer`` 1-based over ``Option_1..Option_4``; categories are Table 2's columns).
+
+    ``path`` is the table or its folder (the release: ``data.json`` + ``img/``); images are read from
+    ``images_dir`` when given, else from ``img/`` or ``images/`` beside the table.
+    """
     frame, log = read_spatialab(path, images_dir=images_dir)
     for row in log.rows:
         row["source_asset"] = QUARANTINE_ASSET
     log.source_asset = QUARANTINE_ASSET
-    items = eval_items_from_mcq(frame, "spatialab", category_column="task_type")
-    return finish_items(items.to_dicts(), log, str(path)), log
+    items = finish_items(
+        eval_items_from_mcq(frame, "spatialab", category_column="task_type").to_dicts(), log, str(path)
+    )
+    require_rows(
+        items.height,
+        log,
+        what="SpatiaLab",
+        location=path,
+        config_field="spatialab_path` / `spatialab_images_dir",
+    )
+    return items, log
 
 
 # --------------------------------------------------------------------------------------------------
@@ -359,14 +394,24 @@ CVBENCH_TASK_TYPES = {"count": "2D", "relation": "2D", "depth": "3D", "distance"
 
 
 def _cvbench_files(path: Path) -> list[Path]:
+    """The CV-Bench files under ``path``: ``test_2d``/``test_3d`` Parquet (not the combined ``test.parquet``
+    beside them), any Parquet, else ``test.jsonl``."""
     if path.is_file():
         return [path]
     files = sorted(path.rglob("*.parquet"))
-    return files or sorted(path.rglob("*.jsonl"))
+    split_files = [file for file in files if file.stem.startswith(("test_2d", "test_3d"))]
+    return split_files or files or sorted(path.rglob("*.jsonl"))
 
 
 def _cvbench_records(file: Path, log: QuarantineLog) -> list[dict]:
     if file.suffix == ".parquet":
+        columns = pl.read_parquet_schema(file)
+        problem = column_problem(columns, CVBENCH_COLUMNS)
+        if not problem and "image" not in columns and "filename" not in columns:
+            problem = f"wrong columns: missing 'image' (or 'filename') (the file has {list(columns)})"
+        if problem:
+            log.add(file.name, problem, source_file=str(file))
+            return []
         return pl.read_parquet(file).to_dicts()
     records = []
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
@@ -409,7 +454,9 @@ def load_cvbench(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog]:
             if problem:
                 log.add(record_id, problem, source_file=str(file), payload=_payload(record))
     logger.info("CV-Bench %s: %d items kept, %d quarantined", location, len(rows), len(log))
-    return finish_items(rows, log, str(location)), log
+    items = finish_items(rows, log, str(location))
+    require_rows(items.height, log, what="CV-Bench", location=path, config_field="cvbench_path")
+    return items, log
 
 
 def _cvbench_row(record: dict, record_id: str, file: Path, rows: list[dict]) -> str | None:
@@ -469,18 +516,38 @@ def _decode_base64_images(value: str) -> list[bytes]:
     return [base64.b64decode(item, validate=False) for item in encoded]
 
 
+def _threedsr_file(location: Path) -> Path:
+    """The TSV at ``location``: the file itself, or the one TSV in the folder (the VLMEvalKit one among several)."""
+    if location.is_file():
+        return location
+    files = sorted(location.rglob("*.tsv"))
+    if len(files) > 1:
+        files = [file for file in files if "vlmevalkit" in file.name.lower()] or files
+    if len(files) == 1:
+        return files[0]
+    found = f"found {[file.name for file in files]}" if files else "found none"
+    raise MissingInputError(
+        f"no single 3DSRBench TSV in {location} ({found}): set `threedsrbench_path` to the VLMEvalKit TSV file."
+    )
+
+
 def load_3dsrbench(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog]:
     """3DSRBench from its VLMEvalKit TSV (``index, qid, question, A..D, answer, category, image``).
 
     ``answer`` is a bare letter; 2-option rows leave ``C``/``D`` empty (NaN once a dataframe library
     has read them); ``image`` is base64 (or, for repeated images, the ``index`` of the row holding
-    it); ``qid`` suffixes ``-flip`` and ``-N`` mark the FlipEval and CircularEval variants.
+    it); ``qid`` suffixes ``-flip`` and ``-N`` mark the FlipEval and CircularEval variants. ``path``
+    may be the TSV or a folder holding it.
     """
-    file = require_path(path, "threedsrbench_path", "3DSRBench TSV")
+    file = _threedsr_file(require_path(path, "threedsrbench_path", "3DSRBench TSV"))
     log = QuarantineLog(QUARANTINE_ASSET)
     csv.field_size_limit(sys.maxsize)
     with file.open(newline="", encoding="utf-8") as handle:
-        records = list(csv.DictReader(handle, delimiter="\t"))
+        reader = csv.DictReader(handle, delimiter="\t")
+        problem = column_problem(reader.fieldnames or [], THREEDSR_COLUMNS)
+        records = [] if problem else list(reader)
+    if problem:
+        log.add(file.name, problem, source_file=str(file))
     image_by_index = {str(record.get("index")): record.get("image") or "" for record in records}
     rows: list[dict] = []
     for position, record in enumerate(records):
@@ -494,7 +561,9 @@ def load_3dsrbench(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog]:
                 payload={k: v for k, v in record.items() if k != "image"},
             )
     logger.info("3DSRBench %s: %d items kept, %d quarantined", file, len(rows), len(log))
-    return finish_items(rows, log, str(file)), log
+    items = finish_items(rows, log, str(file))
+    require_rows(items.height, log, what="3DSRBench", location=path, config_field="threedsrbench_path")
+    return items, log
 
 
 def _threedsr_row(
@@ -595,6 +664,10 @@ def load_blink(
     if not files:
         log.add(str(location), f"no Parquet files for subsets {list(subsets)}", source_file=str(location))
     for file, subset in files:
+        problem = column_problem(pl.read_parquet_schema(file), BLINK_COLUMNS)
+        if problem:
+            log.add(file.name, problem, source_file=str(file))
+            continue
         for position, record in enumerate(pl.read_parquet(file).to_dicts()):
             record_id = str(record.get("idx") or f"{subset}#{position}")
             category = str(record.get("sub_task") or subset or "")
@@ -604,7 +677,9 @@ def load_blink(
             if problem:
                 log.add(record_id, problem, source_file=str(file), payload=_payload(record))
     logger.info("BLINK %s: %d items kept, %d quarantined", location, len(rows), len(log))
-    return finish_items(rows, log, str(location)), log
+    items = finish_items(rows, log, str(location))
+    require_rows(items.height, log, what="BLINK", location=path, config_field="blink_path` / `blink_subsets")
+    return items, log
 
 
 def _blink_row(record: dict, record_id: str, category: str, rows: list[dict]) -> str | None:
@@ -661,6 +736,29 @@ def _first_size(images: list[dict]) -> tuple[int, int]:
     return width, height
 
 
+def _read_split_table(location: Path, required: Sequence[str], log: QuarantineLog) -> pl.DataFrame:
+    """The Parquet files at ``location`` as one frame; a file without a ``split`` column gets the split its
+    name states (Hub layout ``data/val-00000-of-00001.parquet``); files lacking ``required`` columns are
+    quarantined."""
+    files = [location] if location.is_file() else sorted(location.rglob("*.parquet"))
+    if not files:
+        raise MissingInputError(
+            f"no Parquet table at {location}: expected a .parquet file or a folder of them"
+        )
+    frames = []
+    for file in files:
+        columns = pl.read_parquet_schema(file)
+        problem = column_problem(columns, required)
+        if problem:
+            log.add(file.name, problem, source_file=str(file))
+            continue
+        frame = pl.read_parquet(file)
+        if "split" not in columns:
+            frame = frame.with_columns(pl.lit(split_from_file_name(file), dtype=pl.String).alias("split"))
+        frames.append(frame)
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
 def _load_project_table(
     path: str | Path,
     config_field: str,
@@ -668,28 +766,38 @@ def _load_project_table(
     split: str,
     id_column: str,
     make_row: Callable[[dict, str, str, list[dict]], str | None],
+    required: Sequence[str] = (),
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read one of the project's own tables, keep ``split`` (all for ``"all"``) and turn rows into items.
+    """Read one of the project's own tables (or a published table in its layout), keep ``split`` (all for
+    ``"all"``) and turn rows into items.
 
     ``make_row(record, record_id, split, rows)`` appends an item or returns why the record is bad.
     """
     location = require_path(path, config_field, what)
-    frame = read_parquet_table(location)
+    log = QuarantineLog(QUARANTINE_ASSET)
+    frame = _read_split_table(location, required, log)
     if "split" in frame.columns and split != "all":
         frame = frame.filter(pl.col("split") == split)
-    log = QuarantineLog(QUARANTINE_ASSET)
     rows: list[dict] = []
     for position, record in enumerate(frame.to_dicts()):
         record_id = str(record.get(id_column) or f"#{position}")
         problem = make_row(record, record_id, split, rows)
         if problem:
             log.add(record_id, problem, source_file=str(location), payload=_payload(record))
-    return finish_items(rows, log, str(location)), log
+    items = finish_items(rows, log, str(location))
+    require_rows(items.height, log, what=what, location=path, config_field=config_field)
+    return items, log
 
 
 def load_stvqa(path: str | Path, *, split: str = "val") -> tuple[pl.DataFrame, QuarantineLog]:
-    """The STVQA validation split from the ``stvqa`` table; its ground-truth scene gives reference boxes."""
-    return _load_project_table(path, "stvqa_path", "stvqa table", split, "image_id", _stvqa_row)
+    """The STVQA validation split from the ``stvqa`` table; its ground-truth scene gives reference boxes.
+
+    The published STVQA-7K (``data/train-*.parquet``, ``data/val-*.parquet``, one image per row, no
+    ``gt_scene``) reads the same way: the split comes from the file name.
+    """
+    return _load_project_table(
+        path, "stvqa_path", "stvqa table", split, "image_id", _stvqa_row, ("images", "options", "answer")
+    )
 
 
 def _stvqa_row(record: dict, record_id: str, split: str, rows: list[dict]) -> str | None:
@@ -699,6 +807,8 @@ def _stvqa_row(record: dict, record_id: str, split: str, rows: list[dict]) -> st
     except ValueError as error:
         return f"bad answer: {error}"
     images = record.get("images") or []
+    if isinstance(images, dict):  # STVQA-7K on the Hub: one image per row, not a list
+        images = [images]
     if not images:
         return "image: no image"
     width, height = record.get("image_width"), record.get("image_height")
@@ -750,7 +860,9 @@ def _stvqa_row(record: dict, record_id: str, split: str, rows: list[dict]) -> st
 
 def load_dge_tasks(path: str | Path, *, split: str = "test") -> tuple[pl.DataFrame, QuarantineLog]:
     """A held-out split of the ``dge_tasks`` table (multiple-choice and numeric items with units)."""
-    return _load_project_table(path, "dge_tasks_path", "dge_tasks table", split, "task_id", _dge_row)
+    return _load_project_table(
+        path, "dge_tasks_path", "dge_tasks table", split, "task_id", _dge_row, ("images", "options")
+    )
 
 
 def _dge_row(record: dict, record_id: str, split: str, rows: list[dict]) -> str | None:
@@ -929,6 +1041,44 @@ class BenchmarkSources:
         from data_contracts.storage import default_storage_root
 
         return Path(self.storage_root) if self.storage_root else Path(default_storage_root())
+
+    def with_locations(self, locations: dict[str, str]) -> BenchmarkSources:
+        """A copy whose location fields are set from ``{benchmark name: location}`` (see :func:`split_benchmark_locations`).
+
+        >>> BenchmarkSources().with_locations({"cvbench": "hf://datasets/nyu-visionx/CV-Bench"}).cvbench_path
+        'hf://datasets/nyu-visionx/CV-Bench'
+        """
+        return replace(
+            self, **{BENCHMARK_LOCATION_FIELDS[name]: location for name, location in locations.items()}
+        )
+
+
+def split_benchmark_locations(spec: Iterable[str] | str) -> tuple[list[str], dict[str, str]]:
+    """Benchmark names and per-benchmark locations from ``name`` / ``name=LOCATION`` entries.
+
+    A location is a local path or a Hub dataset (``hf://datasets/OWNER/NAME[@REVISION][/PATH]``); it
+    goes to the benchmark's field of :class:`BenchmarkSources` (:meth:`BenchmarkSources.with_locations`).
+
+    >>> split_benchmark_locations("cv-bench=hf://datasets/nyu-visionx/CV-Bench@main,omnispatial")
+    (['cvbench', 'omnispatial'], {'cvbench': 'hf://datasets/nyu-visionx/CV-Bench@main'})
+    """
+    entries = spec.split(",") if isinstance(spec, str) else list(spec)
+    names: list[str] = []
+    locations: dict[str, str] = {}
+    for entry in entries:
+        name, has_location, location = entry.strip().partition("=")
+        if not name.strip():
+            continue
+        if has_location and name.strip().lower() == "all":
+            raise ValueError(f"benchmark entry {entry.strip()!r}: 'all' takes no location")
+        for canonical in normalize_benchmark_names([name]):
+            if canonical not in names:
+                names.append(canonical)
+            if has_location:
+                if not location.strip():
+                    raise ValueError(f"benchmark entry {entry.strip()!r} has an empty location after '='")
+                locations[canonical] = location.strip()
+    return names, locations
 
 
 def normalize_benchmark_names(names: Iterable[str] | str) -> list[str]:
