@@ -17,27 +17,22 @@ break the contract) to a ``*_quarantine`` table and carries a blocking contract 
 
 import logging
 from collections.abc import Iterator
-from typing import Literal
 
 import dagster as dg
 import polars as pl
-from pydantic import Field
 
-from assets.dge.floor import FloorConfig
-from assets.dge.fusion import FusionConfig
 from assets.dge.geometry import (
     ScanGeometry,
     SceneBuildError,
-    SceneGeometryConfig,
+    SceneGeometrySettings,
     build_scan_geometry,
     camera_poses_in_gravity,
     frame_records,
 )
-from assets.dge.objects import ObjectConfig
 from assets.dge.plots import top_down_plot
-from assets.dge.single_image import SingleImageConfig, single_image_tasks
+from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import TaskSettings, build_scene_tasks, horizontal_heading
-from assets.dge.visibility import VisibilityConfig, build_frame_visibility
+from assets.dge.visibility import VisibilitySettings, build_frame_visibility
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview
 from assets.resources import StorageResource
@@ -68,111 +63,20 @@ __all__ = [
 ]
 
 
-class SceneGeometryAssetConfig(dg.Config):
-    """Run configuration of ``scene_geometry``."""
-
-    object_points_source: Literal["auto", "mesh", "instance_masks"] = Field(
-        default="auto",
-        description="Object points from the segmented mesh, the frames' instance masks, or auto (mesh when present).",
-    )
-    pixel_stride: int = Field(
-        default=0, description="Back-project every n-th depth pixel; 0 picks it from the depth size."
-    )
-    scene_voxel_size_m: float = Field(default=0.03, description="Voxel size of the fused scene cloud.")
-    object_voxel_size_m: float = Field(
-        default=0.015, description="Voxel size of object clouds fused from frames."
-    )
-    stored_cloud_voxel_m: float = Field(
-        default=0.05, description="Voxel size of the stored copy of the cloud."
-    )
-    mesh_sample_spacing_m: float = Field(
-        default=0.015, description="Spacing of points sampled on mesh triangles."
-    )
-    floor_distance_threshold_m: float = Field(
-        default=0.02, description="RANSAC inlier distance of the floor plane."
-    )
-    dbscan_eps_m: float = Field(default=0.08, description="DBSCAN radius of object cleaning.")
-    min_object_points: int = Field(
-        default=30, description="Objects with fewer points after cleaning are quarantined."
-    )
-    max_stored_points: int = Field(default=6000, description="Stored points per object.")
-    store_cloud_colors: bool = Field(
-        default=False, description="Read the colour images to store the cloud's colours."
-    )
-
-    def to_config(self) -> SceneGeometryConfig:
-        """The pure-function configuration."""
-        fusion = FusionConfig(
-            pixel_stride=max(1, self.pixel_stride),
-            scene_voxel_size_m=self.scene_voxel_size_m,
-            object_voxel_size_m=self.object_voxel_size_m,
-            with_colors=self.store_cloud_colors,
-        )
-        return SceneGeometryConfig(
-            fusion=fusion,
-            floor=FloorConfig(distance_threshold_m=self.floor_distance_threshold_m),
-            objects=ObjectConfig(
-                mesh_sample_spacing_m=self.mesh_sample_spacing_m,
-                dbscan_eps_m=self.dbscan_eps_m,
-                min_points=self.min_object_points,
-                max_stored_points=self.max_stored_points,
-            ),
-            object_points_source=self.object_points_source,
-            auto_stride=self.pixel_stride <= 0,
-            stored_cloud_voxel_m=self.stored_cloud_voxel_m,
-        )
+class SceneGeometryAssetConfig(dg.Config, SceneGeometrySettings):
+    """Run configuration of ``scene_geometry``: the scan geometry settings (see :class:`assets.dge.geometry.SceneGeometrySettings`)."""
 
 
-class FrameVisibilityAssetConfig(dg.Config):
-    """Run configuration of ``frame_visibility``."""
-
-    depth_tolerance_m: float = Field(default=0.03, description="Depth-buffer tolerance (absolute part).")
-    depth_tolerance_relative: float = Field(
-        default=0.01, description="Depth-buffer tolerance (share of the depth)."
-    )
-    self_occlusion_radius_m: float = Field(
-        default=0.05, description="A hiding surface this close to the object is the object."
-    )
-    boxes_from_instance_masks: bool = Field(
-        default=True, description="Take 2D boxes from instance masks when frames have them."
-    )
-
-    def to_config(self) -> VisibilityConfig:
-        """The pure-function configuration."""
-        return VisibilityConfig(
-            depth_tolerance_m=self.depth_tolerance_m,
-            depth_tolerance_relative=self.depth_tolerance_relative,
-            self_occlusion_radius_m=self.self_occlusion_radius_m,
-            boxes_from_instance_masks=self.boxes_from_instance_masks,
-        )
+class FrameVisibilityAssetConfig(dg.Config, VisibilitySettings):
+    """Run configuration of ``frame_visibility``: the visibility thresholds (see :class:`assets.dge.visibility.VisibilitySettings`)."""
 
 
 class DgeTasksAssetConfig(dg.Config, TaskSettings):
     """Run configuration of ``dge_tasks``: the question settings (see :class:`assets.dge.tasks.TaskSettings`)."""
 
 
-class DgeImageTasksAssetConfig(dg.Config):
-    """Run configuration of ``dge_image_tasks`` (nothing is produced unless a depth source is set)."""
-
-    depth_dir: str | None = Field(
-        default=None, description="Folder of depth files <image_id>.png (uint16) or .npy (metres)."
-    )
-    depth_scale: float = Field(default=1000.0, description="PNG depth units per metre.")
-    depth_model_path: str | None = Field(
-        default=None, description="Local transformers depth-estimation checkpoint."
-    )
-    depth_model_output: Literal["metric", "relative"] = Field(
-        default="relative", description="What the model predicts."
-    )
-    device: str = Field(default="cpu", description="Device of the depth model.")
-    horizontal_fov_deg: float = Field(default=60.0, description="Field of view assumed for the intrinsics.")
-    model_validity: float = Field(default=0.6, description="Validity prior of model depth.")
-    min_validity: float = Field(default=0.5, description="Objects with lower validity are not named.")
-    max_tasks_per_type: int = Field(default=2, description="Questions per type and image.")
-
-    def to_config(self) -> SingleImageConfig:
-        """The pure-function configuration."""
-        return SingleImageConfig(**self.model_dump())
+class DgeImageTasksAssetConfig(dg.Config, SingleImageSettings):
+    """Run configuration of ``dge_image_tasks``: the depth source and trust (nothing is produced unless a source is set)."""
 
 
 def _scene_row(rgbd_scenes: pl.DataFrame, scene_id: str) -> dict:
@@ -236,7 +140,7 @@ def scene_geometry_asset(
     scene = _scene_row(rgbd_scenes, scene_id)
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
-        geometry = build_scan_geometry(rgbd_frames, scene, config.to_config(), log)
+        geometry = build_scan_geometry(rgbd_frames, scene, config, log)
     except SceneBuildError as error:
         raise dg.Failure(description=str(error)) from error
     checked = finalize_table(
@@ -341,7 +245,7 @@ def frame_visibility_asset(
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
     geometry = ScanGeometry.from_row(rows.row(0, named=True))
     log = QuarantineLog(FRAME_VISIBILITY)
-    frame = build_frame_visibility(geometry, rgbd_frames, config.to_config(), log)
+    frame = build_frame_visibility(geometry, rgbd_frames, config, log)
     scene_frames = rgbd_frames.filter(pl.col("scene_id") == scene_id)
     checked = finalize_table(
         frame,
@@ -454,10 +358,9 @@ def dge_image_tasks_asset(
     context: dg.AssetExecutionContext, config: DgeImageTasksAssetConfig, scene_graphs: pl.DataFrame
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Single-image mode: ordinal (and, with metric depth, metric) questions from estimated geometry."""
-    settings = config.to_config()
     log = QuarantineLog(DGE_IMAGE_TASKS)
-    if settings.enabled:
-        tasks = single_image_tasks(scene_graphs, settings, log)
+    if config.enabled:
+        tasks = single_image_tasks(scene_graphs, config, log)
     else:
         context.log.info(
             "dge_image_tasks: no depth_dir or depth_model_path configured; no single-image questions"
@@ -471,9 +374,7 @@ def dge_image_tasks_asset(
         quarantine=log,
         preview_columns=["task_type", "question", "options", "answer", "unit"],
         extra_metadata={
-            "depth_source": "model"
-            if settings.depth_model_path
-            else ("files" if settings.depth_dir else "none"),
+            "depth_source": "model" if config.depth_model_path else ("files" if config.depth_dir else "none"),
             "task_types": json_metadata(value_counts(tasks, "task_type")),
         },
     )

@@ -24,31 +24,34 @@ from dataclasses import dataclass
 
 import numpy as np
 import open3d as o3d
+import pydantic
+from pydantic import ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class FloorConfig:
-    """How the floor is found.
+class FloorSettings(pydantic.BaseModel):
+    """How the floor is found (the names start with ``floor_`` because scene settings hold them beside others)."""
 
-    Args:
-        distance_threshold_m (`float`, *optional*, defaults to 0.02): RANSAC inlier distance.
-        num_iterations (`int`, *optional*, defaults to 500): RANSAC iterations per plane.
-        max_tilt_deg (`float`, *optional*, defaults to 30.0): largest angle between a floor candidate's
-            normal and the cameras' up prior.
-        max_planes (`int`, *optional*, defaults to 5): planes extracted before choosing the floor.
-        min_support_fraction (`float`, *optional*, defaults to 0.05): a plane needs at least this
-            fraction of the upward-facing points to be a floor candidate.
-        seed (`int`, *optional*, defaults to 0): random seed of open3d's RANSAC.
-    """
+    model_config = ConfigDict(frozen=True)
 
-    distance_threshold_m: float = 0.02
-    num_iterations: int = 500
-    max_tilt_deg: float = 30.0
-    max_planes: int = 5
-    min_support_fraction: float = 0.05
-    seed: int = 0
+    floor_distance_threshold_m: float = Field(
+        default=0.02, description="RANSAC inlier distance of the floor plane."
+    )
+    floor_ransac_iterations: int = Field(default=500, description="RANSAC iterations per plane.")
+    floor_max_tilt_deg: float = Field(
+        default=30.0,
+        description="Largest angle between a floor candidate's normal and the cameras' up prior.",
+    )
+    floor_max_planes: int = Field(default=5, description="Planes extracted before choosing the floor.")
+    floor_min_support_fraction: float = Field(
+        default=0.05,
+        description="A plane needs at least this share of the upward-facing points to be a floor candidate.",
+    )
+    floor_seed: int = Field(default=0, description="Random seed of open3d's RANSAC.")
+
+
+DEFAULT_FLOOR_SETTINGS = FloorSettings()
 
 
 class FloorNotFoundError(ValueError):
@@ -112,14 +115,14 @@ def fit_floor_plane(
     points: np.ndarray,
     normals: np.ndarray | None,
     up_prior: np.ndarray,
-    config: FloorConfig = FloorConfig(),
+    config: FloorSettings = DEFAULT_FLOOR_SETTINGS,
 ) -> FloorPlane:
     """Find the floor plane of a world-frame cloud (see the module docstring).
 
     Raises :class:`FloorNotFoundError` when no candidate plane qualifies.
     """
     up_prior = up_prior / np.linalg.norm(up_prior)
-    cos_tilt = math.cos(math.radians(config.max_tilt_deg))
+    cos_tilt = math.cos(math.radians(config.floor_max_tilt_deg))
     if normals is not None and len(normals) == len(points):
         with np.errstate(invalid="ignore"):
             upward = np.nan_to_num(normals @ up_prior, nan=0.0) > cos_tilt
@@ -128,15 +131,17 @@ def fit_floor_plane(
         candidates = points
     if len(candidates) < 3:
         raise FloorNotFoundError(f"no upward-facing surface among {len(points)} points")
-    o3d.utility.random.seed(config.seed)
+    o3d.utility.random.seed(config.floor_seed)
     remaining = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(candidates, dtype=np.float64)))
-    min_support = max(3, int(config.min_support_fraction * len(candidates)))
+    min_support = max(3, int(config.floor_min_support_fraction * len(candidates)))
     planes: list[tuple[float, FloorPlane]] = []
-    for _ in range(config.max_planes):
+    for _ in range(config.floor_max_planes):
         if len(remaining.points) < min_support:
             break
         _, inliers = remaining.segment_plane(
-            distance_threshold=config.distance_threshold_m, ransac_n=3, num_iterations=config.num_iterations
+            distance_threshold=config.floor_distance_threshold_m,
+            ransac_n=3,
+            num_iterations=config.floor_ransac_iterations,
         )
         if len(inliers) < min_support:
             break
@@ -145,7 +150,7 @@ def fit_floor_plane(
         if normal @ up_prior < 0:
             normal, offset = -normal, -offset
         residual = inlier_points @ normal + offset
-        keep = np.abs(residual) <= config.distance_threshold_m
+        keep = np.abs(residual) <= config.floor_distance_threshold_m
         if keep.sum() >= 3:
             normal, offset = refine_plane(inlier_points[keep])
             if normal @ up_prior < 0:
@@ -161,7 +166,7 @@ def fit_floor_plane(
         planes.append((float(-offset), plane))
     if not planes:
         raise FloorNotFoundError(
-            f"no plane within {config.max_tilt_deg} degrees of the cameras' up direction has "
+            f"no plane within {config.floor_max_tilt_deg} degrees of the cameras' up direction has "
             f">= {min_support} supporting points"
         )
     planes.sort(key=lambda item: item[0])

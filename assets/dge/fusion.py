@@ -10,14 +10,15 @@ points are then voxel-downsampled with open3d: one cloud for the scene, one per 
 A frame whose depth is empty or NaN, whose files cannot be read or whose pose is not rigid is
 skipped with a reason (see :class:`FrameError`); the scene is built from the rest.
 
->>> config = FusionConfig(pixel_stride=4)
->>> config.scene_voxel_size_m
+>>> settings = FusionSettings(pixel_stride=4)
+>>> settings.scene_voxel_size_m
 0.03
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,9 @@ from typing import Any
 
 import numpy as np
 import open3d as o3d
+import pydantic
 from PIL import Image, UnidentifiedImageError
+from pydantic import ConfigDict, Field
 from tqdm.auto import tqdm
 
 from assets.dge.camera import (
@@ -44,31 +47,65 @@ logger = logging.getLogger(__name__)
 NO_OBJECT = -1
 
 
-@dataclass(frozen=True)
-class FusionConfig:
-    """How frames are turned into point clouds.
+OBJECT_PIXELS_PER_FRAME = 80_000
+"""Depth pixels back-projected per frame when objects come from the frames' instance masks."""
+SCENE_PIXELS_PER_FRAME = 20_000
+"""Depth pixels back-projected per frame when only the scene cloud comes from the frames."""
 
-    Args:
-        pixel_stride (`int`, *optional*, defaults to 2): back-project every n-th depth row and column.
-        scene_voxel_size_m (`float`, *optional*, defaults to 0.03): voxel size of the scene cloud.
-        object_voxel_size_m (`float`, *optional*, defaults to 0.015): voxel size of each object's cloud.
-        min_depth_m (`float`, *optional*, defaults to 0.1): nearer depth readings are dropped.
-        max_depth_m (`float`, *optional*, defaults to 10.0): farther depth readings are dropped.
-        min_valid_depth_fraction (`float`, *optional*, defaults to 0.01): a frame with fewer valid
-            depth pixels than this fraction is quarantined as empty.
-        with_colors (`bool`, *optional*, defaults to False): read the colour images to colour the cloud.
-        erode_instance_boundaries (`bool`, *optional*, defaults to True): ignore instance-mask pixels
-            on a boundary between two ids, where depth and colour registration is least reliable.
+
+def auto_pixel_stride(
+    depth_width: int, depth_height: int, target_pixels: int = OBJECT_PIXELS_PER_FRAME
+) -> int:
+    """Pixel stride that back-projects about ``target_pixels`` depth pixels per frame.
+
+    >>> auto_pixel_stride(640, 480), auto_pixel_stride(320, 240), auto_pixel_stride(640, 480, SCENE_PIXELS_PER_FRAME)
+    (2, 1, 4)
     """
+    return max(1, round(math.sqrt(depth_width * depth_height / target_pixels)))
 
-    pixel_stride: int = 2
-    scene_voxel_size_m: float = 0.03
-    object_voxel_size_m: float = 0.015
-    min_depth_m: float = 0.1
-    max_depth_m: float = 10.0
-    min_valid_depth_fraction: float = 0.01
-    with_colors: bool = False
-    erode_instance_boundaries: bool = True
+
+class FusionSettings(pydantic.BaseModel):
+    """How frames are turned into point clouds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pixel_stride: int = Field(
+        default=0,
+        description="Back-project every n-th depth row and column; 0 picks it from the depth size (about "
+        "80,000 pixels per frame when objects come from the frames' instance masks, else 20,000).",
+    )
+    scene_voxel_size_m: float = Field(default=0.03, description="Voxel size of the fused scene cloud.")
+    object_voxel_size_m: float = Field(
+        default=0.015, description="Voxel size of object clouds fused from frames."
+    )
+    min_depth_m: float = Field(default=0.1, description="Nearer depth readings are dropped.")
+    max_depth_m: float = Field(default=10.0, description="Farther depth readings are dropped.")
+    min_valid_depth_fraction: float = Field(
+        default=0.01,
+        description="A frame with fewer valid depth pixels than this share is quarantined as empty.",
+    )
+    store_cloud_colors: bool = Field(
+        default=False, description="Read the colour images to store the cloud's colours."
+    )
+    erode_instance_boundaries: bool = Field(
+        default=True,
+        description="Ignore instance-mask pixels on a boundary between two ids, where depth and colour "
+        "registration is least reliable.",
+    )
+
+    def stride_for(self, depth_size: tuple[int, int], with_instances: bool) -> int:
+        """The pixel stride for frames of ``depth_size`` (``pixel_stride``, or the automatic one when 0).
+
+        >>> FusionSettings().stride_for((640, 480), with_instances=False), FusionSettings(pixel_stride=3).stride_for((640, 480), True)
+        (4, 3)
+        """
+        if self.pixel_stride > 0:
+            return self.pixel_stride
+        target = OBJECT_PIXELS_PER_FRAME if with_instances else SCENE_PIXELS_PER_FRAME
+        return auto_pixel_stride(depth_size[0], depth_size[1], target)
+
+
+DEFAULT_FUSION_SETTINGS = FusionSettings()
 
 
 class FrameError(ValueError):
@@ -230,9 +267,13 @@ class FramePoints:
 
 
 def frame_points(
-    record: FrameRecord, config: FusionConfig = FusionConfig(), with_instances: bool = True
+    record: FrameRecord, config: FusionSettings = DEFAULT_FUSION_SETTINGS, with_instances: bool = True
 ) -> FramePoints:
-    """Back-project one frame; raises :class:`FrameError` naming the reason and the file."""
+    """Back-project one frame; raises :class:`FrameError` naming the reason and the file.
+
+    Every ``pixel_stride``-th depth row and column is used (picked from the depth size when 0, see
+    :meth:`FusionSettings.stride_for`).
+    """
     problem = frame_problem(record)
     if problem:
         raise FrameError(problem, record.depth_path)
@@ -248,7 +289,7 @@ def frame_points(
         raise FrameError(problem, record.depth_path)
     with np.errstate(invalid="ignore"):
         depth = np.where((depth >= config.min_depth_m) & (depth <= config.max_depth_m), depth, 0.0)
-    stride = config.pixel_stride
+    stride = config.stride_for(record.depth_size, with_instances)
     points_camera, rows, cols = backproject_depth(depth, record.depth_intrinsics, stride)
     if points_camera.shape[0] == 0:
         raise FrameError(
@@ -258,7 +299,7 @@ def frame_points(
     normals_grid = depth_normals_camera(depth, record.depth_intrinsics, stride)
     normals_camera = normals_grid[rows // stride, cols // stride]
 
-    needs_color_pixels = config.with_colors or (with_instances and record.instance_path is not None)
+    needs_color_pixels = config.store_cloud_colors or (with_instances and record.instance_path is not None)
     colors = None
     object_ids = np.full(points_camera.shape[0], NO_OBJECT, dtype=np.int32)
     if needs_color_pixels:
@@ -267,7 +308,7 @@ def frame_points(
         pixel_cols = np.clip(np.round(uv[:, 0]).astype(np.int64), 0, width - 1)
         pixel_rows = np.clip(np.round(uv[:, 1]).astype(np.int64), 0, height - 1)
         inside = (uv[:, 0] > -0.5) & (uv[:, 0] < width - 0.5) & (uv[:, 1] > -0.5) & (uv[:, 1] < height - 0.5)
-        if config.with_colors:
+        if config.store_cloud_colors:
             color_image = _read_color(record.color_path)
             if color_image.shape[:2] != (height, width):
                 raise FrameError(
@@ -345,7 +386,7 @@ class FusedScene:
 
 def fuse_frames(
     records: Iterable[FrameRecord],
-    config: FusionConfig = FusionConfig(),
+    config: FusionSettings = DEFAULT_FUSION_SETTINGS,
     with_instances: bool = True,
     progress: bool = False,
 ) -> FusedScene:

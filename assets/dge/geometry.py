@@ -6,39 +6,45 @@ the quarantine log, and a scene with no usable frame raises :class:`SceneBuildEr
 :meth:`ScanGeometry.to_row` / :meth:`ScanGeometry.from_row` convert to and from a
 ``scene_geometry`` row, so later stages never redo the fusion.
 
->>> config = SceneGeometryConfig()
->>> config.object_points_source
-'auto'
+Object points come from an :class:`ObjectSource`: :class:`MeshObjects` (points sampled on the
+segmented mesh), :class:`InstanceMaskObjects` (fused frame points labelled by the instance masks)
+or :class:`NoObjects`; :func:`choose_object_source` picks one from the settings and what the scan
+has. Every knob is a field of :class:`SceneGeometrySettings`, which is also the asset's run
+configuration.
+
+>>> settings = SceneGeometrySettings()
+>>> settings.object_points_source, settings.pixel_stride, settings.floor_distance_threshold_m
+('auto', 0, 0.02)
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import open3d as o3d
 import polars as pl
+from pydantic import Field
 
 from assets.dge.camera import rotate_vectors, transform_points
 from assets.dge.floor import (
-    FloorConfig,
     FloorNotFoundError,
     FloorPlane,
+    FloorSettings,
     fit_floor_plane,
     gravity_transform,
     up_prior_from_poses,
 )
-from assets.dge.fusion import FrameRecord, FusionConfig, fuse_frames, voxel_downsample
+from assets.dge.fusion import FrameRecord, FusedScene, FusionSettings, fuse_frames, voxel_downsample
 from assets.dge.objects import (
     MeshSegmentationError,
-    ObjectConfig,
     ObjectGeometry,
     ObjectRejectedError,
+    ObjectSettings,
     measure_object,
     mesh_object_samples,
     voxel_point_areas,
@@ -50,43 +56,40 @@ from data_contracts.validation import polars_schema
 
 logger = logging.getLogger(__name__)
 
-OBJECT_PIXELS_PER_FRAME = 80_000
-SCENE_PIXELS_PER_FRAME = 20_000
-
 
 class SceneBuildError(RuntimeError):
     """A scene that cannot be built at all (no usable frame); the message names the scene and why."""
 
 
-@dataclass(frozen=True)
-class SceneGeometryConfig:
-    """Settings of :func:`build_scan_geometry`.
+class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings):
+    """Settings of :func:`build_scan_geometry`: fusion, floor and object settings plus the scene's own.
 
-    Args:
-        fusion (`FusionConfig`): back-projection and voxel sizes. Its ``pixel_stride`` is used as given
-            when ``auto_stride`` is False.
-        floor (`FloorConfig`): floor RANSAC.
-        objects (`ObjectConfig`): object sampling, cleaning and storage.
-        object_points_source (`str`, *optional*, defaults to ``"auto"``): ``"mesh"`` (segmented mesh),
-            ``"instance_masks"`` (fused frame points) or ``"auto"`` (the mesh when the scan has one).
-        auto_stride (`bool`, *optional*, defaults to True): choose the pixel stride so that about
-            80,000 depth pixels per frame are back-projected when objects come from the frames
-            (640x480 -> 2, 320x240 -> 1), and about 20,000 when only the scene cloud does (640x480 -> 4).
-        stored_cloud_voxel_m (`float`, *optional*, defaults to 0.05): voxel size of the stored cloud copy.
-        room_floor_threshold_m (`float`, *optional*, defaults to 0.03): floor points lie this close to z = 0.
-        cloud_outlier_neighbors (`int`, *optional*, defaults to 12): statistical outlier test of the scene cloud.
-        cloud_outlier_std_ratio (`float`, *optional*, defaults to 3.0): its threshold.
+    It *is a* :class:`~assets.dge.fusion.FusionSettings`, :class:`~assets.dge.floor.FloorSettings`
+    and :class:`~assets.dge.objects.ObjectSettings`, so each stage reads its knobs from it.
     """
 
-    fusion: FusionConfig = field(default_factory=FusionConfig)
-    floor: FloorConfig = field(default_factory=FloorConfig)
-    objects: ObjectConfig = field(default_factory=ObjectConfig)
-    object_points_source: Literal["auto", "mesh", "instance_masks"] = "auto"
-    auto_stride: bool = True
-    stored_cloud_voxel_m: float = 0.05
-    room_floor_threshold_m: float = 0.03
-    cloud_outlier_neighbors: int = 12
-    cloud_outlier_std_ratio: float = 3.0
+    object_points_source: Literal["auto", "mesh", "instance_masks"] = Field(
+        default="auto",
+        description="Object points from the segmented mesh, the frames' instance masks, or auto (mesh when present).",
+    )
+    stored_cloud_voxel_m: float = Field(
+        default=0.05, description="Voxel size of the stored copy of the cloud."
+    )
+    room_floor_threshold_m: float = Field(
+        default=0.03, description="Floor points lie this close to z = 0 (floor area of the room)."
+    )
+    cloud_outlier_neighbors: int = Field(
+        default=12, description="Neighbours of the statistical outlier test of the scene cloud."
+    )
+    cloud_outlier_std_ratio: float = Field(
+        default=3.0, description="Threshold (standard deviations) of the scene cloud's outlier test."
+    )
+
+
+DEFAULT_SCENE_GEOMETRY_SETTINGS = SceneGeometrySettings()
+
+SceneGeometryConfig = SceneGeometrySettings
+"""Former name of :class:`SceneGeometrySettings`, still used by ``benchmarks/bench_dge.py``."""
 
 
 @dataclass
@@ -216,17 +219,6 @@ def _object_from_struct(item: Mapping[str, Any]) -> ObjectGeometry:
     )
 
 
-def auto_pixel_stride(
-    depth_width: int, depth_height: int, target_pixels: int = OBJECT_PIXELS_PER_FRAME
-) -> int:
-    """Pixel stride that back-projects about ``target_pixels`` depth pixels per frame.
-
-    >>> auto_pixel_stride(640, 480), auto_pixel_stride(320, 240), auto_pixel_stride(640, 480, SCENE_PIXELS_PER_FRAME)
-    (2, 1, 4)
-    """
-    return max(1, round(math.sqrt(depth_width * depth_height / target_pixels)))
-
-
 def frame_records(frames: pl.DataFrame, quarantine: QuarantineLog | None = None) -> list[FrameRecord]:
     """Parse ``rgbd_frames`` rows into :class:`FrameRecord` (sorted by frame index); unparseable rows are quarantined."""
     records = []
@@ -243,30 +235,184 @@ def frame_records(frames: pl.DataFrame, quarantine: QuarantineLog | None = None)
     return records
 
 
+@dataclass(frozen=True)
+class ObjectCandidate:
+    """An object's points before cleaning (gravity frame), with their normals and the area each stands for."""
+
+    object_id: int
+    label: str
+    points: np.ndarray
+    normals: np.ndarray
+    point_areas: np.ndarray
+
+
+@dataclass
+class DroppedObjects:
+    """Objects left out of a scan's geometry: listed in the geometry and added to the quarantine log."""
+
+    scene_id: str
+    log: QuarantineLog
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def drop(self, object_id: int, label: str, reason: str, source_file: str | None) -> None:
+        """Leave an object out, with the reason and the file its points came from."""
+        self.rows.append({"object_id": object_id, "label": label, "reason": reason})
+        self.log.add(
+            f"{self.scene_id}/object/{object_id}", reason, source_file=source_file, payload={"label": label}
+        )
+
+
+@dataclass(frozen=True)
+class ScanContext:
+    """What an object source reads: the scene's row and labels, the fused frames and the gravity transform."""
+
+    scene_id: str
+    scene: Mapping[str, Any]
+    labels: dict[int, str]
+    fused: FusedScene
+    world_to_gravity: np.ndarray
+    settings: SceneGeometrySettings
+    log: QuarantineLog
+
+
+class ObjectSource(Protocol):
+    """Where a scan's object points come from (chosen by :func:`choose_object_source`)."""
+
+    name: str
+    """The ``object_points_source`` written in the table."""
+    reads_instance_masks: bool
+    """Whether fusion reads the frames' instance masks (and back-projects more pixels per frame)."""
+    reports_unseen_objects: bool
+    """Whether listed objects that got no points are dropped one by one with a reason."""
+
+    def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
+        """The objects' points before cleaning, in object id order."""
+        ...
+
+    def source_file(self, scene: Mapping[str, Any]) -> str | None:
+        """The file named when an object is dropped."""
+        ...
+
+
+class MeshObjects:
+    """Points sampled on the scan's segmented mesh (every surface of each annotated object)."""
+
+    name = "mesh"
+    reads_instance_masks = False
+    reports_unseen_objects = True
+
+    def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
+        """Mesh samples in the gravity frame; an unusable segmentation is logged and gives no object."""
+        scene = context.scene
+        try:
+            samples = mesh_object_samples(
+                scene["mesh_path"], scene["segs_path"], scene["aggregation_path"], context.settings
+            )
+        except MeshSegmentationError as error:
+            logger.warning("scene %s: %s; falling back to instance masks", context.scene_id, error)
+            context.log.add(
+                f"{context.scene_id}/mesh",
+                f"unusable mesh segmentation: {error}",
+                source_file=scene.get("mesh_path"),
+            )
+            samples = []
+        return [
+            ObjectCandidate(
+                sample.object_id,
+                context.labels.get(sample.object_id, sample.label),
+                transform_points(context.world_to_gravity, sample.points),
+                rotate_vectors(context.world_to_gravity, sample.normals),
+                np.full(len(sample.points), sample.area / max(len(sample.points), 1)),
+            )
+            for sample in samples
+        ]
+
+    def source_file(self, scene: Mapping[str, Any]) -> str | None:
+        """The mesh."""
+        return scene.get("mesh_path")
+
+
+class InstanceMaskObjects:
+    """Fused frame points labelled by the frames' instance masks (what the cameras saw of each object)."""
+
+    name = "instance_masks"
+    reads_instance_masks = True
+    reports_unseen_objects = True
+
+    def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
+        """Per-object fused clouds in the gravity frame; instance ids missing from the object list are dropped."""
+        candidates = []
+        for object_id, (points, normals) in sorted(context.fused.object_points.items()):
+            if object_id not in context.labels:
+                dropped.drop(
+                    object_id,
+                    f"object_{object_id}",
+                    "instance id not in the scene's object list",
+                    context.scene.get("aggregation_path"),
+                )
+                continue
+            candidates.append(
+                ObjectCandidate(
+                    object_id,
+                    context.labels[object_id],
+                    transform_points(context.world_to_gravity, points),
+                    rotate_vectors(context.world_to_gravity, normals),
+                    voxel_point_areas(normals, context.settings.object_voxel_size_m),
+                )
+            )
+        return candidates
+
+    def source_file(self, scene: Mapping[str, Any]) -> str | None:
+        """The scan's folder."""
+        return scene.get("scene_dir")
+
+
+class NoObjects:
+    """A scan with neither a segmented mesh nor instance masks: the room is measured, no object is."""
+
+    name = "none"
+    reads_instance_masks = False
+    reports_unseen_objects = False
+
+    def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
+        """No object."""
+        return []
+
+    def source_file(self, scene: Mapping[str, Any]) -> str | None:
+        """The scan's folder."""
+        return scene.get("scene_dir")
+
+
 def _has_mesh_segmentation(scene: Mapping[str, Any]) -> bool:
     paths = [scene.get("mesh_path"), scene.get("segs_path"), scene.get("aggregation_path")]
     return all(path is not None and Path(path).exists() for path in paths)
 
 
-def choose_object_source(scene: Mapping[str, Any], records: list[FrameRecord], preference: str) -> str:
-    """Where object points come from: ``mesh``, ``instance_masks`` or ``none`` (see :class:`SceneGeometryConfig`)."""
+def choose_object_source(
+    scene: Mapping[str, Any], records: list[FrameRecord], preference: str
+) -> ObjectSource:
+    """Where object points come from: the preferred source when the scan has it, else none; ``auto``: the mesh first.
+
+    >>> choose_object_source({"scene_id": "s"}, [], "auto").name
+    'none'
+    """
     has_mesh = _has_mesh_segmentation(scene)
     has_masks = any(record.instance_path is not None for record in records)
     if preference == "mesh":
-        return "mesh" if has_mesh else "none"
+        return MeshObjects() if has_mesh else NoObjects()
     if preference == "instance_masks":
-        return "instance_masks" if has_masks else "none"
+        return InstanceMaskObjects() if has_masks else NoObjects()
     if has_mesh:
-        return "mesh"
-    return "instance_masks" if has_masks else "none"
+        return MeshObjects()
+    return InstanceMaskObjects() if has_masks else NoObjects()
 
 
-def _remove_cloud_outliers(points: np.ndarray, colors: np.ndarray | None, config: SceneGeometryConfig):
-    if len(points) <= config.cloud_outlier_neighbors:
+def _remove_cloud_outliers(points: np.ndarray, colors: np.ndarray | None, settings: SceneGeometrySettings):
+    if len(points) <= settings.cloud_outlier_neighbors:
         return points, colors
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
     _, kept = cloud.remove_statistical_outlier(
-        nb_neighbors=config.cloud_outlier_neighbors, std_ratio=config.cloud_outlier_std_ratio
+        nb_neighbors=settings.cloud_outlier_neighbors, std_ratio=settings.cloud_outlier_std_ratio
     )
     kept = np.asarray(kept, dtype=np.int64)
     return points[kept], (None if colors is None else colors[kept])
@@ -277,10 +423,84 @@ def _fallback_floor(points: np.ndarray, up: np.ndarray) -> FloorPlane:
     return FloorPlane(normal=up, offset=-float(np.percentile(heights, 1.0)), inlier_count=0, inlier_rmse=0.0)
 
 
+def _fuse_scan(
+    scene_id: str,
+    records: list[FrameRecord],
+    source: ObjectSource,
+    settings: SceneGeometrySettings,
+    log: QuarantineLog,
+    progress: bool,
+) -> FusedScene:
+    """Fuse the frames at the stride the first frame's depth size calls for; bad frames are logged."""
+    stride = settings.stride_for(records[0].depth_size, source.reads_instance_masks)
+    fusion = settings.model_copy(update={"pixel_stride": stride})
+    fused = fuse_frames(records, fusion, with_instances=source.reads_instance_masks, progress=progress)
+    for record_id, source_file, reason in fused.failures:
+        log.add(record_id, reason, source_file=source_file)
+    if not fused.used_frames:
+        reasons = sorted({reason.split(":", 1)[0] for _, _, reason in fused.failures})
+        raise SceneBuildError(
+            f"scene {scene_id} has no usable frame: all {len(records)} frames were quarantined ({'; '.join(reasons)})"
+        )
+    return fused
+
+
+def _find_floor(
+    scene_id: str, fused: FusedScene, records: list[FrameRecord], settings: SceneGeometrySettings
+) -> tuple[FloorPlane, str]:
+    """The floor plane and how it was found (``ransac``, or ``fallback``: the lowest points along the cameras' up)."""
+    used_poses = [record.pose for record in records if record.frame_index in set(fused.used_frames)]
+    up = up_prior_from_poses(used_poses)
+    try:
+        return fit_floor_plane(fused.points, fused.normals, up, settings), "ransac"
+    except FloorNotFoundError as error:
+        logger.warning(
+            "scene %s: %s; using the lowest points along the cameras' up direction", scene_id, error
+        )
+        return _fallback_floor(fused.points, up), "fallback"
+
+
+def _measure_objects(
+    context: ScanContext, source: ObjectSource, dropped: DroppedObjects
+) -> list[ObjectGeometry]:
+    """Clean and measure the source's objects; objects with no or too few points are dropped."""
+    candidates = source.candidates(context, dropped)
+    source_file = source.source_file(context.scene)
+    objects: list[ObjectGeometry] = []
+    for candidate in candidates:
+        if len(candidate.points) == 0:
+            dropped.drop(
+                candidate.object_id,
+                candidate.label,
+                "no points: the object has no surface in the segmentation",
+                source_file,
+            )
+            continue
+        try:
+            objects.append(
+                measure_object(
+                    candidate.object_id,
+                    candidate.label,
+                    candidate.points,
+                    candidate.normals,
+                    candidate.point_areas,
+                    context.settings,
+                )
+            )
+        except ObjectRejectedError as error:
+            dropped.drop(candidate.object_id, candidate.label, str(error), source_file)
+    if source.reports_unseen_objects:
+        candidate_ids = {candidate.object_id for candidate in candidates}
+        for object_id, label in sorted(context.labels.items()):
+            if object_id not in candidate_ids:
+                dropped.drop(object_id, label, "no points: never seen in a usable frame", source_file)
+    return objects
+
+
 def build_scan_geometry(
     frames: pl.DataFrame,
     scene: Mapping[str, Any],
-    config: SceneGeometryConfig = SceneGeometryConfig(),
+    config: SceneGeometrySettings = DEFAULT_SCENE_GEOMETRY_SETTINGS,
     quarantine: QuarantineLog | None = None,
     progress: bool = False,
 ) -> ScanGeometry:
@@ -294,31 +514,9 @@ def build_scan_geometry(
     records = frame_records(frames.filter(pl.col("scene_id") == scene_id), log)
     if not records:
         raise SceneBuildError(f"scene {scene_id} has no usable frame: rgbd_frames has no row for it")
-    fusion = config.fusion
     source = choose_object_source(scene, records, config.object_points_source)
-    if config.auto_stride:
-        width, height = records[0].depth_size
-        target = OBJECT_PIXELS_PER_FRAME if source == "instance_masks" else SCENE_PIXELS_PER_FRAME
-        fusion = FusionConfig(**{**fusion.__dict__, "pixel_stride": auto_pixel_stride(width, height, target)})
-    fused = fuse_frames(records, fusion, with_instances=source == "instance_masks", progress=progress)
-    for record_id, source_file, reason in fused.failures:
-        log.add(record_id, reason, source_file=source_file)
-    if not fused.used_frames:
-        reasons = sorted({reason.split(":", 1)[0] for _, _, reason in fused.failures})
-        raise SceneBuildError(
-            f"scene {scene_id} has no usable frame: all {len(records)} frames were quarantined ({'; '.join(reasons)})"
-        )
-    used_poses = [record.pose for record in records if record.frame_index in set(fused.used_frames)]
-    up = up_prior_from_poses(used_poses)
-    floor_source = "ransac"
-    try:
-        floor = fit_floor_plane(fused.points, fused.normals, up, config.floor)
-    except FloorNotFoundError as error:
-        logger.warning(
-            "scene %s: %s; using the lowest points along the cameras' up direction", scene_id, error
-        )
-        floor = _fallback_floor(fused.points, up)
-        floor_source = "fallback"
+    fused = _fuse_scan(scene_id, records, source, config, log, progress)
+    floor, floor_source = _find_floor(scene_id, fused, records, config)
     world_to_gravity = gravity_transform(floor)
     cloud = transform_points(world_to_gravity, fused.points)
     cloud, colors = _remove_cloud_outliers(cloud, fused.colors, config)
@@ -326,80 +524,20 @@ def build_scan_geometry(
     stored_points, _, stored_colors = voxel_downsample(cloud, config.stored_cloud_voxel_m, colors=colors)
 
     labels = {int(item["object_id"]): str(item["label"]) for item in (scene.get("objects") or [])}
-    objects: list[ObjectGeometry] = []
-    dropped: list[dict[str, Any]] = []
-
-    def drop(object_id: int, label: str, reason: str, source_file: str | None) -> None:
-        dropped.append({"object_id": object_id, "label": label, "reason": reason})
-        log.add(f"{scene_id}/object/{object_id}", reason, source_file=source_file, payload={"label": label})
-
-    candidates: list[tuple[int, str, np.ndarray, np.ndarray, np.ndarray]] = []
-    if source == "mesh":
-        try:
-            samples = mesh_object_samples(
-                scene["mesh_path"], scene["segs_path"], scene["aggregation_path"], config.objects
-            )
-        except MeshSegmentationError as error:
-            logger.warning("scene %s: %s; falling back to instance masks", scene_id, error)
-            log.add(
-                f"{scene_id}/mesh", f"unusable mesh segmentation: {error}", source_file=scene.get("mesh_path")
-            )
-            samples = []
-        for sample in samples:
-            label = labels.get(sample.object_id, sample.label)
-            areas = np.full(len(sample.points), sample.area / max(len(sample.points), 1))
-            candidates.append(
-                (
-                    sample.object_id,
-                    label,
-                    transform_points(world_to_gravity, sample.points),
-                    rotate_vectors(world_to_gravity, sample.normals),
-                    areas,
-                )
-            )
-    elif source == "instance_masks":
-        for object_id, (points, normals) in sorted(fused.object_points.items()):
-            if object_id not in labels:
-                drop(
-                    object_id,
-                    f"object_{object_id}",
-                    "instance id not in the scene's object list",
-                    scene.get("aggregation_path"),
-                )
-                continue
-            candidates.append(
-                (
-                    object_id,
-                    labels[object_id],
-                    transform_points(world_to_gravity, points),
-                    rotate_vectors(world_to_gravity, normals),
-                    voxel_point_areas(normals, fusion.object_voxel_size_m),
-                )
-            )
-    seen = {candidate[0] for candidate in candidates}
-    source_file = scene.get("mesh_path") if source == "mesh" else scene.get("scene_dir")
-    for object_id, label, points, normals, areas in candidates:
-        if len(points) == 0:
-            drop(object_id, label, "no points: the object has no surface in the segmentation", source_file)
-            continue
-        try:
-            objects.append(measure_object(object_id, label, points, normals, areas, config.objects))
-        except ObjectRejectedError as error:
-            drop(object_id, label, str(error), source_file)
-    for object_id, label in sorted(labels.items()):
-        if object_id not in seen and source != "none":
-            drop(object_id, label, "no points: never seen in a usable frame", source_file)
+    context = ScanContext(scene_id, scene, labels, fused, world_to_gravity, config, log)
+    dropped = DroppedObjects(scene_id, log)
+    objects = _measure_objects(context, source, dropped)
     logger.info(
         "scene %s: %d frames used, %d quarantined, %d objects measured, %d dropped",
         scene_id,
         len(fused.used_frames),
         len(fused.failures),
         len(objects),
-        len(dropped),
+        len(dropped.rows),
     )
     return ScanGeometry(
         scene_id=scene_id,
-        object_points_source=source,
+        object_points_source=source.name,
         world_to_gravity=world_to_gravity,
         floor=floor,
         floor_source=floor_source,
@@ -410,7 +548,7 @@ def build_scan_geometry(
         used_frames=list(fused.used_frames),
         num_quarantined_frames=len(fused.failures),
         objects=objects,
-        dropped_objects=dropped,
+        dropped_objects=dropped.rows,
     )
 
 

@@ -31,45 +31,58 @@ from pathlib import Path
 
 import numpy as np
 import open3d as o3d
+import pydantic
+from pydantic import ConfigDict, Field
 from scipy.spatial import ConvexHull, QhullError
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ObjectConfig:
-    """How object points are sampled, cleaned and stored.
+class ObjectSettings(pydantic.BaseModel):
+    """How object points are sampled, cleaned and stored."""
 
-    Args:
-        mesh_sample_spacing_m (`float`, *optional*, defaults to 0.015): mean spacing of the points
-            sampled on mesh triangles (one point per ``spacing**2`` of area) ...
-        mesh_min_samples (`int`, *optional*, defaults to 3000): ... but at least this many points per
-            object (finer spacing for small objects, so thin parts such as handles survive cleaning) ...
-        mesh_max_samples (`int`, *optional*, defaults to 12000): ... and at most this many (coarser
-            spacing for large objects, which keeps cleaning fast).
-        outlier_neighbors (`int`, *optional*, defaults to 16): neighbours of the statistical outlier test.
-        outlier_std_ratio (`float`, *optional*, defaults to 2.5): points farther than this many standard
-            deviations above the mean neighbour distance are outliers.
-        dbscan_eps_m (`float`, *optional*, defaults to 0.08): DBSCAN neighbourhood radius.
-        dbscan_min_points (`int`, *optional*, defaults to 2): DBSCAN core-point size (counted in voxels of
-            half the radius, see :func:`clean_point_indices`).
-        min_points (`int`, *optional*, defaults to 30): objects with fewer points after cleaning are
-            quarantined.
-        max_stored_points (`int`, *optional*, defaults to 6000): stored points per object (a seeded
-            subsample beyond that; the per-point area grows to keep the total).
-        seed (`int`, *optional*, defaults to 0): seed of mesh sampling and subsampling.
-    """
+    model_config = ConfigDict(frozen=True)
 
-    mesh_sample_spacing_m: float = 0.015
-    mesh_min_samples: int = 3000
-    mesh_max_samples: int = 12000
-    outlier_neighbors: int = 16
-    outlier_std_ratio: float = 2.5
-    dbscan_eps_m: float = 0.08
-    dbscan_min_points: int = 2
-    min_points: int = 30
-    max_stored_points: int = 6000
-    seed: int = 0
+    mesh_sample_spacing_m: float = Field(
+        default=0.015,
+        description="Mean spacing of the points sampled on mesh triangles (one point per spacing**2 of area), "
+        "within mesh_min_samples and mesh_max_samples per object.",
+    )
+    mesh_min_samples: int = Field(
+        default=3000,
+        description="Least points sampled per mesh object (finer spacing for small objects, so thin parts such "
+        "as handles survive cleaning).",
+    )
+    mesh_max_samples: int = Field(
+        default=12000,
+        description="Most points sampled per mesh object (coarser spacing for large objects, which keeps "
+        "cleaning fast).",
+    )
+    object_outlier_neighbors: int = Field(
+        default=16, description="Neighbours of the statistical outlier test of object points."
+    )
+    object_outlier_std_ratio: float = Field(
+        default=2.5,
+        description="Object points farther than this many standard deviations above the mean neighbour "
+        "distance are outliers.",
+    )
+    dbscan_eps_m: float = Field(default=0.08, description="DBSCAN radius of object cleaning.")
+    dbscan_min_points: int = Field(
+        default=2,
+        description="DBSCAN core-point size (counted in voxels of half the radius, see clean_point_indices).",
+    )
+    min_object_points: int = Field(
+        default=30, description="Objects with fewer points after cleaning are quarantined."
+    )
+    max_stored_points: int = Field(
+        default=6000,
+        description="Stored points per object (a seeded subsample beyond that; the per-point area grows to keep "
+        "the total).",
+    )
+    object_seed: int = Field(default=0, description="Seed of mesh sampling and subsampling.")
+
+
+DEFAULT_OBJECT_SETTINGS = ObjectSettings()
 
 
 class ObjectRejectedError(ValueError):
@@ -212,7 +225,7 @@ def yaw_oriented_box(
     return centre, np.array([extents_xy[0], extents_xy[1], z_high - z_low]), yaw
 
 
-def clean_point_indices(points: np.ndarray, config: ObjectConfig = ObjectConfig()) -> np.ndarray:
+def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJECT_SETTINGS) -> np.ndarray:
     """Indices of the points kept by statistical outlier removal, then the largest DBSCAN cluster (open3d).
 
     DBSCAN runs on the centres of voxels of half its radius (each voxel takes its centre's cluster),
@@ -226,11 +239,11 @@ def clean_point_indices(points: np.ndarray, config: ObjectConfig = ObjectConfig(
     (True, True)
     """
     everything = np.arange(len(points))
-    if len(points) < max(config.outlier_neighbors, config.dbscan_min_points) + 1:
+    if len(points) < max(config.object_outlier_neighbors, config.dbscan_min_points) + 1:
         return everything
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, dtype=np.float64)))
     _, kept = cloud.remove_statistical_outlier(
-        nb_neighbors=config.outlier_neighbors, std_ratio=config.outlier_std_ratio
+        nb_neighbors=config.object_outlier_neighbors, std_ratio=config.object_outlier_std_ratio
     )
     kept = np.asarray(kept, dtype=np.int64)
     if len(kept) < config.dbscan_min_points:
@@ -270,16 +283,16 @@ def measure_object(
     points: np.ndarray,
     normals: np.ndarray,
     point_areas: np.ndarray,
-    config: ObjectConfig = ObjectConfig(),
+    config: ObjectSettings = DEFAULT_OBJECT_SETTINGS,
 ) -> ObjectGeometry:
     """Clean and measure one object's gravity-frame points; raise :class:`ObjectRejectedError` if too few remain.
 
     ``point_areas`` is the area each input point stands for (same length as ``points``).
     """
     kept = clean_point_indices(points, config)
-    if len(kept) < config.min_points:
+    if len(kept) < config.min_object_points:
         raise ObjectRejectedError(
-            f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_points}"
+            f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_object_points}"
         )
     cleaned = points[kept]
     aabb_min, aabb_max = cleaned.min(axis=0), cleaned.max(axis=0)
@@ -287,7 +300,7 @@ def measure_object(
     stored = kept
     areas = np.asarray(point_areas, dtype=np.float64)[kept]
     if len(kept) > config.max_stored_points:
-        rng = np.random.default_rng([config.seed, object_id])
+        rng = np.random.default_rng([config.object_seed, object_id])
         stored = kept[np.sort(rng.choice(len(kept), size=config.max_stored_points, replace=False))]
         areas = np.full(len(stored), float(areas.sum()) / len(stored))
     return ObjectGeometry(
@@ -406,7 +419,7 @@ def mesh_object_samples(
     mesh_path: str | Path,
     segs_path: str | Path,
     aggregation_path: str | Path,
-    config: ObjectConfig = ObjectConfig(),
+    config: ObjectSettings = DEFAULT_OBJECT_SETTINGS,
 ) -> list[MeshObjectSamples]:
     """Sample every annotated object of a segmented mesh (world frame), in object id order.
 
@@ -429,7 +442,7 @@ def mesh_object_samples(
                 MeshObjectSamples(object_id, labels[object_id], np.zeros((0, 3)), np.zeros((0, 3)), 0.0)
             )
             continue
-        rng = np.random.default_rng([config.seed, object_id])
+        rng = np.random.default_rng([config.object_seed, object_id])
         points, normals, area = sample_triangles(
             vertices, own, config.mesh_sample_spacing_m, rng, config.mesh_min_samples, config.mesh_max_samples
         )

@@ -31,7 +31,9 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
+import pydantic
 from PIL import Image
+from pydantic import ConfigDict, Field
 
 from assets.dge.fusion import FrameError, read_depth_m
 from assets.dge.tasks import (
@@ -64,36 +66,33 @@ ORDINAL_TASK_TYPES = ("depth_order", "relative_direction_image", "camera_region_
 CAMERA_TO_UPRIGHT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])
 
 
-@dataclass(frozen=True)
-class SingleImageConfig:
-    """Where single-image depth comes from and how much it is trusted.
+class SingleImageSettings(pydantic.BaseModel):
+    """Where single-image depth comes from and how much it is trusted (nothing is produced without a source)."""
 
-    Args:
-        depth_dir (`str`, *optional*): folder of depth files named ``<image_id>.png`` or ``<image_id>.npy``.
-        depth_scale (`float`, *optional*, defaults to 1000.0): PNG depth units per metre.
-        depth_model_path (`str`, *optional*): local transformers depth-estimation checkpoint (used when an
-            image has no depth file).
-        depth_model_output (`str`, *optional*, defaults to ``"relative"``): ``"metric"`` (metres) or
-            ``"relative"`` (relative inverse depth, as DPT and Depth Anything predict).
-        device (`str`, *optional*, defaults to ``"cpu"``): where the depth model runs.
-        horizontal_fov_deg (`float`, *optional*, defaults to 60.0): field of view assumed for the intrinsics.
-        model_validity (`float`, *optional*, defaults to 0.6): validity prior of model depth.
-        min_validity (`float`, *optional*, defaults to 0.5): objects with lower validity are not named.
-        box_core_fraction (`float`, *optional*, defaults to 0.5): the central share (per side) of a box
-            whose depth is used (the rest is often background).
-        max_tasks_per_type (`int`, *optional*, defaults to 2): questions per type and image.
-    """
+    model_config = ConfigDict(frozen=True)
 
-    depth_dir: str | None = None
-    depth_scale: float = 1000.0
-    depth_model_path: str | None = None
-    depth_model_output: Literal["metric", "relative"] = "relative"
-    device: str = "cpu"
-    horizontal_fov_deg: float = 60.0
-    model_validity: float = 0.6
-    min_validity: float = 0.5
-    box_core_fraction: float = 0.5
-    max_tasks_per_type: int = 2
+    depth_dir: str | None = Field(
+        default=None, description="Folder of depth files <image_id>.png (uint16) or .npy (metres)."
+    )
+    depth_scale: float = Field(default=1000.0, description="PNG depth units per metre.")
+    depth_model_path: str | None = Field(
+        default=None,
+        description="Local transformers depth-estimation checkpoint (used when an image has no depth file).",
+    )
+    depth_model_output: Literal["metric", "relative"] = Field(
+        default="relative",
+        description="What the model predicts: metric (metres) or relative (relative inverse depth, as DPT and "
+        "Depth Anything predict).",
+    )
+    device: str = Field(default="cpu", description="Device of the depth model.")
+    horizontal_fov_deg: float = Field(default=60.0, description="Field of view assumed for the intrinsics.")
+    model_validity: float = Field(default=0.6, description="Validity prior of model depth.")
+    min_validity: float = Field(default=0.5, description="Objects with lower validity are not named.")
+    box_core_fraction: float = Field(
+        default=0.5,
+        description="The central share (per side) of a box whose depth is used (the rest is often background).",
+    )
+    max_tasks_per_type: int = Field(default=2, description="Questions per type and image.")
 
     @property
     def enabled(self) -> bool:
@@ -302,7 +301,7 @@ def image_scene_facts(
 
 
 def depth_for_image(
-    image_id: str, image: Image.Image, config: SingleImageConfig, estimator: DepthEstimator | None
+    image_id: str, image: Image.Image, config: SingleImageSettings, estimator: DepthEstimator | None
 ) -> DepthMap | None:
     """The image's depth: its depth file when there is one, else the model's estimate, else None."""
     if config.depth_dir is not None:
@@ -317,7 +316,7 @@ def depth_for_image(
 
 def single_image_tasks(
     scene_graphs: pl.DataFrame,
-    config: SingleImageConfig,
+    config: SingleImageSettings,
     quarantine: QuarantineLog | None = None,
     estimator: DepthEstimator | None = None,
 ) -> pl.DataFrame:

@@ -22,8 +22,8 @@ sums below are pixel areas:
 
 Pixels without a depth reading say nothing and are left out of both sums.
 
->>> config = VisibilityConfig()
->>> config.depth_tolerance_m, config.occluded_below
+>>> settings = VisibilitySettings()
+>>> settings.depth_tolerance_m, settings.occluded_below
 (0.03, 0.95)
 """
 
@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pydantic
+from pydantic import ConfigDict, Field
 from scipy import ndimage
 from scipy.spatial import cKDTree
 from tqdm.auto import tqdm
@@ -52,42 +54,52 @@ from data_contracts.validation import polars_schema
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class VisibilityConfig:
-    """Thresholds of the visibility computation.
+class VisibilitySettings(pydantic.BaseModel):
+    """Thresholds of the visibility computation."""
 
-    Args:
-        depth_tolerance_m (`float`, *optional*, defaults to 0.03): a point is visible when its depth is
-            at most the measured depth plus this ...
-        depth_tolerance_relative (`float`, *optional*, defaults to 0.01): ... plus this fraction of its depth.
-        self_occlusion_radius_m (`float`, *optional*, defaults to 0.05): a hiding surface whose nearest object
-            point (within this radius) belongs to the object is the object itself.
-        self_depth_tolerance_m (`float`, *optional*, defaults to 0.02): base depth tolerance of the object's
-            own depth buffer (see :func:`first_surface`).
-        self_footprint (`float`, *optional*, defaults to 0.75): radius of a point in its own depth buffer, in
-            projected point spacings (the larger spacing of the two points compared).
-        self_slant_factor (`float`, *optional*, defaults to 3.0): how many times the depth a slanted surface
-            spans across one footprint two of its own points may differ by.
-        occluder_gap_m (`float`, *optional*, defaults to 0.01): a measured surface at least this much nearer
-            than a point is checked for belonging to another object, even within the depth tolerance.
-        near_plane_m (`float`, *optional*, defaults to 0.05): points nearer than this are behind the camera.
-        occluded_below (`float`, *optional*, defaults to 0.95): ``occluded`` when the visibility ratio is lower.
-        truncated_below (`float`, *optional*, defaults to 0.995): ``truncated`` when the in-frame ratio is lower.
-        boxes_from_instance_masks (`bool`, *optional*, defaults to True): take 2D boxes from the frame's
-            instance mask when it has one.
-    """
+    model_config = ConfigDict(frozen=True)
 
-    depth_tolerance_m: float = 0.03
-    depth_tolerance_relative: float = 0.01
-    self_occlusion_radius_m: float = 0.05
-    self_depth_tolerance_m: float = 0.02
-    self_footprint: float = 0.75
-    self_slant_factor: float = 3.0
-    occluder_gap_m: float = 0.01
-    near_plane_m: float = 0.05
-    occluded_below: float = 0.95
-    truncated_below: float = 0.995
-    boxes_from_instance_masks: bool = True
+    depth_tolerance_m: float = Field(
+        default=0.03,
+        description="A point is visible when its depth is at most the measured depth plus this (absolute part "
+        "of the depth-buffer tolerance).",
+    )
+    depth_tolerance_relative: float = Field(
+        default=0.01,
+        description="Depth-buffer tolerance, share of the point's depth added to the absolute part.",
+    )
+    self_occlusion_radius_m: float = Field(
+        default=0.05,
+        description="A hiding surface whose nearest object point (within this radius) belongs to the object is "
+        "the object itself.",
+    )
+    self_depth_tolerance_m: float = Field(
+        default=0.02, description="Base depth tolerance of the object's own depth buffer (see first_surface)."
+    )
+    self_footprint: float = Field(
+        default=0.75,
+        description="Radius of a point in its own depth buffer, in projected point spacings (the larger spacing "
+        "of the two points compared).",
+    )
+    self_slant_factor: float = Field(
+        default=3.0,
+        description="How many times the depth a slanted surface spans across one footprint two of its own points "
+        "may differ by.",
+    )
+    occluder_gap_m: float = Field(
+        default=0.01,
+        description="A measured surface at least this much nearer than a point is checked for belonging to "
+        "another object, even within the depth tolerance.",
+    )
+    near_plane_m: float = Field(default=0.05, description="Points nearer than this are behind the camera.")
+    occluded_below: float = Field(default=0.95, description="occluded when the visibility ratio is lower.")
+    truncated_below: float = Field(default=0.995, description="truncated when the in-frame ratio is lower.")
+    boxes_from_instance_masks: bool = Field(
+        default=True, description="Take 2D boxes from instance masks when frames have them."
+    )
+
+
+DEFAULT_VISIBILITY_SETTINGS = VisibilitySettings()
 
 
 @dataclass
@@ -144,7 +156,7 @@ def first_surface(
     cosine: np.ndarray,
     point_areas: np.ndarray,
     focal: float,
-    config: VisibilityConfig,
+    config: VisibilitySettings,
 ) -> np.ndarray:
     """Which camera-facing points lie on the object's own nearest surface (not behind another of its parts).
 
@@ -206,7 +218,7 @@ def classify_points(
     camera_pose: np.ndarray,
     record: FrameRecord,
     depth_m: np.ndarray,
-    config: VisibilityConfig = VisibilityConfig(),
+    config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
 ) -> PointClasses | None:
     """Project an object's points into a frame and classify them; None when nothing of it lies in the image."""
     if len(obj.points) == 0:
@@ -303,7 +315,7 @@ def object_in_frame(
     record: FrameRecord,
     depth_m: np.ndarray,
     instance_boxes: Mapping[int, list[float]] | None,
-    config: VisibilityConfig = VisibilityConfig(),
+    config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
 ) -> ObjectInFrame | None:
     """Visibility of one object in one frame; ``None`` when no camera-facing part lies in the image.
 
@@ -386,7 +398,7 @@ def frame_visibility(
     record: FrameRecord,
     camera_pose: np.ndarray,
     prepared: PreparedObjects,
-    config: VisibilityConfig = VisibilityConfig(),
+    config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
 ) -> list[ObjectInFrame]:
     """Visibility of every object in one frame; raises :class:`FrameError` for an unusable frame.
 
@@ -422,7 +434,7 @@ def frame_visibility(
 def build_frame_visibility(
     geometry: ScanGeometry,
     frames: pl.DataFrame,
-    config: VisibilityConfig = VisibilityConfig(),
+    config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
     quarantine: QuarantineLog | None = None,
     progress: bool = False,
 ) -> pl.DataFrame:

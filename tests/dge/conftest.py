@@ -6,7 +6,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from assets.dge.geometry import ScanGeometry, SceneGeometryConfig, build_scan_geometry
+from assets.dge.geometry import ScanGeometry, SceneGeometrySettings, build_scan_geometry
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
@@ -51,7 +51,7 @@ def scannet_tables(sample_world) -> ScanNetTables:
 def scan_geometries(scannet_tables) -> dict[str, ScanGeometry]:
     """Every scene's geometry (default configuration: objects from the segmented mesh)."""
     return {
-        scene["scene_id"]: build_scan_geometry(scannet_tables.frames, scene, SceneGeometryConfig())
+        scene["scene_id"]: build_scan_geometry(scannet_tables.frames, scene, SceneGeometrySettings())
         for scene in scannet_tables.scenes.iter_rows(named=True)
     }
 

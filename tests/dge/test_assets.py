@@ -12,11 +12,19 @@ from PIL import Image
 from assets.dge.assets import (
     DGE_ASSETS,
     SCENES_PARTITIONS_NAME,
+    DgeImageTasksAssetConfig,
+    DgeTasksAssetConfig,
+    FrameVisibilityAssetConfig,
+    SceneGeometryAssetConfig,
     dge_image_tasks_asset,
     dge_tasks_asset,
     frame_visibility_asset,
     scene_geometry_asset,
 )
+from assets.dge.geometry import SceneGeometrySettings
+from assets.dge.single_image import SingleImageSettings
+from assets.dge.tasks import TaskSettings
+from assets.dge.visibility import VisibilitySettings
 from assets.resources import StorageResource
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
@@ -178,3 +186,73 @@ def test_definitions_load_with_the_source_assets(tmp_path):
     graph = defs.resolve_asset_graph()
     assert dg.AssetKey("rgbd_frames") in graph.get(dg.AssetKey("scene_geometry")).parent_keys
     assert graph.get(dg.AssetKey("dge_tasks")).partitions_def.name == SCENES_PARTITIONS_NAME
+
+
+# The run-config fields the assets have always offered (users' run configs name them).
+PUBLISHED_FIELDS = {
+    SceneGeometryAssetConfig: (
+        SceneGeometrySettings,
+        {
+            "object_points_source",
+            "pixel_stride",
+            "scene_voxel_size_m",
+            "object_voxel_size_m",
+            "stored_cloud_voxel_m",
+            "mesh_sample_spacing_m",
+            "floor_distance_threshold_m",
+            "dbscan_eps_m",
+            "min_object_points",
+            "max_stored_points",
+            "store_cloud_colors",
+        },
+    ),
+    FrameVisibilityAssetConfig: (
+        VisibilitySettings,
+        {
+            "depth_tolerance_m",
+            "depth_tolerance_relative",
+            "self_occlusion_radius_m",
+            "boxes_from_instance_masks",
+        },
+    ),
+    DgeTasksAssetConfig: (
+        TaskSettings,
+        {
+            "max_tasks_per_type",
+            "max_images",
+            "min_visibility",
+            "distance_margin_m",
+            "depth_margin_m",
+            "direction_margin_deg",
+            "visibility_margin",
+            "test_fraction",
+            "image_max_side",
+            "seed",
+        },
+    ),
+    DgeImageTasksAssetConfig: (
+        SingleImageSettings,
+        {
+            "depth_dir",
+            "depth_scale",
+            "depth_model_path",
+            "depth_model_output",
+            "device",
+            "horizontal_fov_deg",
+            "model_validity",
+            "min_validity",
+            "max_tasks_per_type",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("config_class", list(PUBLISHED_FIELDS), ids=lambda c: c.__name__)
+def test_run_configs_are_the_stage_settings_and_keep_their_field_names(config_class):
+    settings_class, published = PUBLISHED_FIELDS[config_class]
+    assert published <= set(config_class.model_fields)
+    # The config adds no knob of its own: its fields are the settings' fields, with the same defaults.
+    assert set(config_class.model_fields) == set(settings_class.model_fields)
+    config = config_class()
+    assert isinstance(config, settings_class)
+    assert config.model_dump() == settings_class().model_dump()

@@ -15,7 +15,7 @@ from assets.dge.camera import (
 from assets.dge.fusion import (
     FrameError,
     FrameRecord,
-    FusionConfig,
+    FusionSettings,
     depth_problem,
     frame_points,
     fuse_frames,
@@ -147,7 +147,7 @@ class TestFusion:
     def test_wall_points_in_the_world(self, tmp_path):
         depth = np.full((48, 64), 2.0)
         row = _write_frame(tmp_path, 0, depth, _pose(90.0, (1.0, 0.0, 0.0)))
-        result = frame_points(FrameRecord.from_row(row), FusionConfig(pixel_stride=1))
+        result = frame_points(FrameRecord.from_row(row), FusionSettings(pixel_stride=1))
         # Looking along world +x from x = 1: the wall is the plane x = 3.
         np.testing.assert_allclose(result.points[:, 0], 3.0, atol=1e-5)
         np.testing.assert_allclose(
@@ -160,7 +160,7 @@ class TestFusion:
         instance[10:30, 20:40] = 5
         row = _write_frame(tmp_path, 0, depth, np.eye(4), instance)
         fused = fuse_frames(
-            [FrameRecord.from_row(row)], FusionConfig(pixel_stride=1, object_voxel_size_m=0.005)
+            [FrameRecord.from_row(row)], FusionSettings(pixel_stride=1, object_voxel_size_m=0.005)
         )
         points, _ = fused.object_points[5]
         u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
@@ -176,7 +176,7 @@ class TestFusion:
         nan = {**_write_frame(tmp_path, 3, depth, np.eye(4)), "depth_path": str(nan_path)}
         missing = {**_write_frame(tmp_path, 4, depth, np.eye(4)), "depth_path": str(tmp_path / "gone.png")}
         records = [FrameRecord.from_row(row) for row in (good, empty, scaled, nan, missing)]
-        fused = fuse_frames(records, FusionConfig(pixel_stride=2))
+        fused = fuse_frames(records, FusionSettings(pixel_stride=2))
         assert fused.used_frames == [0]
         reasons = {record_id: reason for record_id, _, reason in fused.failures}
         assert reasons["synthetic/1"].startswith("empty depth")

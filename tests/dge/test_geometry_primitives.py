@@ -8,15 +8,15 @@ import pytest
 
 from assets.dge.camera import transform_points
 from assets.dge.floor import (
-    FloorConfig,
     FloorNotFoundError,
+    FloorSettings,
     fit_floor_plane,
     gravity_transform,
     up_prior_from_poses,
 )
 from assets.dge.objects import (
-    ObjectConfig,
     ObjectRejectedError,
+    ObjectSettings,
     clean_point_indices,
     dominant_wall_yaw,
     measure_object,
@@ -103,7 +103,7 @@ class TestFloor:
     def test_no_horizontal_surface(self):
         wall = np.stack([np.zeros(300), RNG.uniform(0, 3, 300), RNG.uniform(0, 2.5, 300)], axis=1)
         with pytest.raises(FloorNotFoundError):
-            fit_floor_plane(wall, np.tile([1.0, 0, 0], (300, 1)), np.array([0.0, 0.0, 1.0]), FloorConfig())
+            fit_floor_plane(wall, np.tile([1.0, 0, 0], (300, 1)), np.array([0.0, 0.0, 1.0]), FloorSettings())
 
 
 class TestObjects:
@@ -142,7 +142,7 @@ class TestObjects:
         stray = np.array([[2.0, 2.0, 2.0], [2.01, 2.0, 2.0], [2.0, 2.01, 2.0]])
         spike = np.array([[0.0, 0.0, 1.5]])
         everything = np.vstack([points, stray, spike])
-        kept = clean_point_indices(everything, ObjectConfig())
+        kept = clean_point_indices(everything, ObjectSettings())
         assert kept.max() < len(points)
         assert len(kept) > 0.95 * len(points)
 
@@ -196,7 +196,7 @@ class TestMesh:
         ]
         (tmp_path / "a.json").write_text(json.dumps({"segGroups": groups}))
         samples = mesh_object_samples(
-            tmp_path / "m.ply", tmp_path / "s.json", tmp_path / "a.json", ObjectConfig()
+            tmp_path / "m.ply", tmp_path / "s.json", tmp_path / "a.json", ObjectSettings()
         )
         assert [sample.label for sample in samples] == ["box", "cube"]
         assert samples[0].area == pytest.approx(6 * 0.25)

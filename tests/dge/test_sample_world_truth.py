@@ -7,8 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from assets.dge.geometry import SceneGeometryConfig, build_scan_geometry
-from assets.dge.objects import ObjectConfig
+from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
 from assets.dge.tasks import TaskSettings, build_scene_tasks, evaluate_spec
 from assets.dge.visibility import build_frame_visibility
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
@@ -110,9 +109,7 @@ def test_visibility_ratios_within_0_05_of_rendered_masks(visibility_tables, worl
 def test_objects_with_too_few_points_are_quarantined(scannet_tables):
     scene = scannet_tables.scenes.row(0, named=True)
     log = QuarantineLog("scene_geometry")
-    config = SceneGeometryConfig(
-        objects=ObjectConfig(mesh_min_samples=100, mesh_max_samples=400, min_points=200)
-    )
+    config = SceneGeometrySettings(mesh_min_samples=100, mesh_max_samples=400, min_object_points=200)
     geometry = build_scan_geometry(scannet_tables.frames, scene, config, log)
     small = {item["object_id"] for item in geometry.dropped_objects}
     assert small, "the small objects fall under 200 points with 1.5 cm sampling"
@@ -123,6 +120,19 @@ def test_objects_with_too_few_points_are_quarantined(scannet_tables):
         f"{scene['scene_id']}/object/{object_id}" for object_id in small
     }
     assert geometry.objects and not small & {obj.object_id for obj in geometry.objects}
+
+
+def test_instance_masks_account_for_every_listed_object(scannet_tables):
+    scene = scannet_tables.scenes.row(0, named=True)
+    settings = SceneGeometrySettings(object_points_source="instance_masks")
+    geometry = build_scan_geometry(scannet_tables.frames, scene, settings)
+    assert geometry.object_points_source == "instance_masks"
+    labels = {item["object_id"]: item["label"] for item in scene["objects"]}
+    measured = {obj.object_id: obj.label for obj in geometry.objects}
+    dropped = {item["object_id"]: item["label"] for item in geometry.dropped_objects}
+    assert measured, "the six views see the objects"
+    # Each listed object is measured (under its listed label) or dropped with a reason, never both.
+    assert {**measured, **dropped} == labels and not measured.keys() & dropped.keys()
 
 
 def test_tables_satisfy_their_contracts(scan_geometries, visibility_tables):

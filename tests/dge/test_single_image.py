@@ -9,7 +9,7 @@ from PIL import Image
 
 from assets.dge.single_image import (
     ORDINAL_TASK_TYPES,
-    SingleImageConfig,
+    SingleImageSettings,
     estimate_objects,
     pinhole_intrinsics,
     relative_inverse_to_depth,
@@ -63,7 +63,7 @@ def _depth_file(folder, image_id="17"):
 def test_depth_file_gives_metric_estimated_tasks(tmp_path):
     _depth_file(tmp_path)
     frame = single_image_tasks(
-        _scene_graphs(), SingleImageConfig(depth_dir=str(tmp_path), max_tasks_per_type=10)
+        _scene_graphs(), SingleImageSettings(depth_dir=str(tmp_path), max_tasks_per_type=10)
     )
     assert frame.height > 0
     assert check_frame(frame, DgeTasks).passed
@@ -80,14 +80,14 @@ def test_depth_file_gives_metric_estimated_tasks(tmp_path):
 
 
 def test_images_without_depth_get_no_rows(tmp_path):
-    frame = single_image_tasks(_scene_graphs(), SingleImageConfig(depth_dir=str(tmp_path)))
+    frame = single_image_tasks(_scene_graphs(), SingleImageSettings(depth_dir=str(tmp_path)))
     assert frame.height == 0
 
 
 def test_unreadable_depth_is_quarantined(tmp_path):
     (tmp_path / "17.png").write_bytes(b"broken")
     log = QuarantineLog("dge_image_tasks")
-    frame = single_image_tasks(_scene_graphs(), SingleImageConfig(depth_dir=str(tmp_path)), log)
+    frame = single_image_tasks(_scene_graphs(), SingleImageSettings(depth_dir=str(tmp_path)), log)
     assert frame.height == 0
     assert log.rows[0]["record_id"] == "17" and "no usable depth" in log.rows[0]["reason"]
 
@@ -130,7 +130,7 @@ def test_tiny_local_depth_model_gives_ordinal_tasks_only(tmp_path):
     )
     DPTForDepthEstimation(config).save_pretrained(tmp_path)
     DPTImageProcessorPil(size={"height": 64, "width": 64}, keep_aspect_ratio=False).save_pretrained(tmp_path)
-    settings = SingleImageConfig(
+    settings = SingleImageSettings(
         depth_model_path=str(tmp_path), depth_model_output="relative", min_validity=0.0
     )
     frame = single_image_tasks(_scene_graphs(), settings)

@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 
 from assets.dge.camera import backproject_depth, intrinsics_matrix, project_points, transform_points
-from assets.dge.fusion import FrameRecord, FusionConfig, frame_points
-from assets.dge.geometry import SceneGeometryConfig, build_scan_geometry
-from assets.dge.single_image import SingleImageConfig, single_image_tasks
+from assets.dge.fusion import FrameRecord, FusionSettings, frame_points
+from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
+from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from data_contracts.boxes import pixels_to_grid
 from data_contracts.images import encode_image
 from data_contracts.scene_graphs import SceneGraphs
@@ -61,7 +61,7 @@ def _scan_folder(tmp_path, left, depth):
 def test_depth_round_trips_through_the_millimetre_png(tmp_path, motorcycle):
     left, _, depth = motorcycle
     row = _scan_folder(tmp_path, left, depth)
-    points = frame_points(FrameRecord.from_row(row), FusionConfig(pixel_stride=1)).points
+    points = frame_points(FrameRecord.from_row(row), FusionSettings(pixel_stride=1)).points
     valid = depth[depth > 0]
     assert len(points) == valid.size
     assert np.median(points[:, 2]) == pytest.approx(np.median(valid), abs=0.001)
@@ -101,7 +101,7 @@ def test_scan_geometry_on_real_depth(tmp_path, motorcycle):
         "num_frames": 1,
         "source": "middlebury",
     }
-    geometry = build_scan_geometry(frames, scene, SceneGeometryConfig())
+    geometry = build_scan_geometry(frames, scene, SceneGeometrySettings())
     assert geometry.used_frames == [0]
     assert geometry.object_points_source == "none"
     assert len(geometry.cloud_points) > 1000
@@ -139,7 +139,7 @@ def test_single_image_mode_orders_real_depths(tmp_path, motorcycle):
         ],
         schema=polars_schema(SceneGraphs),
     )
-    settings = SingleImageConfig(
+    settings = SingleImageSettings(
         depth_dir=str(tmp_path),
         horizontal_fov_deg=2 * np.degrees(np.arctan(width / 2 / FOCAL)),
         max_tasks_per_type=5,

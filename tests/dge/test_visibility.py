@@ -6,7 +6,7 @@ import pytest
 from assets.dge.camera import intrinsics_matrix
 from assets.dge.fusion import FrameRecord
 from assets.dge.objects import ObjectGeometry
-from assets.dge.visibility import PreparedObjects, VisibilityConfig, mask_boxes, object_in_frame
+from assets.dge.visibility import PreparedObjects, VisibilitySettings, mask_boxes, object_in_frame
 
 K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
 WIDTH, HEIGHT = 64, 48
@@ -55,7 +55,7 @@ def _object(points, normals, object_id=1) -> ObjectGeometry:
 
 def _see(obj, depth, boxes=None, others=()):
     prepared = PreparedObjects([obj, *others])
-    return object_in_frame(obj, prepared, np.eye(4), _record(), depth, boxes, VisibilityConfig())
+    return object_in_frame(obj, prepared, np.eye(4), _record(), depth, boxes, VisibilitySettings())
 
 
 def test_unoccluded_plate():

@@ -22,7 +22,7 @@ import numpy as np
 
 from assets.dge.tasks.answers import TaskAnswer
 from assets.dge.tasks.facts import SceneFacts
-from assets.dge.tasks.registry import DEFAULT_SETTINGS, evaluate_spec, task_type_entry
+from assets.dge.tasks.registry import DEFAULT_TASK_SETTINGS, evaluate_spec, task_type_entry
 from assets.dge.tasks.sampling import CandidatePool
 from assets.dge.tasks.settings import TaskSettings
 from data_contracts.stable_hash import stable_int
@@ -72,7 +72,7 @@ def generate_tasks_of_type(task_type: str, facts: SceneFacts, settings: TaskSett
     return tasks
 
 
-def generate_tasks(facts: SceneFacts, settings: TaskSettings = DEFAULT_SETTINGS) -> list[GeneratedTask]:
+def generate_tasks(facts: SceneFacts, settings: TaskSettings = DEFAULT_TASK_SETTINGS) -> list[GeneratedTask]:
     """Every clear question of the configured types for one scene (at most ``max_tasks_per_type`` each)."""
     return [
         task

@@ -46,7 +46,7 @@ def _registry(families: tuple[tuple[TaskType, ...], ...]) -> dict[str, TaskType]
 REGISTRY: dict[str, TaskType] = _registry(FAMILIES)
 """Every DGE task type by name, in the contract's order."""
 
-DEFAULT_SETTINGS = TaskSettings()
+DEFAULT_TASK_SETTINGS = TaskSettings()
 
 
 def task_type_entry(task_type: str) -> TaskType:
@@ -57,7 +57,7 @@ def task_type_entry(task_type: str) -> TaskType:
 
 
 def evaluate_spec(
-    task_type: str, spec: Mapping[str, Any], facts: SceneFacts, settings: TaskSettings = DEFAULT_SETTINGS
+    task_type: str, spec: Mapping[str, Any], facts: SceneFacts, settings: TaskSettings = DEFAULT_TASK_SETTINGS
 ) -> TaskAnswer:
     """Compute the answer of one question spec on ``facts`` (raises ``SpecError`` for unknown ids)."""
     entry = task_type_entry(task_type)

@@ -21,7 +21,7 @@ import polars as pl
 from assets.dge.tasks.answers import SpecError, format_number
 from assets.dge.tasks.facts import CameraFact, SceneFacts, scene_facts_from_tables
 from assets.dge.tasks.generation import GeneratedTask, generate_tasks
-from assets.dge.tasks.registry import DEFAULT_SETTINGS, task_type_entry
+from assets.dge.tasks.registry import DEFAULT_TASK_SETTINGS, task_type_entry
 from assets.dge.tasks.settings import TaskSettings
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.images import encode_image
@@ -72,7 +72,7 @@ def _json_default(value: Any) -> Any:
 def tasks_to_frame(
     tasks: list[GeneratedTask],
     facts: SceneFacts,
-    settings: TaskSettings = DEFAULT_SETTINGS,
+    settings: TaskSettings = DEFAULT_TASK_SETTINGS,
     images: dict[int, dict] | None = None,
 ) -> pl.DataFrame:
     """``dge_tasks`` rows for generated tasks (images read from the frames' colour files).
@@ -126,7 +126,7 @@ def build_scene_tasks(
     geometry_row: Mapping[str, Any],
     visibility: pl.DataFrame,
     frames: pl.DataFrame,
-    settings: TaskSettings = DEFAULT_SETTINGS,
+    settings: TaskSettings = DEFAULT_TASK_SETTINGS,
 ) -> pl.DataFrame:
     """The ``dge_tasks`` rows of one scanned scene (see :func:`generate_tasks` and :func:`tasks_to_frame`)."""
     facts = scene_facts_from_tables(geometry_row, visibility, frames, settings.min_room_rectangularity)
