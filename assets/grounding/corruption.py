@@ -19,9 +19,11 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Self
 
 import numpy as np
 import polars as pl
+from pydantic import BaseModel, Field, model_validator
 
 from data_contracts.boxes import GRID_SIZE
 
@@ -31,28 +33,26 @@ MODES = ("remove", "relabel", "displace")
 DISPLACEMENT_ATTEMPTS = 200
 
 
-@dataclass
-class CorruptionSettings:
-    """What to corrupt.
+class CorruptionSettings(BaseModel):
+    """What to corrupt (the ``spatialcore_train_corrupted`` run config extends this model)."""
 
-    Args:
-        fraction (`float`, defaults to `0.4`): share of all valid boxes to corrupt.
-        seed (`int`, defaults to `0`): seed of every random choice.
-        max_iou (`float`, defaults to `0.6`): a displaced box has IoU below this with the original.
-        modes (`Sequence[str]`): corruptions to draw from (`remove`, `relabel`, `displace`).
-    """
+    fraction: float = Field(default=0.4, description="Share of all valid boxes to corrupt (paper: 0.4).")
+    seed: int = Field(default=0, description="Seed of every random choice.")
+    max_iou: float = Field(
+        default=0.6, description="A displaced box's IoU with the original stays below this."
+    )
+    modes: list[str] = Field(
+        default=list(MODES), description="Corruptions drawn from: remove, relabel, displace."
+    )
 
-    fraction: float = 0.4
-    seed: int = 0
-    max_iou: float = 0.6
-    modes: Sequence[str] = MODES
-
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check_values(self) -> Self:
         if not 0.0 <= self.fraction <= 1.0:
             raise ValueError(f"fraction must lie in [0, 1], got {self.fraction}")
         unknown = set(self.modes) - set(MODES)
         if unknown or not self.modes:
             raise ValueError(f"modes must be a non-empty subset of {MODES}, got {list(self.modes)}")
+        return self
 
 
 @dataclass

@@ -27,10 +27,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Self
 
 import numpy as np
 from PIL import Image
+from pydantic import BaseModel, Field, model_validator
 
 from data_contracts.boxes import BoxError, cxcywh_to_xyxy, pixels_to_grid
 
@@ -43,36 +44,40 @@ DEFAULT_TEXT_THRESHOLD = 0.25
 SEPARATOR = "."
 
 
-@dataclass
-class DetectorSettings:
-    """Settings of the Grounding DINO backend.
+class DetectorSettings(BaseModel):
+    """Settings of the Grounding DINO backend (the ``pseudo_gt_boxes`` run config extends them).
 
-    Args:
-        model (`str`, defaults to :data:`DEFAULT_MODEL`): local directory or model id.
-        box_threshold (`float`, defaults to `0.3`): least detection score kept.
-        text_threshold (`float`, defaults to `0.25`): least token probability that ties a detection to a phrase.
-        batch_size (`int`, defaults to `8`): images per forward pass.
-        device (`str`, defaults to `"auto"`): `"auto"` (CUDA when present), `"cuda"`, `"cuda:1"`, `"cpu"`...
-        dtype (`str`, defaults to `"float32"`): `"float32"`, `"float16"` or `"bfloat16"`.
-        image_backend (`str`, *optional*): image processor backend, `"pil"` or `"torchvision"`; by default
-            transformers picks torchvision when installed, else PIL.
+    >>> DetectorSettings(device="cpu").box_threshold
+    0.3
     """
 
-    model: str = DEFAULT_MODEL
-    box_threshold: float = DEFAULT_BOX_THRESHOLD
-    text_threshold: float = DEFAULT_TEXT_THRESHOLD
-    batch_size: int = 8
-    device: str = "auto"
-    dtype: str = "float32"
-    image_backend: str | None = None
+    model: str = Field(
+        default=DEFAULT_MODEL, description="Grounding DINO checkpoint: local directory or model id."
+    )
+    box_threshold: float = Field(
+        default=DEFAULT_BOX_THRESHOLD, description="Least detection score kept (paper: 0.3)."
+    )
+    text_threshold: float = Field(
+        default=DEFAULT_TEXT_THRESHOLD,
+        description="Least token probability that ties a detection to a phrase.",
+    )
+    batch_size: int = Field(default=8, description="Images per Grounding DINO forward pass.")
+    device: str = Field(default="auto", description="'auto' (CUDA when present), 'cuda', 'cuda:N' or 'cpu'.")
+    dtype: Literal["float32", "float16", "bfloat16"] = Field(
+        default="float32", description="Model weights' dtype."
+    )
+    image_backend: str | None = Field(
+        default=None,
+        description="Image processor backend, 'pil' or 'torchvision' (default: torchvision when installed, else PIL).",
+    )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check_values(self) -> Self:
         if not 0.0 <= self.box_threshold <= 1.0 or not 0.0 <= self.text_threshold <= 1.0:
             raise ValueError("box_threshold and text_threshold must lie in [0, 1]")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
-        if self.dtype not in ("float32", "float16", "bfloat16"):
-            raise ValueError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
+        return self
 
 
 @dataclass

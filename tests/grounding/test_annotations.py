@@ -19,12 +19,12 @@ from assets.grounding.annotations import (
     name_pixel_colours,
     rle_counts_from_string,
 )
-from assets.grounding.detector import DetectorSettings
 from assets.grounding.phrases import PhraseSettings, extract_object_phrases
 from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
 from data_contracts.boxes import pixels_to_grid
 from data_contracts.pseudo_gt_boxes import PseudoGtBoxes
 from data_contracts.validation import check_frame
+from readers.mcq import omnispatial_question_id
 
 
 def _expected_boxes(world: Path) -> dict[str, set[tuple[int, ...]]]:
@@ -59,7 +59,7 @@ def _expected_boxes(world: Path) -> dict[str, set[tuple[int, ...]]]:
             named = f"{scene_object['colour']} {scene_object['category']}" in text
             if seen["coco_annotation_id"] is not None and (named or counted):
                 boxes.add(tuple(pixels_to_grid(seen["bbox_px"], width, height)))
-        expected[f"omnispatial/{question['id']}"] = boxes
+        expected[omnispatial_question_id("omnispatial", record["task_type"], question["id"])] = boxes
     return expected
 
 
@@ -125,8 +125,7 @@ def test_the_grounding_dino_backend_fills_the_same_table(tiny_grounding_dino, wo
         world_questions, PhraseSettings(spacy_model="rules", skip_task_types=[]), progress=False
     ).frame
     settings = PseudoGtSettings(
-        backend="grounding_dino",
-        detector=DetectorSettings(model=str(tiny_grounding_dino), device="cpu", batch_size=4),
+        backend="grounding_dino", model=str(tiny_grounding_dino), device="cpu", batch_size=4
     )
     frame, log = build_pseudo_gt(world_questions, phrases, "shard-01", settings, progress=False)
     assert len(log) == 0 and frame.height == world_questions.height
@@ -148,9 +147,7 @@ def test_an_image_that_does_not_decode_is_quarantined(tiny_grounding_dino, world
         .otherwise(pl.col("image"))
         .alias("image")
     )
-    settings = PseudoGtSettings(
-        backend="grounding_dino", detector=DetectorSettings(model=str(tiny_grounding_dino), device="cpu")
-    )
+    settings = PseudoGtSettings(backend="grounding_dino", model=str(tiny_grounding_dino), device="cpu")
     frame, log = build_pseudo_gt(broken, phrases, "shard-00", settings, progress=False)
     assert broken_id not in frame["question_id"].to_list() and frame.height == world_questions.height - 1
     assert log.to_frame()["record_id"].to_list() == [broken_id]

@@ -32,8 +32,8 @@ def _item(box, label, validity=0.9):
 
 @pytest.fixture(scope="module")
 def training_frame(world_questions) -> pl.DataFrame:
-    """The small world's questions with made-up pseudo-GT on all but the last one."""
-    ids = world_questions["question_id"].to_list()
+    """The small world's questions with made-up pseudo-GT on all but the last one (the table is sorted by id)."""
+    ids = sorted(world_questions["question_id"].to_list())
     boxes = pl.DataFrame(
         {
             "question_id": ids[:-1],
@@ -124,7 +124,7 @@ def test_validity_histogram_and_pictures(training_frame):
 
 class TestAudit:
     def test_export_review_import(self, training_frame, tmp_path):
-        frame = audit.sample_audit(training_frame, samples=3, seed=1)
+        frame = audit.sample_audit(training_frame, audit.AuditSettings(samples=3, seed=1))
         assert frame["question_id"].n_unique() == 3 and frame.height == 6  # every box of the drawn samples
         verdicts_path = audit.write_review_files(frame, tmp_path)
         rows = list(csv.DictReader(verdicts_path.open()))
@@ -145,7 +145,7 @@ class TestAudit:
         assert audit.precision_plot(table).size[0] > 100
 
     def test_a_new_export_keeps_entered_verdicts(self, training_frame, tmp_path):
-        frame = audit.sample_audit(training_frame, samples=2, seed=0)
+        frame = audit.sample_audit(training_frame, audit.AuditSettings(samples=2, seed=0))
         path = audit.write_review_files(frame, tmp_path)
         rows = list(csv.DictReader(path.open()))
         rows[0]["correct"] = "1"
