@@ -12,13 +12,19 @@ truth file (`truth/world.json`), so every source asset reads it exactly as it re
 """
 
 from assets.sample_world.config import GENERATOR_VERSION, SampleWorldConfig, default_root
-from assets.sample_world.generator import SampleWorldSummary, generate_sample_world, world_paths
+from assets.sample_world.generator import (
+    SampleWorldSummary,
+    ensure_sample_world,
+    generate_sample_world,
+    world_paths,
+)
 
 __all__ = [
     "GENERATOR_VERSION",
     "SampleWorldConfig",
     "SampleWorldSummary",
     "default_root",
+    "ensure_sample_world",
     "generate_sample_world",
     "world_paths",
 ]

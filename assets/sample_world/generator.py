@@ -3,8 +3,13 @@
 Per scene: sample the room and objects, the camera views, render every view once, then write that
 view into every format (ScanNet frame, Visual Genome image, and either an OmniSpatial-like or a
 SpatiaLab-like image with its questions: even global view numbers go to OmniSpatial, odd ones to
-SpatiaLab) and record the truth. The world is built in a staging folder beside the root and moved
-into place at the end, so readers never see half a world.
+SpatiaLab) and record the truth.
+
+A build holds the world's lock, writes into a private staging folder beside the root, stamps it
+with a manifest of every file (size and SHA-256) and swaps it into place, so readers never see half
+a world and concurrent builds do not mix their files (:mod:`assets.sample_world.completion`).
+`ensure_sample_world` reuses a world whose stamp matches the configuration and its files, and
+rebuilds anything else.
 """
 
 from __future__ import annotations
@@ -20,6 +25,17 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from assets.sample_world.catalogue import CATALOGUE
+from assets.sample_world.completion import (
+    MANIFEST_FILE,
+    file_manifest,
+    lock_path,
+    new_staging_folder,
+    remove_leftovers,
+    stamp_identity,
+    swap_into_place,
+    verify_world,
+    write_stamp,
+)
 from assets.sample_world.config import GENERATOR_VERSION, SampleWorldConfig
 from assets.sample_world.facts import ViewFacts
 from assets.sample_world.questions import OMNISPATIAL_TASKS, SPATIALAB_TASKS, Question, questions_for_image
@@ -35,6 +51,7 @@ from assets.sample_world.writers import (
     VisualGenomeWriter,
     write_json,
 )
+from data_contracts.storage import file_lock
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +118,20 @@ class SampleWorldSummary:
         data["root"] = str(self.root)
         data["paths"] = {key: str(value) for key, value in self.paths.items()}
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SampleWorldSummary:
+        """The inverse of `as_dict`.
+
+        >>> summary = SampleWorldSummary.from_dict({**dict.fromkeys(SampleWorldSummary.__dataclass_fields__, 0),
+        ...     "root": "w", "paths": {"truth": "w/truth/world.json"}})
+        >>> summary.paths["truth"].as_posix(), summary.from_dict(summary.as_dict()) == summary
+        ('w/truth/world.json', True)
+        """
+        fields = {key: data[key] for key in cls.__dataclass_fields__}
+        fields["root"] = Path(data["root"])
+        fields["paths"] = {key: Path(value) for key, value in data["paths"].items()}
+        return cls(**fields)
 
 
 def world_paths(root: Path) -> dict[str, Path]:
@@ -315,19 +346,15 @@ def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers)
     )
 
 
-def _folder_size(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
-
-
-def _replace_root(root: Path, staging: Path) -> None:
-    if root.exists():
-        is_world = (root / "truth" / "world.json").is_file()
-        if not is_world and any(root.iterdir()):
-            raise FileExistsError(
-                f"{root} exists and is not a sample world (no truth/world.json); refusing to replace it."
-            )
-        shutil.rmtree(root)
-    staging.rename(root)
+def _check_replaceable(root: Path) -> None:
+    if root.exists() and not (
+        (root / "truth" / "world.json").is_file()
+        or (root / MANIFEST_FILE).is_file()
+        or not any(root.iterdir())
+    ):
+        raise FileExistsError(
+            f"{root} exists and is not a sample world (no truth/world.json); refusing to replace it."
+        )
 
 
 def config_record(config: SampleWorldConfig) -> dict:
@@ -342,8 +369,21 @@ def config_record(config: SampleWorldConfig) -> dict:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
 
 
+def stamp_config(config: SampleWorldConfig) -> dict:
+    """What a world's completion stamp records about its configuration.
+
+    >>> stamp_config(SampleWorldConfig())["generator_version"] == GENERATOR_VERSION
+    True
+    """
+    return {"generator_version": GENERATOR_VERSION, **config_record(config)}
+
+
 def generate_sample_world(config: SampleWorldConfig) -> SampleWorldSummary:
     """Generate the sample world described by `config` under `config.root`.
+
+    The build holds the world's lock. A build that had to wait for it while another build of the
+    same folder finished a complete world of the same configuration returns that world instead of
+    replacing it a second time (the content is the same, byte for byte).
 
     Args:
         config (`SampleWorldConfig`): what to generate and where.
@@ -360,12 +400,73 @@ def generate_sample_world(config: SampleWorldConfig) -> SampleWorldSummary:
     >>> summary.num_views, written
     (2, True)
     """
+    before = stamp_identity(config.root)
+    with file_lock(lock_path(config.root)) as waited:
+        if waited and stamp_identity(config.root) != before:
+            stamp = verify_world(config.root, stamp_config(config))
+            if stamp is not None:
+                logger.info("Sample world %s was just built by a concurrent build; reusing it", config.root)
+                return SampleWorldSummary.from_dict(stamp["summary"])
+        return _generate_locked(config)
+
+
+def ensure_sample_world(config: SampleWorldConfig, force: bool = False) -> tuple[SampleWorldSummary, bool]:
+    """A complete sample world for `config` under `config.root`, built only when needed.
+
+    Under the world's lock: when the folder's completion stamp names this configuration and every
+    file matches its manifest (size and SHA-256), the world is reused; otherwise (no stamp, another
+    configuration, a missing, truncated or changed file, or `force`) it is rebuilt.
+
+    Returns:
+        `(summary, rebuilt)`: the summary recorded when the world was built, and whether it was built now.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     config = SampleWorldConfig(root=Path(folder) / "w", num_scenes=1, views_per_scene=1, width=64,
+    ...         height=48, show_progress=False)
+    ...     first = ensure_sample_world(config)[1]
+    ...     second = ensure_sample_world(config)[1]
+    ...     (config.root / "truth" / "world.json").unlink()
+    ...     third = ensure_sample_world(config)[1]
+    >>> first, second, third
+    (True, False, True)
+    """
+    with file_lock(lock_path(config.root)):
+        if not force:
+            stamp = verify_world(config.root, stamp_config(config))
+            if stamp is not None:
+                return SampleWorldSummary.from_dict(stamp["summary"]), False
+        return _generate_locked(config), True
+
+
+def _generate_locked(config: SampleWorldConfig) -> SampleWorldSummary:
+    """Build the world into a private folder and swap it into place (the caller holds the lock)."""
     started = time.perf_counter()
     root = config.root
-    staging = root.parent / f".{root.name}.partial"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    _check_replaceable(root)
+    remove_leftovers(root)
+    staging = new_staging_folder(root)
+    try:
+        summary = _write_world(config, staging, started)
+        _check_replaceable(root)
+        swap_into_place(staging, root)
+    finally:
+        if staging.exists():  # a failed build, or the world it replaced
+            shutil.rmtree(staging)
+    logger.info(
+        "Sample world written to %s: %d views, %d OmniSpatial and %d SpatiaLab questions, %.1f MB in %.1f s",
+        root,
+        summary.num_views,
+        summary.num_omnispatial_questions,
+        summary.num_spatialab_questions,
+        summary.bytes_on_disk / 1e6,
+        summary.seconds,
+    )
+    return summary
+
+
+def _write_world(config: SampleWorldConfig, staging: Path, started: float) -> SampleWorldSummary:
+    """Write every file of the world and its completion stamp into `staging`."""
     writers = _Writers(staging, config)
     logger.info(
         "Generating the sample world: %d scenes x %d views at %dx%d (seed %d)",
@@ -401,10 +502,9 @@ def generate_sample_world(config: SampleWorldConfig) -> SampleWorldSummary:
             "questions": writers.question_records,
         },
     )
-    bytes_on_disk = _folder_size(staging)
-    _replace_root(root, staging)
+    files = file_manifest(staging)
     summary = SampleWorldSummary(
-        root=root,
+        root=config.root,
         generator_version=GENERATOR_VERSION,
         num_scenes=config.num_scenes,
         num_views=config.num_scenes * config.views_per_scene,
@@ -418,17 +518,9 @@ def generate_sample_world(config: SampleWorldConfig) -> SampleWorldSummary:
         num_vg_relationships=writers.visual_genome.num_relationships,
         num_coco_images=len(writers.coco.images),
         num_coco_annotations=len(writers.coco.annotations),
-        bytes_on_disk=bytes_on_disk,
+        bytes_on_disk=sum(entry["size"] for entry in files.values()),
         seconds=round(time.perf_counter() - started, 3),
-        paths=world_paths(root),
+        paths=world_paths(config.root),
     )
-    logger.info(
-        "Sample world written to %s: %d views, %d OmniSpatial and %d SpatiaLab questions, %.1f MB in %.1f s",
-        root,
-        summary.num_views,
-        summary.num_omnispatial_questions,
-        summary.num_spatialab_questions,
-        bytes_on_disk / 1e6,
-        summary.seconds,
-    )
+    write_stamp(staging, stamp_config(config), summary.as_dict(), files)
     return summary

@@ -7,14 +7,16 @@ import json
 import pytest
 
 from assets.sample_world import generate_sample_world
+from assets.sample_world.completion import MANIFEST_FILE
 from tests.sample_world.world_helpers import World, small_config
 
 
 def _files(root) -> dict[str, bytes]:
+    """Every file of the world (the completion stamp records the root and the build time: left out)."""
     return {
         path.relative_to(root).as_posix(): path.read_bytes()
         for path in sorted(root.rglob("*"))
-        if path.is_file()
+        if path.is_file() and path.name != MANIFEST_FILE
     }
 
 
@@ -25,6 +27,9 @@ def test_two_runs_are_byte_identical(small_world: World, tmp_path):
     assert sorted(first) == sorted(second)
     different = [name for name in first if first[name] != second[name]]
     assert different == []
+    manifests = [json.loads((root / MANIFEST_FILE).read_text()) for root in (small_world.root, again)]
+    assert manifests[0]["files"] == manifests[1]["files"]
+    assert sorted(manifests[0]["files"]) == sorted(first)
 
 
 def test_another_seed_gives_another_world(small_world: World, tmp_path):
