@@ -19,6 +19,7 @@ from PIL import Image, ImageDraw
 
 from data_contracts.boxes import grid_to_pixels
 from data_contracts.images import decode_image
+from data_contracts.storage import atomic_write
 
 _PALETTE = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45"]
 _MAX_CELL = 60
@@ -84,10 +85,13 @@ def png_bytes(image: Image.Image) -> bytes:
 
 
 def save_preview(image: Image.Image, root: str | Path, name: str) -> Path:
-    """Write a preview PNG under ``<root>/previews/`` and return its path."""
+    """Write a preview PNG under ``<root>/previews/`` atomically and return its path.
+
+    Concurrent builds and killed ones leave a whole PNG (see :func:`data_contracts.storage.atomic_write`).
+    """
     path = Path(root) / "previews" / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path, format="PNG")
+    with atomic_write(path) as handle:
+        image.save(handle, format="PNG")
     return path
 
 
