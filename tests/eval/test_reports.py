@@ -12,6 +12,7 @@ from training.eval.reports import (
     SPATIALTHINKER_COLUMNS,
     build_paper_tables,
     build_report,
+    console_lines,
     fill_spatialthinker,
     published_rows,
     write_report,
@@ -114,7 +115,11 @@ def test_report_files(tmp_path):
     paths = write_report(report, tmp_path)
     markdown = paths["markdown"].read_text()
     assert "SpatialCORE Table 2" in markdown and "SpatialCORE-8B" in markdown and "**tuned**" in markdown
-    assert "| base | spatialab | 2 | 50.00 | 1 | 0 | 0 | 1 | 0 |" in markdown
+    assert "| base | spatialab | accuracy 50.00 (2 items) | 2 | 50.00 | 1 | 0 | 0 | 1 | 0 |" in markdown
+    assert (
+        "| **base** | 50.00 (2) | 100.00 (1) | 0.00 (1) | – (0) | – (0) | – (0) | – (0) | 0 of 2 |"
+        in markdown
+    )
     with paths["csv"].open() as handle:
         records = list(csv.DictReader(handle))
     tuned = [
@@ -130,3 +135,70 @@ def test_report_files(tmp_path):
     data = json.loads(paths["json"].read_text())
     assert data["benchmarks"]["base"]["spatialab"]["overall"]["truncated"] == 1
     assert data["tables"][0]["key"] == "spatialcore_table2"
+
+
+def _threedsr_rows(run, golds_and_answers):
+    """3DSRBench score rows: (qid, category type, gold, answer) -> one row per variant."""
+    rows = []
+    for qid, kind, gold, answer in golds_and_answers:
+        key = qid.removesuffix("-flip").split("-")[0]
+        flipped = "-flip" in qid
+        circular = int(qid.rsplit("-", 1)[1]) if qid.rsplit("-", 1)[-1].isdigit() else 0
+        status = "correct" if answer == gold else "wrong"
+        row = _score(run, "3dsrbench", qid, f"{kind}_x", status, task_type=kind, key=key)
+        row.update(flipped=flipped, circular_index=circular)
+        rows.append(row)
+    return rows
+
+
+def test_3dsrbench_paper_column_counts_the_flipped_questions():
+    # No rotations in the file: the originals are all "A", the flipped questions "B". The paper column
+    # used to keep only the unflipped rows, so always answering "A" scored 100.00.
+    rows = _threedsr_rows(
+        "always-a",
+        [
+            ("q1", "orientation", "A", "A"),
+            ("q1-flip", "orientation", "B", "A"),
+            ("q2", "height", "A", "A"),
+            ("q2-flip", "height", "A", "A"),
+        ],
+    )
+    report = build_report(_frame(rows))
+    thinker = next(t for t in report.tables if t.key == "spatialthinker_spatial_vqa").rows[-1]
+    threedsr = next(t for t in report.tables if t.key == "3dsrbench").rows[-1]
+    assert thinker.values["3dsrbench"] == 75.0 and thinker.counts["3dsrbench"] == 4  # 3 of 4 questions
+    assert (threedsr.values["vanilla"], threedsr.values["circular_eval"], threedsr.values["flip_eval"]) == (
+        75.0,
+        75.0,
+        50.0,  # q1 fails on its flipped counterpart
+    )
+    assert threedsr.values["orientation"] == 50.0 and threedsr.values["height"] == 100.0
+    line = console_lines(report, "always-a")[0]
+    assert line.startswith(
+        "always-a 3dsrbench: CircularEval 75.00% on 4 questions; vanilla 75.00% on 4 items"
+    )
+    assert "FlipEval 50.00% on 2 questions" in line
+
+
+def test_failed_answers_are_marked_in_every_table(tmp_path):
+    rows = [
+        _score("api", "omnispatial", "o1", "Egocentric", "correct"),
+        _score("api", "omnispatial", "o2", "Egocentric", "error"),
+        _score("api", "cvbench", "c1", "Count", "error", task_type="2D", source="COCO"),
+        _score("api", "cvbench", "c2", "Depth", "correct", task_type="3D", source="Omni3D"),
+    ]
+    report = build_report(_frame(rows))
+    for table in report.tables:
+        row = table.rows[-1]
+        assert (row.method, row.failed, row.answers) in (("api", 1, 2),), table.key
+    markdown = write_report(report, tmp_path)["markdown"].read_text()
+    assert markdown.count("**Failed requests:** api: 1 of 2 answers") == 2  # both paper tables
+    assert "| Egocentric | 2 | 50.00 | 0 | 0 | 1 |" in markdown  # the category table's Failed column
+    with (tmp_path / "report.csv").open() as handle:
+        failed = [r for r in csv.DictReader(handle) if r["column"] == "failed"]
+    assert {(r["table"], r["value"], r["n"]) for r in failed} == {
+        ("spatialcore_table1", "1.0", "2"),
+        ("spatialthinker_spatial_vqa", "1.0", "2"),
+    }
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert all(row["failed"] is None for row in data["tables"][0]["rows"] if row["published"])

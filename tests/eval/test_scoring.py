@@ -6,7 +6,6 @@ import pytest
 from training.eval.scoring import (
     accuracy_summary,
     circular_scores,
-    flip_circular_scores,
     flip_scores,
     gold_letter,
     gold_option_text,
@@ -45,15 +44,16 @@ BOX = '{"bbox_2d": [100, 200, 300, 400], "label": "red chair"}\n'
 class TestSpatialCore:
     CASES = (
         (FOUR, BOX + "The chair is left.</think>B", None, "correct", 1.0, "B"),  # well formed, right letter
+        (FOUR, BOX + "reasoning</think>b", None, "correct", 1.0, "B"),  # either case, as the reward reads it
         (
             FOUR,
             BOX + "reasoning</think>(B)",
             None,
-            "correct",
-            1.0,
-            "B",
-        ),  # parenthesised letter, as the reward reads it
-        (FOUR, BOX + "reasoning</think>B. 0.9 m", None, "correct", 1.0, "B"),  # letter then option text
+            "unparseable",
+            0.0,
+            None,
+        ),  # not one letter alone: the reward gives no answer either
+        (FOUR, BOX + "reasoning</think>B. 0.9 m", None, "unparseable", 0.0, None),  # letter then option text
         (FOUR, BOX + "reasoning</think>C", None, "wrong", 0.0, "C"),  # wrong letter
         (FOUR, BOX + "reasoning</think>E", None, "unparseable", 0.0, None),  # letter beyond the four options
         (
@@ -83,11 +83,19 @@ class TestSpatialCore:
         (
             FOUR,
             BOX + "the answer is B",
+            "stop",
+            "unparseable",
+            0.0,
             None,
+        ),  # no </think> but a normal stop: a format error, not a truncation; B is never read
+        (
+            FOUR,
+            BOX + "the answer is B",
+            "length",
             "truncated",
             0.0,
             None,
-        ),  # no </think>: did not finish, even with B inside
+        ),  # no </think> because the token limit cut it: truncated
         (
             FOUR,
             BOX + "reasoning</think>B",
@@ -162,11 +170,13 @@ class TestSpatialThinker:
         (
             TWO_GOLD_A,
             _thinker("(A) yes", close=False),
-            "truncated",
+            "unparseable",
             0.0,
             None,
-        ),  # unclosed answer: did not finish
-        (TWO_GOLD_A, "<observe>still looking", "truncated", 0.0, None),  # cut off early
+        ),  # unclosed answer after a normal stop: no answer, labelled a format error
+        (TWO_GOLD_A, "<observe>still looking", "unparseable", 0.0, None),  # no answer at all
+        (FOUR, _thinker("B. 0.9 m"), "correct", 1.0, "B"),  # "X. text": the reward's grammar accepts it
+        (FOUR, _thinker("B. behind"), "wrong", 0.0, "B"),  # the text of option C contradicts the letter
         (
             DRAWN,
             _thinker("(C) the third one"),
@@ -180,6 +190,16 @@ class TestSpatialThinker:
     def test_cases(self, item, completion, status, score, predicted):
         scored = score_prediction(item, completion, "spatialthinker")
         assert (scored.status, scored.score, scored.predicted) == (status, score, predicted)
+
+    @pytest.mark.parametrize("completion", [_thinker("(A) yes", close=False), "<observe>still looking"])
+    def test_length_stop_is_truncated(self, completion):
+        scored = score_prediction(TWO_GOLD_A, completion, "spatialthinker", "length")
+        assert (scored.status, scored.score, scored.predicted) == ("truncated", 0.0, None)
+        # a complete, correct answer cut by the limit is still no answer
+        assert (
+            score_prediction(TWO_GOLD_A, _thinker("(A) yes"), "spatialthinker", "length").status
+            == "truncated"
+        )
 
 
 class TestDgeFormat:
@@ -201,7 +221,7 @@ class TestDgeFormat:
             None,
         ),  # area is not a length
         (NUMERIC, "<think>far</think><answer>quite far</answer>", "unparseable", 0.0, None),  # no number
-        (NUMERIC, "<think>far</think><answer>2 m", "truncated", 0.0, None),  # unclosed answer
+        (NUMERIC, "<think>far</think><answer>2 m", "unparseable", 0.0, None),  # unclosed answer, normal stop
         (TWO_GOLD_A, "<think>x</think><answer>A</answer>", "correct", 1.0, "A"),  # letter in the dge format
         (
             TWO_GOLD_A,
@@ -259,24 +279,30 @@ def test_circular_and_flip_eval():
             ("r", "3dsrbench", "q1", False, 1, "correct", 1.0, "height"),
             ("r", "3dsrbench", "q1", True, 0, "correct", 1.0, "height"),
             ("r", "3dsrbench", "q1", True, 1, "wrong", 0.0, "height"),
-            # q2: one rotation unparseable
+            # q2: one rotation unparseable, the flipped question fully right
             ("r", "3dsrbench", "q2", False, 0, "correct", 1.0, "location"),
             ("r", "3dsrbench", "q2", False, 1, "unparseable", 0.0, "location"),
             ("r", "3dsrbench", "q2", True, 0, "correct", 1.0, "location"),
             ("r", "3dsrbench", "q2", True, 1, "correct", 1.0, "location"),
+            # q3: no flipped counterpart, both rotations right, one of them failed to come back
+            ("r", "3dsrbench", "q3", False, 0, "correct", 1.0, "height"),
+            ("r", "3dsrbench", "q3", False, 1, "error", 0.0, "height"),
         ]
     )
+    # CircularEval (3DSRBench's script strips only "-N"): the flipped question is a question of its own
     circular = circular_scores(frame).sort("question_key", "flipped")
-    assert circular["score"].to_list() == [1.0, 0.0, 0.0, 1.0]
-    assert circular["status"].to_list() == ["correct", "wrong", "unparseable", "correct"]
-    assert circular["category"].to_list() == ["height", "height", "location", "location"]
-    flip = flip_scores(frame).sort("question_key", "circular_index")
-    assert flip["score"].to_list() == [1.0, 0.0, 1.0, 0.0]
-    both = flip_circular_scores(frame).sort("question_key")
-    assert both["score"].to_list() == [0.0, 0.0]
-    assert accuracy_summary(circular)["accuracy"] == 50.0
+    assert circular["score"].to_list() == [1.0, 0.0, 0.0, 1.0, 0.0]
+    assert circular["status"].to_list() == ["correct", "wrong", "unparseable", "correct", "error"]
+    assert circular["category"].to_list() == ["height", "height", "location", "location", "height"]
+    assert accuracy_summary(circular)["accuracy"] == 40.0 and accuracy_summary(circular)["error"] == 1
+    # FlipEval: every rotation of the question and of its flipped counterpart
+    flip = flip_scores(frame).sort("question_key")
+    assert flip["score"].to_list() == [0.0, 0.0, 0.0]
+    assert flip["variants"].to_list() == [4, 4, 2]
 
 
-def test_flip_eval_needs_pairs():
-    frame = _scores([("r", "b", "q1", False, 0, "correct", 1.0, "c")])
-    assert flip_scores(frame).height == 0
+def test_flip_eval_without_a_flipped_counterpart_uses_the_rotations():
+    frame = _scores(
+        [("r", "b", "q1", False, 0, "correct", 1.0, "c"), ("r", "b", "q1", False, 1, "correct", 1.0, "c")]
+    )
+    assert flip_scores(frame)["score"].to_list() == [1.0]

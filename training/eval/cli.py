@@ -18,8 +18,15 @@ cached per model, adapter and benchmark in the output folder: an interrupted run
 stopped, and a rerun only scores. Every run evaluated into the same output folder appears in its
 ``report.md`` / ``report.csv`` / ``report.json``.
 
-Bad input (a missing benchmark folder or file, an unknown model family, an adapter that does not
-change the model) ends the command with a one-line error and exit status 2.
+Exit status: 0 when every answer came back; 1 when any request of this run failed (the failed
+answers are scored 0 and marked in every table; they are not cached, so rerunning the same command
+retries only them), unless ``--allow-failures``; 2 for bad input (a missing benchmark folder or
+file, an unknown model family, an adapter that does not change the model), with a one-line error.
+
+The console prints one line per benchmark with the number its paper table shows (CircularEval for
+3DSRBench, the accuracy of the original items otherwise), the other metrics where the data has
+rotated or flipped variants (vanilla, CircularEval, FlipEval), and the unparseable, truncated and
+failed counts.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from data_contracts.boxes import UnknownModelFamilyError
 from readers.common import MissingInputError
 from training.eval.backends import ADAPTER_MODES, BACKENDS, AdapterNotAppliedError, GenerationSettings
 from training.eval.benchmarks import BENCHMARK_NAMES, BLINK_SPATIAL_SUBSETS, BenchmarkSources
+from training.eval.reports import console_lines
 from training.eval.runner import PROMPT_FORMAT_CHOICES, EvalRunConfig, run_evaluation
 
 logger = logging.getLogger("training.eval.cli")
@@ -144,6 +152,11 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Score box coordinate-digit entropies and write Figures 4 and 5.",
     )
+    output.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="Exit 0 even when requests failed (they are still scored 0 and marked in the report).",
+    )
     output.add_argument("--log-level", default="INFO")
     return parser
 
@@ -212,7 +225,7 @@ def config_from_args(args: argparse.Namespace) -> EvalRunConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``spatial-eval``; returns the exit status (0 done, 2 bad input)."""
+    """Run ``spatial-eval``; returns the exit status (0 done, 1 failed requests, 2 bad input)."""
     parser = make_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -225,14 +238,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as error:
         sys.stderr.write(f"spatial-eval: error: {error}\n")
         return 2
-    summary = result.report.benchmarks.get(result.run_name, {})
-    for benchmark, values in summary.items():
-        overall = values["all_variants"]
-        sys.stdout.write(
-            f"{result.run_name} {benchmark}: accuracy {overall['accuracy']:.2f}% on {overall['n']} items "
-            f"({overall['unparseable']} unparseable, {overall['truncated']} truncated, {overall['error']} failed)\n"
-        )
+    for line in console_lines(result.report, result.run_name):
+        sys.stdout.write(line + "\n")
     sys.stdout.write(f"report: {result.report_paths['markdown']}\n")
+    failed = int((result.scores["status"] == "error").sum())
+    if failed:
+        sys.stderr.write(
+            f"spatial-eval: {failed} of {result.scores.height} requests failed (scored 0, marked in the report); "
+            "rerun the same command to retry them"
+            + (" (--allow-failures: exit status 0)\n" if args.allow_failures else "\n")
+        )
+        if not args.allow_failures:
+            return 1
     return 0
 
 

@@ -1,15 +1,22 @@
 """Reports in the papers' own layouts, with the published rows shipped as data and shown alongside.
 
-Tables (values are accuracies in percent, on the original items: no rotated or flipped variants):
+Tables (values are accuracies in percent):
 
-* **SpatialCORE Table 1** (OmniSpatial): the average over all items (weighted by category size, as
-  the paper) and the 10 sub-task types under their four dimensions.
+* **SpatialCORE Table 1** (OmniSpatial): the average over all original items (weighted by category
+  size, as the paper) and the 10 sub-task types under their four dimensions.
 * **SpatialCORE Table 2** (SpatiaLab): the weighted average and the 6 categories.
-* **SpatialThinker spatial VQA table**: 3DSRBench (CircularEval when the data has the rotated variants,
-  plain accuracy otherwise), CV-Bench 2D (mean of the ADE20K and COCO accuracies, as CV-Bench defines
-  it), 3D (Omni3D) and their mean, BLINK relation and depth and their mean.
+* **SpatialThinker spatial VQA table**: 3DSRBench (CircularEval as 3DSRBench's own scoring computes
+  it: a flipped question is a question of its own), CV-Bench 2D (mean of the ADE20K and COCO
+  accuracies, as CV-Bench defines it), 3D (Omni3D) and their mean, BLINK relation and depth and their
+  mean.
+* **3DSRBench**: vanilla accuracy (every row on its own), CircularEval, FlipEval, and CircularEval by
+  3DSRBench's four question types.
 * Per benchmark: accuracy per category with item counts, the unparseable / truncated / failed
-  counts, and the grouped metrics (CircularEval, FlipEval, both) where the benchmark defines them.
+  counts, and the grouped metrics (CircularEval, FlipEval) where the data has the variants.
+
+Every table carries a **Failed** column for the evaluated runs: answers whose request failed are
+scored 0, and the count says how many of the run's answers behind the row that was. The console
+lines of ``spatial-eval`` (:func:`console_lines`) print the same headline numbers as the tables.
 
 Written as Markdown (``report.md``), CSV in long form (``report.csv``: table, section, method,
 column, value, n) and JSON (``report.json``).
@@ -36,7 +43,6 @@ import polars as pl
 from training.eval.scoring import (
     accuracy_summary,
     circular_scores,
-    flip_circular_scores,
     flip_scores,
     has_circular_variants,
     has_flip_variants,
@@ -46,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 _NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 THIS_RUN_SECTION = "Evaluated runs"
+THREEDSR = "3dsrbench"
+METRIC_LABELS = {"overall": "accuracy", "circular_eval": "CircularEval", "flip_eval": "FlipEval"}
 
 
 def normalize_category(name: str) -> str:
@@ -65,13 +73,19 @@ class Column:
 
 @dataclass
 class TableRow:
-    """One row: a method (a published model or an evaluated run), its values and item counts per column."""
+    """One row: a method (a published model or an evaluated run), its values and item counts per column.
+
+    ``failed`` of ``answers`` is how many of the evaluated run's answers behind the row had no
+    completion (a failed request, scored 0); published rows have neither.
+    """
 
     section: str
     method: str
     values: dict[str, float | None]
     counts: dict[str, int] = field(default_factory=dict)
     published: bool = False
+    failed: int = 0
+    answers: int = 0
 
 
 @dataclass
@@ -91,7 +105,7 @@ class TableLayout:
 
     key: str
     title: str
-    published_file: str
+    published_file: str | None
     columns: tuple[Column, ...]
     benchmarks: tuple[str, ...]
     fill: Callable[[pl.DataFrame, tuple[Column, ...]], tuple[dict[str, float | None], dict[str, int]]]
@@ -149,13 +163,8 @@ def fill_spatialthinker(
     """The SpatialThinker spatial VQA columns from 3DSRBench, CV-Bench and BLINK scores."""
     values: dict[str, float | None] = {}
     counts: dict[str, int] = {}
-    threedsr = scores.filter(pl.col("benchmark") == "3dsrbench")
-    if has_circular_variants(threedsr):
-        grouped = circular_scores(threedsr.filter(~pl.col("flipped")))
-        values["3dsrbench"], counts["3dsrbench"] = _mean_percent(grouped), grouped.height
-    else:
-        originals = _originals(threedsr)
-        values["3dsrbench"], counts["3dsrbench"] = _mean_percent(originals), originals.height
+    grouped = circular_scores(scores.filter(pl.col("benchmark") == THREEDSR))
+    values["3dsrbench"], counts["3dsrbench"] = _mean_percent(grouped), grouped.height
     cvbench = _originals(scores.filter(pl.col("benchmark") == "cvbench"))
     source = pl.col("source").str.to_lowercase()
     ade, n_ade = _accuracy_where(cvbench, source.str.contains("ade"))
@@ -174,6 +183,39 @@ def fill_spatialthinker(
     values["blink_depth"], counts["blink_depth"] = _accuracy_where(blink, category == "relativedepth")
     values["blink_avg"] = _mean_of([values["blink_relation"], values["blink_depth"]])
     counts["blink_avg"] = counts["blink_relation"] + counts["blink_depth"]
+    return {column.key: values.get(column.key) for column in columns}, {
+        column.key: counts.get(column.key, 0) for column in columns
+    }
+
+
+THREEDSR_TYPES = ("height", "location", "orientation", "multi_object")
+
+
+def fill_3dsrbench(
+    scores: pl.DataFrame, columns: tuple[Column, ...]
+) -> tuple[dict[str, float | None], dict[str, int]]:
+    """Vanilla accuracy (every row), CircularEval and FlipEval, and CircularEval per question type.
+
+    >>> rows = {"benchmark": ["3dsrbench"] * 4, "question_key": ["q1", "q1", "q1", "q1"],
+    ...         "flipped": [False, False, True, True], "circular_index": [0, 1, 0, 1],
+    ...         "status": ["correct", "correct", "correct", "wrong"], "score": [1.0, 1.0, 1.0, 0.0],
+    ...         "task_type": ["height"] * 4}
+    >>> values, counts = fill_3dsrbench(pl.DataFrame(rows), THREEDSR_COLUMNS)
+    >>> values["vanilla"], values["circular_eval"], values["flip_eval"], counts["circular_eval"]
+    (75.0, 50.0, 0.0, 2)
+    """
+    frame = scores.filter(pl.col("benchmark") == THREEDSR)
+    circular = circular_scores(frame)
+    flip = flip_scores(frame)
+    values: dict[str, float | None] = {
+        "vanilla": _mean_percent(frame),
+        "circular_eval": _mean_percent(circular),
+        "flip_eval": _mean_percent(flip),
+    }
+    counts = {"vanilla": frame.height, "circular_eval": circular.height, "flip_eval": flip.height}
+    for kind in THREEDSR_TYPES:
+        subset = circular.filter(pl.col("task_type") == kind) if circular.height else circular
+        values[kind], counts[kind] = _mean_percent(subset), subset.height
     return {column.key: values.get(column.key) for column in columns}, {
         column.key: counts.get(column.key, 0) for column in columns
     }
@@ -211,6 +253,16 @@ SPATIALTHINKER_COLUMNS = (
     Column("blink_avg", "Avg", "BLINK"),
 )
 
+THREEDSR_COLUMNS = (
+    Column("vanilla", "Vanilla", "All questions"),
+    Column("circular_eval", "CircularEval", "All questions"),
+    Column("flip_eval", "FlipEval", "All questions"),
+    Column("height", "Height", "CircularEval by type"),
+    Column("location", "Location", "CircularEval by type"),
+    Column("orientation", "Orientation", "CircularEval by type"),
+    Column("multi_object", "Multi-Object", "CircularEval by type"),
+)
+
 TABLE_LAYOUTS = (
     TableLayout(
         "spatialcore_table1",
@@ -237,14 +289,29 @@ TABLE_LAYOUTS = (
         SPATIALTHINKER_COLUMNS,
         ("3dsrbench", "cvbench", "blink"),
         fill_spatialthinker,
-        "3DSRBench: CircularEval when the data has rotated variants, else plain accuracy. CV-Bench 2D: mean of the "
-        "ADE20K and COCO accuracies; Avg: mean of 2D and 3D. BLINK Avg: mean of Rel and Depth.",
+        "3DSRBench: CircularEval as 3DSRBench's own scoring computes it (every rotation of a question right; a "
+        "flipped question counts as a question of its own). CV-Bench 2D: mean of the ADE20K and COCO accuracies; "
+        "Avg: mean of 2D and 3D. BLINK Avg: mean of Rel and Depth.",
+    ),
+    TableLayout(
+        "3dsrbench",
+        "3DSRBench: vanilla, CircularEval and FlipEval",
+        None,
+        THREEDSR_COLUMNS,
+        (THREEDSR,),
+        fill_3dsrbench,
+        "Vanilla: every row (each rotation and flip) scored on its own. CircularEval: a question counts only if "
+        "every rotation is right, and a flipped question is a question of its own (3DSRBench's scoring strips only "
+        "the '-N' of the qid). FlipEval: a question counts only if every rotation of it and of its flipped "
+        "counterpart is right. Item counts are rows for Vanilla, questions otherwise.",
     ),
 )
 
 
-def published_rows(file_name: str) -> list[TableRow]:
+def published_rows(file_name: str | None) -> list[TableRow]:
     """The published rows of a shipped CSV (``training/eval/published/<file_name>``); blanks are ``None``."""
+    if file_name is None:
+        return []
     text = resources.files("training.eval").joinpath("published", file_name).read_text(encoding="utf-8")
     rows = []
     for record in csv.DictReader(text.splitlines()):
@@ -278,7 +345,10 @@ def build_paper_tables(scores: pl.DataFrame, include_empty: bool = False) -> lis
             if run_scores.height == 0:
                 continue
             values, counts = layout.fill(run_scores, layout.columns)
-            rows.append(TableRow(THIS_RUN_SECTION, run, values, counts))
+            failed = int((run_scores["status"] == "error").sum())
+            rows.append(
+                TableRow(THIS_RUN_SECTION, run, values, counts, failed=failed, answers=run_scores.height)
+            )
             evaluated += 1
         if evaluated or include_empty:
             tables.append(ReportTable(layout.key, layout.title, list(layout.columns), rows, layout.note))
@@ -289,32 +359,68 @@ def benchmark_summaries(scores: pl.DataFrame) -> dict[str, dict[str, dict[str, A
     """Per run and benchmark: counts, accuracy, per-category accuracy, and the grouped metrics it defines.
 
     Returns:
-        `dict`: ``{run: {benchmark: {"overall": {...}, "categories": {name: {...}}, "grouped": {...}}}}``;
-        every accuracy is in percent, on the original items (grouped metrics use the variants).
+        `dict`: ``{run: {benchmark: {...}}}`` with ``overall`` (the original items: no rotation, not
+        flipped), ``all_variants`` (every row on its own: the vanilla accuracy), ``grouped``
+        (``circular_eval`` and ``flip_eval`` where the data has the variants; always both for
+        3DSRBench), ``headline`` (the metric the paper table shows: CircularEval for 3DSRBench,
+        ``overall`` otherwise) and ``categories`` (per category, in the headline's unit). Every
+        accuracy is in percent; each summary counts ``unparseable``, ``truncated`` and failed
+        (``error``) answers or questions.
     """
     result: dict[str, dict[str, dict[str, Any]]] = {}
     if scores.height == 0:
         return result
     for (run, benchmark), frame in scores.group_by(["run_name", "benchmark"], maintain_order=True):
-        originals = _originals(frame)
+        grouped: dict[str, Any] = {}
+        if benchmark == THREEDSR or has_circular_variants(frame):
+            grouped["circular_eval"] = accuracy_summary(circular_scores(frame))
+        if benchmark == THREEDSR or has_flip_variants(frame):
+            grouped["flip_eval"] = accuracy_summary(flip_scores(frame))
+        headline_metric = "circular_eval" if benchmark == THREEDSR else "overall"
+        units = circular_scores(frame) if benchmark == THREEDSR else _originals(frame)
         categories = {
             str(name): accuracy_summary(group)
-            for (name,), group in originals.sort("category").group_by("category", maintain_order=True)
+            for (name,), group in units.sort("category").group_by("category", maintain_order=True)
         }
-        grouped: dict[str, Any] = {}
-        if has_circular_variants(frame):
-            grouped["circular_eval"] = accuracy_summary(circular_scores(frame.filter(~pl.col("flipped"))))
-        if has_flip_variants(frame):
-            grouped["flip_eval"] = accuracy_summary(flip_scores(frame))
-            if has_circular_variants(frame):
-                grouped["flip_circular_eval"] = accuracy_summary(flip_circular_scores(frame))
+        overall = accuracy_summary(_originals(frame))
+        headline = grouped[headline_metric] if headline_metric in grouped else overall
         result.setdefault(str(run), {})[str(benchmark)] = {
-            "overall": accuracy_summary(originals),
+            "overall": overall,
             "all_variants": accuracy_summary(frame),
             "categories": categories,
             "grouped": grouped,
+            "headline": {"metric": headline_metric, **headline},
         }
     return result
+
+
+def console_lines(report: Report, run: str) -> list[str]:
+    """One line per benchmark of ``run``: the paper table's headline number, the other metrics, the counts.
+
+    The headline is the value the paper table shows (CircularEval for 3DSRBench, the original items'
+    accuracy otherwise), so the console and ``report.md`` agree.
+    """
+    lines = []
+    for benchmark, summary in report.benchmarks.get(run, {}).items():
+        headline = summary["headline"]
+        unit = "questions" if headline["metric"] != "overall" else "items"
+        parts = [
+            f"{METRIC_LABELS[headline['metric']]} {_format(headline['accuracy'])}% on {headline['n']} {unit}"
+        ]
+        if summary["grouped"]:
+            vanilla = summary["all_variants"]
+            parts.append(f"vanilla {_format(vanilla['accuracy'])}% on {vanilla['n']} items")
+            for name, values in summary["grouped"].items():
+                if name != headline["metric"]:
+                    parts.append(
+                        f"{METRIC_LABELS[name]} {_format(values['accuracy'])}% on {values['n']} questions"
+                    )
+        answers = summary["all_variants"]
+        lines.append(
+            f"{run} {benchmark}: " + "; ".join(parts) + f" ({answers['unparseable']} unparseable, "
+            f"{answers['truncated']} truncated, {answers['error']} failed of {answers['n']} answers)"
+        )
+    return lines
 
 
 @dataclass
@@ -348,13 +454,20 @@ def _format(value: float | None) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
+def _failed_cell(row: TableRow) -> str:
+    return "" if row.published else f"{row.failed} of {row.answers}"
+
+
 def table_markdown(table: ReportTable) -> str:
-    """A Markdown table with section rows, the published rows and the evaluated runs (item counts in brackets)."""
+    """A Markdown table with section rows, the published rows and the evaluated runs (item counts in brackets).
+
+    The last column, **Failed**, counts the evaluated run's failed answers (scored 0) behind the row.
+    """
     groups = []
     for column in table.columns:
         if column.group and column.group not in groups:
             groups.append(column.group)
-    header = ["Method", *[column.header for column in table.columns]]
+    header = ["Method", *[column.header for column in table.columns], "Failed"]
     lines = [f"### {table.title}", ""]
     if groups:
         lines += [
@@ -365,12 +478,15 @@ def table_markdown(table: ReportTable) -> str:
             ),
             "",
         ]
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|"]
+    lines += [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(table.columns) + 1)) + "|",
+    ]
     section = None
     for row in table.rows:
         if row.section != section:
             section = row.section
-            lines.append(f"| *{section}* |" + " |" * len(table.columns))
+            lines.append(f"| *{section}* |" + " |" * (len(table.columns) + 1))
         cells = []
         for column in table.columns:
             value = _format(row.values.get(column.key))
@@ -378,9 +494,17 @@ def table_markdown(table: ReportTable) -> str:
                 value += f" ({row.counts.get(column.key, 0)})"
             cells.append(value)
         name = row.method if row.published else f"**{row.method}**"
-        lines.append("| " + " | ".join([name, *cells]) + " |")
+        lines.append("| " + " | ".join([name, *cells, _failed_cell(row)]) + " |")
     if table.note:
         lines += ["", f"_{table.note} Evaluated rows show item counts in brackets._"]
+    failing = [row for row in table.rows if row.failed]
+    if failing:
+        lines += [
+            "",
+            "**Failed requests:** "
+            + "; ".join(f"{row.method}: {row.failed} of {row.answers} answers" for row in failing)
+            + ". They are scored 0 above; rerun the same command to retry them (failures are not cached).",
+        ]
     return "\n".join(lines)
 
 
@@ -388,38 +512,48 @@ def _summary_markdown(benchmarks: dict[str, dict[str, dict[str, Any]]]) -> str:
     lines = [
         "### Runs by benchmark",
         "",
-        "| Run | Benchmark | Items | Accuracy | Correct | Wrong | Unparseable | Truncated | Failed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "Headline: the number the paper table shows. The other columns count answers (every row).",
+        "",
+        "| Run | Benchmark | Headline | Answers | Vanilla | Correct | Wrong | Unparseable | Truncated | Failed |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run, per_benchmark in benchmarks.items():
         for benchmark, summary in per_benchmark.items():
-            overall = summary["all_variants"]
+            answers, headline = summary["all_variants"], summary["headline"]
+            unit = "items" if headline["metric"] == "overall" else "questions"
             lines.append(
-                f"| {run} | {benchmark} | {overall['n']} | {_format(overall['accuracy'])} | {overall['correct']} | "
-                f"{overall['wrong']} | {overall['unparseable']} | {overall['truncated']} | {overall['error']} |"
+                f"| {run} | {benchmark} | {METRIC_LABELS[headline['metric']]} {_format(headline['accuracy'])} "
+                f"({headline['n']} {unit}) | {answers['n']} | {_format(answers['accuracy'])} | {answers['correct']} | "
+                f"{answers['wrong']} | {answers['unparseable']} | {answers['truncated']} | {answers['error']} |"
             )
     return "\n".join(lines)
 
 
 def _category_markdown(run: str, benchmark: str, summary: dict[str, Any]) -> str:
+    unit = "Questions" if summary["headline"]["metric"] != "overall" else "Items"
+    label = METRIC_LABELS[summary["headline"]["metric"]]
     lines = [
         f"#### {run} on {benchmark}",
         "",
-        "| Category | Items | Accuracy | Unparseable | Truncated |",
-        "|---|---:|---:|---:|---:|",
+        f"Categories: {label} of the {unit.lower()} of each category.",
+        "",
+        f"| Category | {unit} | Accuracy | Unparseable | Truncated | Failed |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
+
+    def line(name: str, values: dict[str, Any]) -> str:
+        return (
+            f"| {name} | {values['n']} | {_format(values['accuracy'])} | {values['unparseable']} | "
+            f"{values['truncated']} | {values['error']} |"
+        )
+
     for name, values in summary["categories"].items():
-        lines.append(
-            f"| {name or '(none)'} | {values['n']} | {_format(values['accuracy'])} | {values['unparseable']} | {values['truncated']} |"
-        )
-    overall = summary["overall"]
-    lines.append(
-        f"| **all (original items)** | {overall['n']} | {_format(overall['accuracy'])} | {overall['unparseable']} | {overall['truncated']} |"
-    )
+        lines.append(line(name or "(none)", values))
+    lines.append(line("**all original items**", summary["overall"]))
+    if summary["grouped"]:
+        lines.append(line("**vanilla (every row)**", summary["all_variants"]))
     for name, values in summary["grouped"].items():
-        lines.append(
-            f"| **{name}** | {values['n']} | {_format(values['accuracy'])} | {values['unparseable']} | {values['truncated']} |"
-        )
+        lines.append(line(f"**{METRIC_LABELS[name]}**", values))
     return "\n".join(lines)
 
 
@@ -467,6 +601,17 @@ def report_csv_rows(report: Report) -> list[dict[str, Any]]:
                         "n": row.counts.get(column.key) if not row.published else None,
                     }
                 )
+            if not row.published:
+                rows.append(
+                    {
+                        "table": table.key,
+                        "section": row.section,
+                        "method": row.method,
+                        "column": "failed",
+                        "value": float(row.failed),
+                        "n": row.answers,
+                    }
+                )
     for run, per_benchmark in report.benchmarks.items():
         for benchmark, summary in per_benchmark.items():
             for name, values in summary["categories"].items():
@@ -480,7 +625,7 @@ def report_csv_rows(report: Report) -> list[dict[str, Any]]:
                         "n": values["n"],
                     }
                 )
-            for key in ("overall", "all_variants"):
+            for key in ("overall", "all_variants", "headline"):
                 rows.append(
                     {
                         "table": f"benchmark:{benchmark}",
@@ -544,6 +689,8 @@ def report_json(report: Report) -> dict[str, Any]:
                             "published": r.published,
                             "values": r.values,
                             "counts": r.counts,
+                            "failed": None if r.published else r.failed,
+                            "answers": None if r.published else r.answers,
                         }
                         for r in table.rows
                     ],

@@ -1,35 +1,47 @@
-"""Strict scoring: answers are read with the rewards' own parsers, and nothing is ever guessed.
+"""Strict scoring: answers are read with the rewards' own grammar, and nothing is ever guessed.
 
-Per output format (the ``prompt_format`` the model was asked to follow):
+Per output format (the ``prompt_format`` the model was asked to follow); the accepted and rejected
+forms of each grammar are tabled in ``training/rewards/README.md`` and are the same for the training
+rewards and for this evaluator:
 
-* ``spatialcore``: :func:`~training.rewards.parsing.parse_spatialcore`; the letter after the single
-  ``</think>`` (``"B"``, ``"(B)"``, ``"B. text"``). A completion without ``</think>`` did not finish.
-* ``spatialthinker``: :func:`~training.rewards.parsing.parse_spatialthinker`; the ``<answer>`` must equal
-  the gold ``"(X) option text"`` or be its bare letter (:func:`~training.rewards.spatialthinker.answer_matches`,
-  as in the reward). A completion without a closed ``<answer>`` did not finish.
-* ``dge``: :func:`~training.rewards.dge.score_dge`; an option letter, or a number with its unit scored
-  by mean relative accuracy (numeric items are always asked in this format).
+* ``spatialcore``: :func:`~training.rewards.parsing.parse_spatialcore`; one option letter (either case)
+  alone after the single ``</think>`` (:func:`~training.rewards.parsing.read_spatialcore_answer`).
+* ``spatialthinker``: :func:`~training.rewards.parsing.parse_spatialthinker`; the ``<answer>`` names the
+  gold option: ``"(C)"``, ``"C"``, ``"C."``, ``"C)"``, optionally followed by that option's text
+  (:func:`~training.rewards.spatialthinker.answer_matches`, the reward's own function).
+* ``dge``: :func:`~training.rewards.dge.score_dge`; an option letter in the same ``<answer>`` grammar,
+  or a number with its unit scored by mean relative accuracy (numeric items are always asked in this
+  format).
 
-Outcomes (``status``): ``correct``; ``wrong``; ``unparseable`` (no answer of the expected form, or a
-letter beyond the options); ``truncated`` (the token limit was hit or the closing tag is missing:
-a completion that did not finish has no answer, whatever it contains); ``error`` (no completion).
-Everything but ``correct`` and partial numeric credit scores 0, and the unparseable, truncated and
-failed predictions are counted separately in the reports.
+Outcomes (``status``): ``correct``; ``wrong`` (an answer of the expected form that is not the gold
+one); ``unparseable`` (no answer of the expected form: a missing closing tag, prose, a bare refusal,
+a letter beyond the options); ``truncated`` (the backend stopped at the token limit,
+``finish_reason`` ``length``: such a completion did not finish and has no answer, whatever it
+contains); ``error`` (the request failed: no completion). Everything but ``correct`` and partial
+numeric credit scores 0, and the unparseable, truncated and failed predictions are counted separately
+in the reports.
 
 What this module never does (each was a bug of a public reference evaluator): count an unparseable
 answer as "A" or as any other letter; read a digit or a letter inside option text ("0.9 m", "a bit
 right") as an answer; read the gold answer back out of option text (gold comes from the index);
 credit a truncated completion.
 
-Grouped metrics: CircularEval (every rotation of the options answered correctly) and FlipEval (the
-original and the horizontally flipped image both answered correctly), as 3DSRBench defines them.
+Grouped metrics, as 3DSRBench's own scoring defines them (its VLMEvalKit TSV names the variants of a
+question ``<qid>``, ``<qid>-N``, ``<qid>-flip``, ``<qid>-flip-N``):
+
+* CircularEval (:func:`circular_scores`): the official script strips the rotation suffix ``-N`` and
+  requires every row of the resulting group to be right, so a question and its flipped counterpart
+  are two questions, each counting once.
+* FlipEval (:func:`flip_scores`): a question counts only if every rotation of the question and every
+  rotation of its flipped counterpart are right (a question without a flipped counterpart: every
+  rotation of its own).
 
 >>> item = {"options": ["left", "right"], "answer": "B", "answer_index": 1, "answer_format": "choice"}
 >>> score_prediction(item, "boxes...</think>B", "spatialcore").status
 'correct'
->>> score_prediction(item, "boxes... the answer is probably B", "spatialcore").status
+>>> score_prediction(item, "boxes...</think>B", "spatialcore", finish_reason="length").status
 'truncated'
->>> score_prediction(item, "boxes...</think>I am not sure", "spatialcore").status
+>>> score_prediction(item, "boxes... the answer is probably B", "spatialcore").status
 'unparseable'
 """
 
@@ -45,10 +57,10 @@ import polars as pl
 from training.rewards.dge import score_dge
 from training.rewards.parsing import (
     is_allowed_letter,
-    parse_option_letter,
     parse_spatialcore,
     parse_spatialthinker,
     parse_think_answer,
+    read_choice_answer,
 )
 from training.rewards.spatialthinker import answer_matches
 
@@ -132,7 +144,8 @@ def score_prediction(
         completion (`str` or `None`): the completion text; ``None`` when the backend returned nothing.
         prompt_format (`str`): the format the model was asked to follow (``spatialcore``,
             ``spatialthinker``); numeric items are always ``dge``.
-        finish_reason (`str`, *optional*): why generation stopped; ``"length"`` means truncated.
+        finish_reason (`str`, *optional*): why generation stopped, as the backend reported it;
+            ``"length"`` (or Anthropic's ``"max_tokens"``) means the token limit cut it: truncated.
 
     Returns:
         [`ScoredPrediction`]
@@ -145,52 +158,43 @@ def score_prediction(
     if completion is None:
         return ScoredPrediction("error", 0.0, None, ("no completion",))
     output_format = output_format_for(item, prompt_format)
-    hit_limit = finish_reason in LENGTH_FINISH_REASONS
+    if finish_reason in LENGTH_FINISH_REASONS:
+        return ScoredPrediction("truncated", 0.0, None, ("token limit reached",))
     if output_format == "spatialcore":
-        return _score_spatialcore(item, completion, hit_limit)
+        return _score_spatialcore(item, completion)
     if output_format == "spatialthinker":
-        return _score_spatialthinker(item, completion, hit_limit)
-    return _score_dge(item, completion, hit_limit)
+        return _score_spatialthinker(item, completion)
+    return _score_dge(item, completion)
 
 
-def _score_spatialcore(item: dict, completion: str, hit_limit: bool) -> ScoredPrediction:
+def _judged(correct: bool, letter: str, problems: tuple[str, ...]) -> ScoredPrediction:
+    return ScoredPrediction("correct" if correct else "wrong", 1.0 if correct else 0.0, letter, problems)
+
+
+def _score_spatialcore(item: dict, completion: str) -> ScoredPrediction:
     parse = parse_spatialcore(completion)
-    if hit_limit or parse.truncated:
-        return ScoredPrediction("truncated", 0.0, None, parse.problems or ("token limit reached",))
     letter = parse.answer_letter
     if not is_allowed_letter(letter, _option_count(item)):
-        return ScoredPrediction("unparseable", 0.0, None, parse.problems)
-    correct = letter == gold_letter(item)
-    return ScoredPrediction(
-        "correct" if correct else "wrong", 1.0 if correct else 0.0, letter, parse.problems
-    )
+        problems = parse.problems or (f"letter {letter} is beyond the options",)
+        return ScoredPrediction("unparseable", 0.0, None, problems)
+    return _judged(letter == gold_letter(item), letter, parse.problems)
 
 
-def _score_spatialthinker(item: dict, completion: str, hit_limit: bool) -> ScoredPrediction:
+def _score_spatialthinker(item: dict, completion: str) -> ScoredPrediction:
     parse = parse_spatialthinker(completion)
-    if hit_limit or parse.answer_text is None:
-        status = "truncated" if hit_limit or "</answer>" not in parse.text else "unparseable"
-        return ScoredPrediction(status, 0.0, None, parse.problems)
-    letter = parse_option_letter(parse.answer_text)
-    if not is_allowed_letter(letter, _option_count(item)):
-        return ScoredPrediction("unparseable", 0.0, None, parse.problems)
-    if item.get("options"):
-        correct = answer_matches(parse.answer_text, gold_option_text(item))
-    else:
-        # Options drawn in the image: there is no option text to compare, only the letter.
-        correct = letter == gold_letter(item)
-    return ScoredPrediction(
-        "correct" if correct else "wrong", 1.0 if correct else 0.0, letter, parse.problems
-    )
+    read = read_choice_answer(parse.answer_text)
+    if read is None or not is_allowed_letter(read.letter, _option_count(item)):
+        problems = parse.problems or ("the <answer> is not an option letter of the grammar",)
+        return ScoredPrediction("unparseable", 0.0, None, problems)
+    # The reward's own comparison: the letter, and the option text when one follows it (options drawn
+    # in the image have no text to compare: the letter decides).
+    return _judged(answer_matches(parse.answer_text, gold_option_text(item)), read.letter, parse.problems)
 
 
-def _score_dge(item: dict, completion: str, hit_limit: bool) -> ScoredPrediction:
-    if hit_limit:
-        return ScoredPrediction("truncated", 0.0, None, ("token limit reached",))
+def _score_dge(item: dict, completion: str) -> ScoredPrediction:
     parse = parse_think_answer(completion)
     if parse.answer_text is None:
-        status = "truncated" if "</answer>" not in completion else "unparseable"
-        return ScoredPrediction(status, 0.0, None, parse.problems)
+        return ScoredPrediction("unparseable", 0.0, None, parse.problems)
     score = score_dge(
         completion,
         answer=item.get("answer"),
@@ -235,11 +239,14 @@ def accuracy_summary(scores: pl.DataFrame) -> dict[str, Any]:
 
 
 def circular_scores(scores: pl.DataFrame) -> pl.DataFrame:
-    """CircularEval: one row per (question, flipped) whose score is 1 only if every rotation is correct.
+    """CircularEval: one row per question whose score is 1 only if every rotation of it is correct.
 
-    Expects ``benchmark, question_key, flipped, circular_index, score`` plus any constant-per-question
-    columns to keep (``category``, ``task_type``, ``source``, ``run_name``...). A rotation that is
-    unparseable or truncated fails the whole group. Groups without rotations keep their single score.
+    A question is ``(question_key, flipped)``: 3DSRBench's scoring script strips only the rotation
+    suffix ``-N`` of the qid, so a flipped question (``<qid>-flip``, ``<qid>-flip-N``) is a question of
+    its own. Expects ``benchmark, question_key, flipped, circular_index, status`` plus any
+    constant-per-question columns to keep (``category``, ``task_type``, ``source``, ``run_name``...).
+    A rotation that is unparseable, truncated or failed fails the whole question. Questions without
+    rotations keep their single score.
     """
     keys = [
         column for column in ("run_name", "benchmark", "question_key", "flipped") if column in scores.columns
@@ -248,24 +255,12 @@ def circular_scores(scores: pl.DataFrame) -> pl.DataFrame:
 
 
 def flip_scores(scores: pl.DataFrame) -> pl.DataFrame:
-    """FlipEval: one row per (question, rotation) that is right only if the original and flipped items both are.
+    """FlipEval: one row per question, right only if every rotation of it and of its flipped counterpart is.
 
-    Only questions that have a flipped variant are kept (3DSRBench's definition compares pairs).
+    A question without a flipped counterpart counts with its own rotations only.
     """
-    keys = [
-        column
-        for column in ("run_name", "benchmark", "question_key", "circular_index")
-        if column in scores.columns
-    ]
-    paired = scores.filter(pl.col("flipped").any().over(keys) & (~pl.col("flipped")).any().over(keys))
-    return _group_all_correct(paired, keys)
-
-
-def flip_circular_scores(scores: pl.DataFrame) -> pl.DataFrame:
-    """Both at once: a question counts only if every rotation of the original and of the flipped image is right."""
     keys = [column for column in ("run_name", "benchmark", "question_key") if column in scores.columns]
-    paired = scores.filter(pl.col("flipped").any().over(keys) & (~pl.col("flipped")).any().over(keys))
-    return _group_all_correct(paired, keys)
+    return _group_all_correct(scores, keys)
 
 
 def _group_all_correct(scores: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -276,8 +271,12 @@ def _group_all_correct(scores: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         (pl.col("status") == "correct").all().cast(pl.Float64).alias("score"),
         pl.when((pl.col("status") == "correct").all())
         .then(pl.lit("correct"))
-        .when(pl.col("status").is_in(["unparseable", "truncated", "error"]).any())
-        .then(pl.col("status").filter(pl.col("status").is_in(["unparseable", "truncated", "error"])).first())
+        .when((pl.col("status") == "error").any())
+        .then(pl.lit("error"))
+        .when((pl.col("status") == "truncated").any())
+        .then(pl.lit("truncated"))
+        .when((pl.col("status") == "unparseable").any())
+        .then(pl.lit("unparseable"))
         .otherwise(pl.lit("wrong"))
         .alias("status"),
         pl.len().alias("variants"),
