@@ -6,7 +6,8 @@
   exactly once and a single option letter.
 * `spatialthinker`: SpatialThinker's `<observe>`/`<scene>`/`<think>`/`<answer>` template with the
   `Image size: (W x H)` line (original-image pixels, as the STVQA ground truth is scored): STVQA's
-  `problem` column when present, else built here.
+  `problem` column when present, else built here. When the options are drawn in the image (no option
+  texts), the prompt says so and asks for the letter.
 * `dge`: `<think>...</think><answer>...</answer>` for the DGE tasks: an option letter, or a number
   with its unit.
 
@@ -69,6 +70,12 @@ SPATIALTHINKER_INSTRUCTION = (
     "Only return the final choice, with its option letter and text, within the answer tags, e.g. "
     "<answer> (A) cat </answer>.\n"
     "Image size: ({width} x {height})"
+)
+
+OPTIONS_IN_IMAGE_SPATIALCORE = "The options A-D are shown in the image."
+OPTIONS_IN_IMAGE_SPATIALTHINKER = (
+    "The options (A) to (D) are shown in the image: answer with the letter of the correct one, e.g. "
+    "<answer> (A) </answer>."
 )
 
 DGE_INSTRUCTION_CHOICE = (
@@ -139,7 +146,7 @@ def spatialcore_messages(row: dict, family: str) -> list[dict]:
     if options:
         user = f"{question}\nOptions:\n{format_options(options)}"
     else:
-        user = f"{question}\nThe options A-D are shown in the image."
+        user = f"{question}\n{OPTIONS_IN_IMAGE_SPATIALCORE}"
     return [
         {"role": "system", "content": spatialcore_system_prompt(family)},
         {"role": "user", "content": user},
@@ -147,14 +154,21 @@ def spatialcore_messages(row: dict, family: str) -> list[dict]:
 
 
 def spatialthinker_question(row: dict) -> str:
-    """The STVQA question with its options (`question_with_options`, else question and options)."""
+    """The STVQA question with its options (`question_with_options`, else question and options).
+
+    Without option texts (options drawn in the image) the question says where the options are.
+
+    >>> print(spatialthinker_question({"question": "Which arrow points at the door?", "options": []}))
+    Which arrow points at the door?
+    The options (A) to (D) are shown in the image: answer with the letter of the correct one, e.g. <answer> (A) </answer>.
+    """
     text = row.get("question_with_options")
     if isinstance(text, str) and text.strip():
         return text.strip()
     question = str(row.get("question_only") or row.get("question") or row.get("problem") or "").strip()
     options = as_option_list(row.get("options"))
     if not options:
-        return question
+        return f"{question}\n{OPTIONS_IN_IMAGE_SPATIALTHINKER}"
     lines = [
         f"({letter}) {text}" for letter, text in zip(option_letters(len(options)), options, strict=False)
     ]
