@@ -1,4 +1,4 @@
-"""Fixtures of the evaluation tests: a tiny local Qwen3-VL model and small image helpers."""
+"""Fixtures of the evaluation tests: a tiny local Qwen3-VL model, small image helpers, a fake vLLM."""
 
 import io
 from pathlib import Path
@@ -22,3 +22,6 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from training.testing import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("eval_tiny_model") / "tiny-qwen3-vl", family="qwen3_vl")
+
+
+from tests.eval.scripted import fake_vllm  # noqa: E402, F401  (the `vllm` modules replaced for one test)

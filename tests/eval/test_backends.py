@@ -1,19 +1,24 @@
 """Backends: transformers generation and the entropy scoring pass on a tiny model, adapter checks, the API backend."""
 
 import importlib.util
+import json
+import shutil
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tests.eval.conftest import image_bytes
+from tests.eval.scripted import Reply, ScriptedOpenAIServer
 from tests.fakes.llm_servers import LoopbackLLMServer, request_images, request_text
 from training.eval.backends import (
+    VLLM_LORA_RANKS,
     AdapterNotAppliedError,
     GenerationRequest,
     GenerationSettings,
     OpenAIBackend,
     TransformersBackend,
+    _adapter_rank,
     _prompt_token_logprobs,
     adapter_effect,
     adapter_targets_vision,
@@ -21,7 +26,9 @@ from training.eval.backends import (
     merge_adapter,
     require_adapter_effect,
     resolve_adapter_mode,
+    vllm_lora_rank,
 )
+from training.models import load_processor
 from training.prompts import build_messages
 
 QUESTION = {
@@ -102,12 +109,12 @@ def test_box_entropies_match_a_full_forward_pass(backend):
     assert values[1] == pytest.approx(_reference_uncertainties(backend, requests[1], malformed), abs=1e-4)
 
 
-def _save_adapter(model_dir, folder, target_modules, nonzero):
+def _save_adapter(model_dir, folder, target_modules, nonzero, rank=4):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForImageTextToText
 
     base = AutoModelForImageTextToText.from_pretrained(str(model_dir))
-    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=target_modules))
+    peft_model = get_peft_model(base, LoraConfig(r=rank, lora_alpha=8, target_modules=target_modules))
     if nonzero:
         torch.manual_seed(0)
         for name, parameter in peft_model.named_parameters():
@@ -190,11 +197,12 @@ def test_vllm_backend_needs_the_gpu_extra(tiny_model_dir):
 def test_openai_backend_against_a_loopback_server(tmp_path):
     answers = {"q1": "<observe>o</observe><scene>{}</scene><think>t</think><answer>(B) right</answer>"}
 
-    def responder(body):
-        text = request_text(body)
-        return answers["q1"] if "red chair" in text else "x" * 400
+    def policy(body):
+        if "red chair" in request_text(body):
+            return Reply(answers["q1"])
+        return Reply("x" * 40, finish_reason="length")  # the server says the token limit cut it
 
-    with LoopbackLLMServer("openai", responder=responder) as server:
+    with ScriptedOpenAIServer(policy) as server:
         settings = GenerationSettings(max_new_tokens=64)
         api = OpenAIBackend(
             "gpt-4o",
@@ -204,17 +212,56 @@ def test_openai_backend_against_a_loopback_server(tmp_path):
             cache_path=tmp_path / "cache.sqlite",
         )
         other = GenerationRequest("q2", [{"role": "user", "content": "Something else"}], [])
-        generations = api.generate([_request("q1", "spatialthinker", "qwen2_vl"), other])
+        arrived = []
+        generations = api.generate(
+            [_request("q1", "spatialthinker", "qwen2_vl"), other],
+            on_result=lambda position, generation: arrived.append(position),
+        )
         api.close()
         body = next(
             r.body for r in server.requests if "red chair" in request_text(r.body)
         )  # requests run concurrently
     assert generations[0].text == answers["q1"] and generations[0].finish_reason == "stop"
-    assert generations[1].finish_reason == "length"  # used the whole budget: counted as truncated
+    assert generations[1].finish_reason == "length"  # the provider's own reason, kept
+    assert sorted(arrived) == [0, 1]  # each answer reported once, as it arrived
     assert request_images(body) == [image_bytes()]
     assert body["temperature"] == 0.0 and body["max_completion_tokens"] == 64
     with pytest.raises(ValueError, match="adapter"):
         build_backend("openai", "gpt-4o", "runs/adapter", base_url="http://127.0.0.1:9/v1")
+
+
+def test_openai_backend_keeps_the_providers_finish_reason(tmp_path):
+    # A long answer that finished normally is not truncated, whatever its length; a short one the
+    # server reports as cut by the limit is. (The backend used to guess from the token count.)
+    def policy(body):
+        text = request_text(body)
+        return Reply("y" * 400) if "long" in text else Reply("short", finish_reason="length")
+
+    requests = [
+        GenerationRequest("long", [{"role": "user", "content": "a long answer"}], []),
+        GenerationRequest("cut", [{"role": "user", "content": "a cut answer"}], []),
+    ]
+    with ScriptedOpenAIServer(policy) as server:
+        api = OpenAIBackend(
+            "gpt-4o", base_url=server.base_url, settings=GenerationSettings(max_new_tokens=64)
+        )
+        long, cut = api.generate(requests)
+        api.close()
+    assert (long.finish_reason, cut.finish_reason) == ("stop", "length")
+
+
+def test_openai_response_cache_is_keyed_on_the_endpoint(tmp_path):
+    # The same model name behind two servers is two models: a shared response cache must not mix them.
+    request = GenerationRequest("q", [{"role": "user", "content": "Where is the cup?"}], [])
+    cache = tmp_path / "shared.sqlite"
+    texts = []
+    for answer in ("from the first server", "from the second server"):
+        with ScriptedOpenAIServer(lambda body, answer=answer: Reply(answer)) as server:
+            api = OpenAIBackend("local-model", base_url=server.base_url, cache_path=cache)
+            (generation,) = api.generate([request])
+            api.close()
+            texts.append((generation.text, server.hits))
+    assert texts == [("from the first server", 1), ("from the second server", 1)]
 
 
 def test_openai_backend_reports_failures(tmp_path):
@@ -232,3 +279,62 @@ def test_openai_backend_reports_failures(tmp_path):
         (generation,) = api.generate([GenerationRequest("q", [{"role": "user", "content": "hi"}], [])])
         api.close()
     assert generation.text is None and generation.finish_reason == "error" and "rejected" in generation.error
+
+
+def test_merged_qwen3_vl_folder_carries_the_processor_files(tiny_model_dir, tmp_path):
+    # vLLM builds its Qwen3-VL processor from the model folder: the merged folder must hold the base
+    # model's tokenizer, image and video processor, chat template and generation files.
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    video = {"video_processor_type": "Qwen3VLVideoProcessor", "patch_size": 16, "temporal_patch_size": 2}
+    (base / "video_preprocessor_config.json").write_text(json.dumps(video))
+    adapter = _save_adapter(base, tmp_path / "adapter", LANGUAGE_TARGETS, nonzero=True)
+    merged = merge_adapter(base, adapter, tmp_path / "merged", dtype="float32")
+    for name in (
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "generation_config.json",
+    ):
+        assert (merged / name).read_bytes() == (base / name).read_bytes(), name
+    processor = load_processor(merged, "qwen3_vl")
+    assert processor.image_processor.patch_size == 16
+    assert processor.tokenizer.chat_template == load_processor(base, "qwen3_vl").tokenizer.chat_template
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"r": 4}, 8),  # below vLLM's smallest multi-digit rank
+        ({"r": 24}, 32),  # vLLM rejects 24: round up, never down
+        ({"r": 32, "rank_pattern": {"visual.blocks.0.attn.qkv": 4}}, 32),  # the largest rank decides
+        ({"r": 16, "rank_pattern": {"layers.0.mlp": 80}}, 128),  # a larger pattern rank
+        ({"r": 320}, 320),  # an allowed rank stays
+    ],
+)
+def test_vllm_lora_rank_is_one_vllm_accepts(tmp_path, config, expected):
+    (tmp_path / "adapter_config.json").write_text(json.dumps(config))
+    assert _adapter_rank(str(tmp_path)) == expected
+    assert expected in VLLM_LORA_RANKS
+
+
+def test_vllm_lora_rank_above_the_largest_is_refused():
+    with pytest.raises(ValueError, match="512"):
+        vllm_lora_rank(1024)
+
+
+def test_vllm_backend_serves_a_lora_adapter_at_an_accepted_rank(tiny_model_dir, tmp_path, fake_vllm):
+    adapter = _save_adapter(tiny_model_dir, tmp_path / "r24", LANGUAGE_TARGETS, nonzero=True, rank=24)
+    backend = build_backend("vllm", str(tiny_model_dir), str(adapter), settings=GenerationSettings())
+    assert fake_vllm.engines[0]["enable_lora"] and fake_vllm.engines[0]["max_lora_rank"] == 32
+    generations = backend.generate([_request("a"), _request("b")])
+    assert [g.text for g in generations] == ["boxes</think>A"] * 2
+    backend.close()
+    backend.close()  # closing twice is harmless
+    assert fake_vllm.events == [
+        "engine core shut down",
+        "model parallel destroyed",
+        "distributed environment destroyed",
+    ]

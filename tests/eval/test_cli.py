@@ -22,9 +22,9 @@ def generation_calls(monkeypatch):
     calls = []
     original = TransformersBackend.generate
 
-    def recording(self, requests):
+    def recording(self, requests, on_result=None):
         calls.append(len(requests))
-        return original(self, requests)
+        return original(self, requests, on_result)
 
     monkeypatch.setattr(TransformersBackend, "generate", recording)
     return calls

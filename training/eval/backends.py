@@ -2,19 +2,24 @@
 
 All three take :class:`GenerationRequest` s (the prompt messages of :mod:`training.prompts` plus the
 item's images) and return one :class:`Generation` each (text, why it stopped, tokens). Greedy decoding
-by default, batched.
+by default, batched. ``generate(requests, on_result=...)`` also reports each generation as soon as
+the backend has it (``on_result(position, generation)``), so the caller can store it at once.
 
 * :class:`TransformersBackend`: the base model (``AutoModelForImageTextToText``, the processor of
   :func:`training.models.load_processor`, no torchvision) plus an optional PEFT adapter, on CPU or GPU.
   It also runs the one scoring pass of the grounding analysis (:meth:`TransformersBackend.box_entropies`):
   full-vocabulary entropies at the coordinate digits only, through the trainer's selective LM-head pass.
-* :class:`VllmBackend`: vLLM (imported lazily; the ``gpu`` extra). The adapter is served as a LoRA
-  request, or merged into the base weights first when it adapts layers vLLM's LoRA does not serve
-  (the vision encoder). Either way the adapter is checked before any item is scored: a run that
-  silently ignored the trained adapter (a bug of a public SpatiaLab runner) stops with
-  :class:`AdapterNotAppliedError` instead.
+* :class:`VllmBackend`: vLLM (imported lazily; the ``gpu`` extra). All prompts go to one
+  ``LLM.generate`` call (vLLM schedules and batches them). The adapter is served as a LoRA request
+  (``max_lora_rank`` rounded up to a rank vLLM accepts), or merged into the base weights first when it
+  adapts layers vLLM's LoRA does not serve (the vision encoder); the merged folder carries the base
+  model's tokenizer, processor and chat-template files. Either way the adapter is checked before any
+  item is scored: a run that silently ignored the trained adapter (a bug of a public SpatiaLab
+  runner) stops with :class:`AdapterNotAppliedError` instead. ``close()`` shuts the engine down and
+  returns its GPU memory before the transformers entropy pass.
 * :class:`OpenAIBackend`: any OpenAI-compatible endpoint (or Anthropic) through the project's LLM layer
-  (:mod:`llm`: response cache, retries, rate limit, cost accounting).
+  (:mod:`llm`: retries, rate limit, cost accounting). The provider's finish reason is kept (a
+  ``length`` stop is a truncated completion) and each answer is reported as it arrives.
 
 >>> request = GenerationRequest("q1", [{"role": "user", "content": "Which is closer?"}], images=[])
 >>> messages_with_images(request.messages, 2)[0]["content"][:2]
@@ -28,7 +33,8 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,27 @@ BACKENDS = ("transformers", "vllm", "openai")
 ADAPTER_MODES = ("auto", "lora", "merge")
 ADAPTER_EFFECT_TOLERANCE = 1e-5
 PROMPT_TEMPLATE_VERSION = "spatial-eval-1"
+# LoRA ranks vLLM's engine accepts for `max_lora_rank` (vllm.config.LoRAConfig).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# Files of a model folder that vLLM and transformers read besides the weights and config: tokenizer,
+# image and video processors, chat template, generation defaults.
+PROCESSOR_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "preprocessor_config.json",
+    "video_preprocessor_config.json",
+    "processor_config.json",
+    "chat_template.json",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+
+ResultCallback = Callable[[int, "Generation"], None]
 
 
 class AdapterNotAppliedError(RuntimeError):
@@ -104,7 +131,9 @@ class Generation:
 
     Attributes:
         text: the completion text, ``None`` when the backend failed.
-        finish_reason: ``"stop"``, ``"length"`` (token limit) or ``"error"``.
+        finish_reason: why generation stopped: ``"stop"``, ``"length"`` (token limit), ``"error"`` (no
+            completion), or the provider's own reason (``"content_filter"``, ``"refusal"``,
+            Anthropic's ``"end_turn"`` / ``"max_tokens"``...).
         completion_tokens: generated tokens, when known.
         error: why the backend failed.
     """
@@ -133,6 +162,27 @@ def messages_with_images(messages: list[dict], image_count: int) -> list[dict]:
     if not inserted:
         raise ValueError("the prompt has no user message to attach the images to")
     return result
+
+
+def endpoint_of(provider: str, base_url: str | None) -> str:
+    """The identity of an API endpoint: provider and base URL (the provider's own API when ``None``).
+
+    >>> endpoint_of("openai", "http://localhost:8000/v1/"), endpoint_of("anthropic", None)
+    ('openai@http://localhost:8000/v1', 'anthropic@default')
+    """
+    return f"{provider}@{(base_url or 'default').rstrip('/')}"
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM's ``max_lora_rank`` accepts that serves an adapter of rank ``rank``.
+
+    >>> vllm_lora_rank(4), vllm_lora_rank(24), vllm_lora_rank(64), vllm_lora_rank(300)
+    (8, 32, 64, 320)
+    """
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} is above the largest rank vLLM serves ({VLLM_LORA_RANKS[-1]})")
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -230,13 +280,42 @@ def resolve_adapter_mode(adapter: str | None, mode: str) -> str:
     return "merge" if adapter_targets_vision(adapter) else "lora"
 
 
+def local_model_folder(model: str | Path) -> Path | None:
+    """The local folder of a model: the path itself, or its snapshot in the Hugging Face cache (no download)."""
+    folder = Path(model)
+    if folder.is_dir():
+        return folder
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(str(model), local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError, OSError):
+        return None
+
+
+def copy_processor_files(source: Path | None, target: Path) -> list[str]:
+    """Copy the tokenizer, processor, chat-template and generation files of a model folder; returns their names."""
+    copied = []
+    if source is None:
+        return copied
+    for name in PROCESSOR_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
+            copied.append(name)
+    return copied
+
+
 def merge_adapter(
     model: str | Path, adapter: str | Path, output_dir: str | Path, dtype: str = "bfloat16"
 ) -> Path:
     """Merge a LoRA adapter into the base weights and write a model folder vLLM (or transformers) can load.
 
-    The folder gets the merged weights, the tokenizer, the image processor and the chat template. A
-    folder already holding a finished merge of the same pair is reused.
+    The folder gets the merged weights and config plus the base model's own tokenizer, image and
+    video processor, processor, chat-template and generation files (:data:`PROCESSOR_FILES`), so
+    vLLM builds the same processor as for the base model (for Qwen3-VL: its patch size, pixel budget
+    and video processor). Files the base folder lacks are written from the loaded tokenizer and
+    image processor. A folder already holding a finished merge of the same pair is reused.
 
     Raises:
         `AdapterNotAppliedError`: when the adapter's LoRA ``B`` matrices are all zero (merging would
@@ -249,7 +328,7 @@ def merge_adapter(
 
     output = Path(output_dir)
     marker = output / "merged_from.json"
-    source = {"model": str(model), "adapter": str(Path(adapter).resolve())}
+    source = {"model": str(model), "adapter": str(Path(adapter).resolve()), "layout": 2}
     if marker.is_file() and json.loads(marker.read_text()) == source:
         logger.info("reusing the merged model in %s", output)
         return output
@@ -263,11 +342,12 @@ def merge_adapter(
     merged = peft_model.merge_and_unload()
     output.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(output)
-    AutoTokenizer.from_pretrained(str(model)).save_pretrained(output)
-    Qwen2VLImageProcessorPil.from_pretrained(str(model)).save_pretrained(output)
-    template = Path(model) / "chat_template.jinja"
-    if template.is_file():
-        shutil.copyfile(template, output / "chat_template.jinja")
+    copied = copy_processor_files(local_model_folder(model), output)
+    if "tokenizer_config.json" not in copied:
+        AutoTokenizer.from_pretrained(str(model)).save_pretrained(output)
+    if "preprocessor_config.json" not in copied:
+        Qwen2VLImageProcessorPil.from_pretrained(str(model)).save_pretrained(output)
+    logger.info("merged model in %s with the base model's %s", output, ", ".join(copied) or "no extra files")
     marker.write_text(json.dumps(source))
     return output
 
@@ -360,8 +440,10 @@ class TransformersBackend:
             text=self._prompt_texts(requests), images=images or None, padding=True, return_tensors="pt"
         ).to(self.device)
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Generate one completion per request, ``batch_size`` at a time."""
+    def generate(
+        self, requests: Sequence[GenerationRequest], on_result: ResultCallback | None = None
+    ) -> list[Generation]:
+        """Generate one completion per request, ``batch_size`` at a time (each batch reported when done)."""
         import torch
 
         results: list[Generation] = []
@@ -371,6 +453,7 @@ class TransformersBackend:
             sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
             torch.manual_seed(settings.seed)
         for batch in chunks(list(requests), settings.batch_size):
+            done = len(results)
             inputs = self._encode(batch)
             with torch.no_grad():
                 output = self.model.generate(
@@ -382,6 +465,9 @@ class TransformersBackend:
             generated = output[:, inputs["input_ids"].shape[1] :].tolist()
             for ids in generated:
                 results.append(self._completion(ids))
+            if on_result is not None:
+                for position in range(done, len(results)):
+                    on_result(position, results[position])
         return results
 
     def _completion(self, ids: list[int]) -> Generation:
@@ -526,15 +612,14 @@ class VllmBackend:
         self._adapter_checked = self.adapter_mode != "lora"
 
     def close(self) -> None:
-        """Release the engine and return its GPU memory (for the transformers scoring pass that may follow)."""
-        import gc
+        """Shut the engine down and return its GPU memory (for the transformers scoring pass that follows).
 
-        import torch
-
-        self.llm = None
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        Dropping the ``LLM`` object is not enough: vLLM's engine core (a separate process in vLLM 1)
+        and its distributed state hold the weights and the KV cache until they are shut down.
+        """
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            release_vllm_engine(llm)
 
     def _prompt(self, request: GenerationRequest) -> dict:
         text = self.processor.apply_chat_template(
@@ -566,8 +651,10 @@ class VllmBackend:
         )
         return effect
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Generate one completion per request (vLLM schedules the batch itself)."""
+    def generate(
+        self, requests: Sequence[GenerationRequest], on_result: ResultCallback | None = None
+    ) -> list[Generation]:
+        """Generate one completion per request in one ``LLM.generate`` call (vLLM schedules the batch itself)."""
         from vllm import SamplingParams
 
         if not requests:
@@ -586,26 +673,70 @@ class VllmBackend:
             [self._prompt(request) for request in requests], params, lora_request=self.lora_request
         )
         results = []
-        for output in outputs:
-            completion = output.outputs[0]
-            results.append(
-                Generation(
-                    text=completion.text,
-                    finish_reason="length" if completion.finish_reason == "length" else "stop",
-                    completion_tokens=len(completion.token_ids),
-                )
-            )
+        for position, output in enumerate(outputs):
+            results.append(vllm_generation(output))
+            if on_result is not None:
+                on_result(position, results[-1])
         return results
 
 
+def vllm_generation(output: Any) -> Generation:
+    """A :class:`Generation` from a vLLM ``RequestOutput`` (its first completion).
+
+    >>> from types import SimpleNamespace
+    >>> done = SimpleNamespace(text="</think>A", finish_reason="stop", token_ids=[1, 2, 3])
+    >>> vllm_generation(SimpleNamespace(outputs=[done]))
+    Generation(text='</think>A', finish_reason='stop', completion_tokens=3, error=None)
+    """
+    completion = output.outputs[0]
+    return Generation(
+        text=completion.text,
+        finish_reason="length" if completion.finish_reason == "length" else "stop",
+        completion_tokens=len(completion.token_ids),
+    )
+
+
+def release_vllm_engine(llm: Any) -> None:
+    """Shut down a vLLM ``LLM``'s engine and distributed state, then free the CUDA cache."""
+    import gc
+
+    import torch
+
+    engine = getattr(llm, "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()  # vLLM 1: stops the engine-core process that holds the GPU memory
+    if engine is not None and hasattr(engine, "model_executor"):
+        try:
+            del engine.model_executor  # vLLM 0.x: the executor holds the workers and their memory
+        except AttributeError:
+            logger.debug("the engine's model executor cannot be dropped")
+    del llm, engine, core
+    try:
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+    except ImportError:
+        logger.debug("vLLM's parallel state cannot be imported: nothing to tear down")
+    else:
+        destroy_model_parallel()
+        destroy_distributed_environment()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+    logger.info("released the vLLM engine")
+
+
 def _adapter_rank(adapter: str | None) -> int:
-    """The largest LoRA rank of an adapter (``r`` and ``rank_pattern`` of its config), at least 8."""
+    """``max_lora_rank`` for an adapter: its largest rank (``r``, ``rank_pattern``) rounded up to one vLLM accepts.
+
+    vLLM only accepts the ranks of :data:`VLLM_LORA_RANKS` (an adapter of rank 24 needs 32).
+    """
     config = json.loads((Path(str(adapter)) / "adapter_config.json").read_text())
     ranks = [
         int(config.get("r") or 8),
         *[int(value) for value in (config.get("rank_pattern") or {}).values()],
     ]
-    return max(8, *ranks)
+    return vllm_lora_rank(max(ranks))
 
 
 def _prompt_token_logprobs(output) -> list[float]:
@@ -623,13 +754,38 @@ def _prompt_token_logprobs(output) -> list[float]:
 # --------------------------------------------------------------------------------------------------
 
 
+class _ReplyRecorder:
+    """Wraps the LLM layer's provider adapter: keeps each reply's finish reason and reports answers as they arrive.
+
+    The layer's :class:`~llm.LLMResult` does not carry the provider's finish reason; this adapter sees
+    every reply at the provider boundary, so the backend can tell a ``length`` stop from a normal one.
+    """
+
+    def __init__(self, provider: Any):
+        self.inner = provider
+        self.name, self.model = provider.name, provider.model
+        self.on_reply: Callable[[Any, Any], None] | None = None
+
+    def send(self, request: Any, parameters: Any) -> Any:
+        reply = self.inner.send(request, parameters)
+        if self.on_reply is not None:
+            self.on_reply(request, reply)
+        return reply
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class OpenAIBackend:
     """A chat model behind an OpenAI-compatible API (or Anthropic), through the project's LLM layer.
 
-    Responses are cached by content hash in the layer's SQLite cache as well as in the prediction
-    cache; failures (after the layer's retries) come back as ``finish_reason="error"``. The layer
-    does not return the provider's finish reason, so a completion that used the whole token budget
-    is marked ``"length"`` (truncated).
+    Requests run concurrently with the layer's retries and rate limit; failures (after the retries)
+    come back as ``finish_reason="error"``. The provider's own finish reason is kept (``length``, or
+    Anthropic's ``max_tokens``, marks a truncated completion); an answer served from the layer's
+    response cache, which does not store it, falls back to ``length`` when it used the whole token
+    budget. Each answer is reported through ``on_result`` the moment it arrives. The endpoint
+    (:func:`endpoint_of`) is part of the response-cache key, so the same model name on another server
+    never reuses answers.
 
     Args:
         model (`str`): the API's model name.
@@ -639,7 +795,8 @@ class OpenAIBackend:
         provider (`str`, defaults to `"openai"`): ``openai`` or ``anthropic``.
         family (`str`, defaults to `"qwen2_vl"`): coordinate wording of the prompts (0..1000 grid).
         settings ([`GenerationSettings`], *optional*): decoding settings.
-        cache_path (`str`, *optional*): the LLM layer's response cache file.
+        cache_path (`str`, *optional*): the LLM layer's response cache file (in memory when omitted;
+            ``spatial-eval``'s prediction cache keeps every answer anyway).
         max_concurrency (`int`, defaults to `8`): requests in flight.
         timeout_s (`float`, defaults to `120.0`): per-request timeout.
     """
@@ -662,61 +819,113 @@ class OpenAIBackend:
         max_retries: int = 5,
     ):
         from llm import LLMClient, LLMClientConfig
+        from llm.providers import build_provider as build_chat_provider
 
         self.settings = settings or GenerationSettings()
         self.model_name, self.adapter, self.family = model, None, family
+        self.endpoint = endpoint_of(provider, base_url)
         key = api_key or os.environ.get(api_key_env)
         if not key and base_url is None:
             raise ValueError(
                 f"no API key: set {api_key_env} (or pass base_url for a local OpenAI-compatible server)"
             )
-        self.client = LLMClient(
-            LLMClientConfig(
-                provider=provider,
-                model=model,
-                base_url=base_url,
-                api_key=key or "unused",
-                temperature=self.settings.temperature,
-                max_tokens=self.settings.max_new_tokens,
-                cache_path=cache_path,
-                max_concurrency=max_concurrency,
-                timeout_s=timeout_s,
-                max_retries=max_retries,
-                seed=self.settings.seed,
+        config = LLMClientConfig(
+            provider=provider,
+            model=model,
+            base_url=base_url,
+            api_key=key or "unused",
+            temperature=self.settings.temperature,
+            max_tokens=self.settings.max_new_tokens,
+            cache_path=cache_path,
+            max_concurrency=max_concurrency,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            seed=self.settings.seed,
+        )
+        self._recorder = _ReplyRecorder(
+            build_chat_provider(
+                provider, model, api_key=config.api_key, base_url=base_url, timeout_s=timeout_s
             )
         )
+        self.client = LLMClient(config, provider=self._recorder)
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         """Close the client (and its cache)."""
         self.client.close()
 
-    def _request(self, request: GenerationRequest):
+    def _request(self, request: GenerationRequest, position: int):
         from llm import LLMRequest
 
         system = "\n\n".join(str(m["content"]) for m in request.messages if m.get("role") == "system") or None
         user = "\n\n".join(str(m["content"]) for m in request.messages if m.get("role") == "user")
         return LLMRequest(
             template_name="spatial_eval",
-            template_version=PROMPT_TEMPLATE_VERSION,
+            # the endpoint joins the response-cache key (which holds provider and model but no base URL)
+            template_version=f"{PROMPT_TEMPLATE_VERSION}+{content_hash(self.endpoint, 12)}",
             prompt=user,
             system=system,
             images=tuple(cell["bytes"] for cell in request.images),
             parameters={"temperature": self.settings.temperature, "max_tokens": self.settings.max_new_tokens},
-            request_id=request.request_id,
+            request_id=str(position),
         )
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """One API call per request (cached, retried, concurrent)."""
-        results = self.client.run_batch([self._request(request) for request in requests])
+    def _from_reply(self, reply: Any) -> Generation:
+        tokens = reply.usage.completion_tokens or None
+        return Generation(reply.raw_text, self._finish(reply.finish_reason, tokens), tokens)
+
+    def _finish(self, finish_reason: str | None, tokens: int | None) -> str:
+        if finish_reason:
+            return str(finish_reason)
+        # Not reported (a server that omits it, or an answer from the response cache): a completion
+        # that used the whole budget is taken as cut by the limit.
+        return "length" if tokens is not None and tokens >= self.settings.max_new_tokens else "stop"
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], on_result: ResultCallback | None = None
+    ) -> list[Generation]:
+        """One API call per request (concurrent, retried); each answer is reported as soon as it arrives."""
+        reported: dict[int, Generation] = {}
+
+        def on_reply(llm_request: Any, reply: Any) -> None:
+            position = int(llm_request.request_id)
+            generation = self._from_reply(reply)
+            with self._lock:
+                if position in reported:
+                    return  # a re-asked request: the first answer was already reported
+                reported[position] = generation
+            if on_result is not None:
+                on_result(position, generation)
+
+        self._recorder.on_reply = on_reply
+        try:
+            results = self.client.run_batch(
+                [self._request(request, position) for position, request in enumerate(requests)],
+                progress=False,
+            )
+        finally:
+            self._recorder.on_reply = None
+        finish_by_key = {
+            result.cache_key: reported[position].finish_reason
+            for position, result in enumerate(results)
+            if position in reported
+        }
         generations = []
-        for result in results:
-            if not result.ok:
-                generations.append(Generation(None, "error", None, f"{result.status}: {result.error}"))
+        for position, result in enumerate(results):
+            if position in reported:
+                generations.append(reported[position])
                 continue
-            text = result.raw_text if result.raw_text is not None else str(result.data)
-            tokens = result.usage.completion_tokens or None
-            finish = "length" if tokens is not None and tokens >= self.settings.max_new_tokens else "stop"
-            generations.append(Generation(text, finish, tokens))
+            if not result.ok:
+                generation = Generation(None, "error", None, f"{result.status}: {result.error}")
+            else:
+                text = result.raw_text if result.raw_text is not None else str(result.data)
+                tokens = result.usage.completion_tokens or None
+                generation = Generation(
+                    text, self._finish(finish_by_key.get(result.cache_key), tokens), tokens
+                )
+            generations.append(generation)
+            if on_result is not None:
+                on_result(position, generation)
         return generations
 
 

@@ -1,11 +1,12 @@
 """Resumable prediction cache: completions keyed by model, adapter, benchmark and item.
 
-Layout: ``<root>/<run key>/<benchmark>.jsonl``, one JSON object per line, appended and flushed after
-every batch, so a run that is interrupted continues where it stopped and a finished run costs
-nothing to score again. The run key is readable (model and adapter names) plus a short hash of
-everything that changes the completions (model, adapter, backend, output format, model family,
-generation settings). Each line also carries the hash of the exact prompt; an entry whose prompt
-changed is not reused. A half-written last line (a killed process) is skipped with a warning.
+Layout: ``<root>/<run key>/<benchmark>.jsonl``, one JSON object per line, appended and flushed as
+each answer arrives (safe from several threads), so a run that is interrupted continues where it
+stopped and a finished run costs nothing to score again. The run key is readable (model and adapter
+names) plus a short hash of everything that changes the completions (model, adapter, backend, the
+API endpoint, output format, model family, generation settings). Each line also carries the hash of
+the exact prompt; an entry whose prompt changed is not reused. A half-written last line (a killed
+process) is skipped with a warning.
 
 >>> import tempfile
 >>> with tempfile.TemporaryDirectory() as folder:
@@ -22,6 +23,7 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -109,6 +111,7 @@ class PredictionCache:
         self.run_key = run_key
         self.folder = Path(root) / run_key.folder_name
         self._entries: dict[str, dict[str, CachedPrediction]] = {}
+        self._lock = threading.RLock()
 
     def _file(self, benchmark: str) -> Path:
         return self.folder / f"{slug(benchmark)}.jsonl"
@@ -135,11 +138,16 @@ class PredictionCache:
 
     def get(self, benchmark: str, item_id: str, prompt_hash: str) -> CachedPrediction | None:
         """The cached completion of an item for exactly this prompt, or ``None``."""
-        entry = self._load(benchmark).get(item_id)
+        with self._lock:
+            entry = self._load(benchmark).get(item_id)
         return entry if entry is not None and entry.prompt_hash == prompt_hash else None
 
     def add(self, benchmark: str, predictions: Iterable[CachedPrediction]) -> None:
-        """Append predictions and flush them to disk at once."""
+        """Append predictions and flush them to disk at once (callers may be on several threads)."""
+        with self._lock:
+            self._append(benchmark, predictions)
+
+    def _append(self, benchmark: str, predictions: Iterable[CachedPrediction]) -> None:
         entries = self._load(benchmark)
         path = self._file(benchmark)
         path.parent.mkdir(parents=True, exist_ok=True)

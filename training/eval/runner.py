@@ -12,6 +12,16 @@ call. Output folder layout::
 
 Several models evaluated into the same folder appear side by side in the report (a baseline and its
 post-trained version, for instance), and the grounding analysis compares them.
+
+Completions are cached as they arrive (one JSONL line per answer, flushed at once), under a key of
+everything that shapes them: model, adapter, backend and, for APIs, the endpoint (provider and base
+URL), output format, model family and sampling settings. All uncached prompts go to the backend in
+one call (vLLM schedules them itself; transformers batches them; the API backend sends them
+concurrently), so an interrupted run loses at most the answers still in flight. Failed requests are
+not cached: a rerun asks them again.
+
+A rerun under the same run name merges into ``runs/<run name>/``: the items it evaluated replace
+their earlier rows, and the rows of other benchmarks (or of items outside ``--limit``) stay.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from training.eval.backends import (
     GenerationSettings,
     TransformersBackend,
     build_backend,
-    chunks,
+    endpoint_of,
 )
 from training.eval.benchmarks import BenchmarkSources, limit_items, load_benchmarks, normalize_benchmark_names
 from training.eval.grounding_analysis import GroundingResult, analyse_grounding, box_table
@@ -148,6 +158,15 @@ def resolve_prompt_format(config: EvalRunConfig, family: str) -> str:
     return "spatialcore" if family == "qwen3_vl" else "spatialthinker"
 
 
+def run_endpoint(config: EvalRunConfig) -> str | None:
+    """The API endpoint of an ``openai``-backend run (provider and base URL); ``None`` for local backends."""
+    if config.backend != "openai":
+        return None
+    return endpoint_of(
+        config.backend_options.get("provider", "openai"), config.backend_options.get("base_url")
+    )
+
+
 def build_request(item: dict, prompt_format: str, family: str) -> GenerationRequest:
     """The generation request of one item: its prompt in the item's output format, and its images."""
     messages = build_messages(output_format_for(item, prompt_format), item, family)
@@ -188,11 +207,16 @@ def generate_with_cache(
     requests: list[GenerationRequest],
     cache: PredictionCache,
     backend: LazyBackend,
-    chunk_size: int,
 ) -> dict[str, Generation]:
-    """Completions of every item: cached ones as they are, the rest generated and cached chunk by chunk."""
+    """Completions of every item: cached ones as they are, the rest from one backend call, each cached on arrival.
+
+    Every uncached prompt goes to the backend in one ``generate`` call (the backend batches or
+    schedules them itself), and each answer is appended to the prediction cache the moment the
+    backend reports it, so an interrupted run keeps every answer it already received (and paid for).
+    Failed requests (no text) are not cached: the next run asks them again.
+    """
     results: dict[str, Generation] = {}
-    pending: dict[str, list[tuple[dict, GenerationRequest]]] = {}
+    pending: list[tuple[dict, GenerationRequest]] = []
     for item, request in zip(items.iter_rows(named=True), requests, strict=True):
         cached = cache.get(item["benchmark"], item["item_id"], request.prompt_hash)
         if cached is not None:
@@ -200,33 +224,37 @@ def generate_with_cache(
                 cached.completion, cached.finish_reason, cached.completion_tokens
             )
         else:
-            pending.setdefault(item["benchmark"], []).append((item, request))
-    total = sum(len(entries) for entries in pending.values())
-    if total:
-        logger.info(
-            "%d of %d items answered from the cache; generating %d", len(results), items.height, total
-        )
-    with tqdm(total=total, desc="generating", disable=total == 0) as progress:
-        for benchmark, entries in pending.items():
-            for chunk in chunks(entries, chunk_size):
-                generations = backend.get().generate([request for _, request in chunk])
-                fresh = []
-                for (item, request), generation in zip(chunk, generations, strict=True):
-                    results[item["item_id"]] = generation
-                    if generation.text is not None:
-                        fresh.append(
-                            CachedPrediction(
-                                item["item_id"],
-                                request.prompt_hash,
-                                generation.text,
-                                generation.finish_reason,
-                                generation.completion_tokens,
-                            )
+            pending.append((item, request))
+    if not pending:
+        return results
+    logger.info(
+        "%d of %d items answered from the cache; generating %d", len(results), items.height, len(pending)
+    )
+    with tqdm(total=len(pending), desc="generating") as progress:
+
+        def record(position: int, generation: Generation) -> None:
+            item, request = pending[position]
+            results[item["item_id"]] = generation
+            if generation.text is not None:
+                cache.add(
+                    item["benchmark"],
+                    [
+                        CachedPrediction(
+                            item["item_id"],
+                            request.prompt_hash,
+                            generation.text,
+                            generation.finish_reason,
+                            generation.completion_tokens,
                         )
-                    else:
-                        logger.warning("no completion for %s: %s", item["item_id"], generation.error)
-                cache.add(benchmark, fresh)
-                progress.update(len(chunk))
+                    ],
+                )
+            else:
+                logger.warning("no completion for %s: %s", item["item_id"], generation.error)
+            progress.update(1)
+
+        generations = backend.get().generate([request for _, request in pending], on_result=record)
+    for (item, _), generation in zip(pending, generations, strict=True):
+        results.setdefault(item["item_id"], generation)
     return results
 
 
@@ -331,6 +359,46 @@ def attach_box_entropies(
     )
 
 
+def merge_run_table(path: Path, fresh: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``fresh`` rows plus the rows of an earlier table at ``path`` that ``fresh`` does not replace.
+
+    Rows are matched on ``keys``: an item evaluated again replaces its earlier row; rows of other
+    items and benchmarks stay. Never erases: without an earlier table, ``fresh`` is returned as is.
+    """
+    if not path.is_file():
+        return fresh
+    earlier = pl.read_parquet(path)
+    if earlier.height == 0 or not all(key in earlier.columns for key in keys):
+        return fresh
+    kept = earlier.join(fresh.select(keys).unique(), on=keys, how="anti")
+    if kept.height == 0:
+        return fresh
+    return pl.concat([kept, fresh], how="diagonal_relaxed").select(fresh.columns).cast(fresh.schema)
+
+
+def _merged_meta(path: Path, meta: dict[str, Any], scores: pl.DataFrame) -> dict[str, Any]:
+    """``run.json`` of a merged run: the new settings, every benchmark present, the merged item count."""
+    if path.is_file():
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        changed = [
+            key
+            for key in ("model", "adapter", "backend", "prompt_format", "family", "generation", "endpoint")
+            if earlier.get(key) != meta.get(key)
+        ]
+        if changed:
+            logger.warning(
+                "run %s: %s differ from the earlier run of this name; the rows of benchmarks not evaluated "
+                "now keep their earlier settings (use another --run-name to keep them apart)",
+                meta["run_name"],
+                ", ".join(changed),
+            )
+    merged = dict(meta)
+    merged["benchmarks"] = sorted(scores["benchmark"].unique().to_list())
+    merged["items"] = scores.height
+    merged["evaluated_now"] = list(meta["benchmarks"])
+    return merged
+
+
 def collect_runs(output_dir: Path, file_name: str) -> pl.DataFrame | None:
     """Concatenate ``runs/*/<file_name>`` of an output folder (every run evaluated into it)."""
     files = sorted((output_dir / "runs").glob(f"*/{file_name}"))
@@ -372,25 +440,24 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
     )
 
     requests = [build_request(item, prompt_format, family) for item in items.iter_rows(named=True)]
-    run_key = RunKey(
-        model=config.model,
-        adapter=config.adapter,
-        settings={
-            "backend": config.backend,
-            "prompt_format": prompt_format,
-            "family": family,
-            "max_new_tokens": config.generation.max_new_tokens,
-            "temperature": config.generation.temperature,
-            "top_p": config.generation.top_p,
-            "seed": config.generation.seed,
-        },
-    )
+    settings: dict[str, Any] = {
+        "backend": config.backend,
+        "prompt_format": prompt_format,
+        "family": family,
+        "max_new_tokens": config.generation.max_new_tokens,
+        "temperature": config.generation.temperature,
+        "top_p": config.generation.top_p,
+        "seed": config.generation.seed,
+    }
+    endpoint = run_endpoint(config)
+    if endpoint is not None:
+        settings["endpoint"] = endpoint  # the same model name on another server is another model
+    run_key = RunKey(model=config.model, adapter=config.adapter, settings=settings)
     cache = PredictionCache(output / "predictions", run_key)
     cache.write_manifest()
     backend = LazyBackend(config, family)
     try:
-        chunk_size = max(config.generation.batch_size * 4, 16)
-        generations = generate_with_cache(items, requests, cache, backend, chunk_size)
+        generations = generate_with_cache(items, requests, cache, backend)
         scores, grounding_inputs = score_items(
             items, generations, run_name=run_name, config=config, prompt_format=prompt_format, family=family
         )
@@ -402,10 +469,16 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
 
     run_folder = output / "runs" / slug(run_name, 120)
     run_folder.mkdir(parents=True, exist_ok=True)
-    scores.write_parquet(run_folder / "scores.parquet")
-    grounding_inputs.write_parquet(run_folder / "grounding_inputs.parquet")
+    merged_scores = merge_run_table(run_folder / "scores.parquet", scores, ["benchmark", "item_id"])
+    merged_scores.write_parquet(run_folder / "scores.parquet")
+    merge_run_table(
+        run_folder / "grounding_inputs.parquet", grounding_inputs, ["benchmark", "item_id"]
+    ).write_parquet(run_folder / "grounding_inputs.parquet")
     quarantine_frame = quarantine.to_frame()
-    quarantine_frame.write_parquet(run_folder / "quarantine.parquet")
+    quarantine_keys = [c for c in ("record_id", "source_file", "reason") if c in quarantine_frame.columns]
+    merge_run_table(run_folder / "quarantine.parquet", quarantine_frame, quarantine_keys).write_parquet(
+        run_folder / "quarantine.parquet"
+    )
     run_meta = {
         "run_name": run_name,
         "model": config.model,
@@ -420,7 +493,9 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
         "grounding_analysis": config.grounding_analysis,
         "seconds": round(time.time() - started, 2),
         "predictions_cache": str(cache.folder),
+        "endpoint": endpoint,
     }
+    run_meta = _merged_meta(run_folder / "run.json", run_meta, merged_scores)
     (run_folder / "run.json").write_text(json.dumps(run_meta, indent=2, default=str), encoding="utf-8")
 
     all_scores = collect_runs(output, "scores.parquet")
