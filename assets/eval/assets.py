@@ -7,10 +7,17 @@
 
 Both are thin wrappers over :mod:`training.eval` (benchmarks, runner, reports). The default build
 is offline and fast: no model is configured, so materialising the group only builds the items table.
+
+The run configs are the asset side's one definition of each setting: the training-side settings
+(:class:`~training.eval.benchmarks.BenchmarkSources`, :class:`~training.eval.backends.GenerationSettings`,
+:class:`~training.eval.runner.EvalRunConfig`) are filled from the config fields of the same names
+(:func:`training_settings`), so no field is mapped by hand.
 """
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 import dagster as dg
 import polars as pl
@@ -19,7 +26,14 @@ from pydantic import Field
 
 from assets.previews import gallery, markdown_image
 from assets.resources import StorageResource
-from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output, value_counts
+from assets.tables import (
+    contract_check_specs,
+    finalize_table,
+    json_metadata,
+    quarantine_output,
+    table_and_quarantine_outs,
+    value_counts,
+)
 from data_contracts import eval_items as eval_items_contract
 from data_contracts import eval_report as eval_report_contract
 from data_contracts.images import decode_image
@@ -42,6 +56,19 @@ GROUP = "eval"
 EVAL_CODE_VERSION = "1"
 MCQ_BENCHMARKS = {"omnispatial": ("omnispatial", "sub_task_type"), "spatialab": ("spatialab", "task_type")}
 
+Settings = TypeVar("Settings")
+
+
+def training_settings(target: type[Settings], config: dg.Config, **values: Any) -> Settings:
+    """A training-side settings dataclass filled from the config fields of the same names; ``values`` win.
+
+    >>> from training.eval.backends import GenerationSettings
+    >>> training_settings(GenerationSettings, EvalReportConfig(max_new_tokens=4, temperature=0.5)).max_new_tokens
+    4
+    """
+    shared = {item.name for item in dataclasses.fields(target)} & set(type(config).model_fields)
+    return target(**({name: getattr(config, name) for name in shared} | values))
+
 
 class EvalItemsConfig(dg.Config):
     """Which benchmarks to read and where their local copies are (empty paths: the defaults)."""
@@ -54,7 +81,7 @@ class EvalItemsConfig(dg.Config):
         default=None,
         description="OmniSpatial test folder; default: the mcq_questions rows with split == 'test'.",
     )
-    omnispatial_split: str = Field(
+    omnispatial_split: Literal["all", "test", "train"] = Field(
         default="all", description="With omnispatial_root: all, test or train (hash split)."
     )
     spatialab_path: str | None = Field(
@@ -114,20 +141,13 @@ def build_eval_items(
         else:
             from_files.append(name)
     if from_files:
-        sources = BenchmarkSources(
+        sources = training_settings(
+            BenchmarkSources,
+            config,
             storage_root=str(storage_root),
-            omnispatial_root=config.omnispatial_root,
-            omnispatial_split=config.omnispatial_split,
-            spatialab_path=config.spatialab_path,
-            spatialab_images_dir=config.spatialab_images_dir,
-            cvbench_path=config.cvbench_path,
-            threedsrbench_path=config.threedsrbench_path,
-            blink_path=config.blink_path,
             blink_subsets=tuple(config.blink_subsets),
-            stvqa_path=config.stvqa_path,
-            stvqa_split=config.stvqa_split,
-            dge_tasks_path=config.dge_tasks_path,
-            dge_split=config.dge_split,
+            circular=False,  # rotations and reference boxes are added below, to the mcq_questions items too
+            pseudo_gt_path=None,
         )
         loaded, loaded_log = load_benchmarks(from_files, sources)
         frames.append(loaded)
@@ -146,17 +166,13 @@ def _items_preview(frame: pl.DataFrame) -> Image.Image | None:
 
 
 @dg.multi_asset(
-    outs={
-        "eval_items": dg.AssetOut(
-            description="Benchmark items (question, images, gold answer from the benchmark's own index or letter) of "
-            "every configured benchmark, under one contract.",
-            code_version=EVAL_CODE_VERSION,
-        ),
-        "eval_items_quarantine": dg.AssetOut(
-            description="Benchmark records that could not be read, with the reason and the source file.",
-            code_version=EVAL_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        "eval_items",
+        "Benchmark items (question, images, gold answer from the benchmark's own index or letter) of every "
+        "configured benchmark, under one contract.",
+        EVAL_CODE_VERSION,
+        quarantine_description="Benchmark records that could not be read, with the reason and the source file.",
+    ),
     ins={"mcq_questions": dg.AssetIn()},
     check_specs=contract_check_specs("eval_items"),
     group_name=GROUP,
@@ -196,11 +212,15 @@ class EvalReportConfig(dg.Config):
         default=None, description="Model folder or name (API model name for the openai backend)."
     )
     adapter: str | None = Field(default=None, description="LoRA adapter folder.")
-    backend: str = Field(default="transformers", description="transformers, vllm or openai.")
+    backend: Literal["transformers", "vllm", "openai"] = Field(
+        default="transformers", description="transformers, vllm or openai."
+    )
     benchmarks: list[str] = Field(
         default=[], description="Benchmarks to evaluate; empty: every benchmark in eval_items."
     )
-    prompt_format: str = Field(default="auto", description="spatialcore, spatialthinker or auto.")
+    prompt_format: Literal["auto", "spatialcore", "spatialthinker"] = Field(
+        default="auto", description="spatialcore, spatialthinker or auto."
+    )
     family: str | None = Field(
         default=None, description="Box-convention family; read from the model config when empty."
     )
@@ -216,7 +236,9 @@ class EvalReportConfig(dg.Config):
     )
     output_dir: str | None = Field(default=None, description="Output folder; default <storage root>/eval.")
     device: str | None = Field(default=None, description="transformers: device (the GPU when there is one).")
-    adapter_mode: str = Field(default="auto", description="vllm: lora, merge or auto.")
+    adapter_mode: Literal["auto", "lora", "merge"] = Field(
+        default="auto", description="vllm: lora, merge or auto."
+    )
     base_url: str | None = Field(default=None, description="openai: API root (e.g. a vLLM server).")
     api_key_env: str = Field(
         default="OPENAI_API_KEY", description="openai: environment variable holding the key."
@@ -277,20 +299,12 @@ def eval_report(
         yield checked.check
         return
     benchmarks = config.benchmarks or sorted(counts)
-    run_config = EvalRunConfig(
-        model=config.model,
-        adapter=config.adapter,
-        backend=config.backend,
+    run_config = training_settings(
+        EvalRunConfig,
+        config,
         benchmarks=tuple(benchmarks),
         output_dir=config.output_dir or str(storage.path / "eval"),
-        run_name=config.run_name,
-        prompt_format=config.prompt_format,
-        family=config.family,
-        limit=config.limit,
-        generation=GenerationSettings(
-            max_new_tokens=config.max_new_tokens, temperature=config.temperature, batch_size=config.batch_size
-        ),
-        grounding_analysis=config.grounding_analysis,
+        generation=training_settings(GenerationSettings, config),
         backend_options=_backend_options(config),
     )
     result = run_evaluation(run_config, items=eval_items)
