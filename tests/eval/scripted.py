@@ -33,6 +33,7 @@ from tests.fakes.llm_servers import (
     request_images,
     request_text,
 )
+from training.eval.scoring import output_format_for
 from training.prompts import build_messages
 
 SCENE = '{"objects": [], "relationships": []}'
@@ -84,7 +85,7 @@ class AnswerKey:
         self.prompt_format = prompt_format
         self.items: dict[tuple[str, str], dict] = {}
         for item in items.iter_rows(named=True):
-            messages = build_messages(prompt_format, item, family)
+            messages = build_messages(output_format_for(item, prompt_format), item, family)
             text = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
             self.items[(text, _digest([cell["bytes"] for cell in item["images"]]))] = item
 
@@ -92,16 +93,20 @@ class AnswerKey:
         """The item a request is about."""
         return self.items[(request_text(body), _digest(request_images(body)))]
 
-    def completion(self, answer: str) -> str:
-        """A well-formed completion of the run's format with ``answer`` as its answer."""
+    def completion(self, answer: str, item: dict | None = None) -> str:
+        """A well-formed completion of the item's format (the run's, or ``dge`` for numbers) answering ``answer``."""
+        if item is not None and item["answer_format"] == "numeric":
+            return f"<think>measured</think><answer>{answer}</answer>"
         if self.prompt_format == "spatialcore":
             return f"I look at the image.</think>{answer}"
         return f"<observe>a scene</observe><scene>{SCENE}</scene><think>so</think><answer>{answer}</answer>"
 
     # -- policies --------------------------------------------------------------------------------
     def gold(self, body: dict) -> Reply:
-        """The gold answer: ``(X) option text`` (SpatialThinker) or the letter (SpatialCORE)."""
+        """The gold answer: ``(X) option text`` (SpatialThinker), the letter (SpatialCORE), the number."""
         item = self.item(body)
+        if item["answer_format"] == "numeric":
+            return Reply(self.completion(f"{item['numeric_answer']} {item['unit'] or ''}".strip(), item))
         letter, options = item["answer"], item["options"]
         if self.prompt_format == "spatialcore":
             return Reply(self.completion(letter))
@@ -109,8 +114,10 @@ class AnswerKey:
         return Reply(self.completion(text))
 
     def always_a(self, body: dict) -> Reply:
-        """Always option A (with A's text when the format writes texts)."""
+        """Always option A (with A's text when the format writes texts); numbers: twice the gold value."""
         item = self.item(body)
+        if item["answer_format"] == "numeric":
+            return Reply(self.completion(f"{2 * item['numeric_answer']} {item['unit'] or ''}".strip(), item))
         if self.prompt_format == "spatialcore":
             return Reply(self.completion("A"))
         text = f"(A) {item['options'][0]}" if item["options"] else "(A)"
