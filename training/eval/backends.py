@@ -86,7 +86,8 @@ class GenerationSettings:
             completion truncated.
         temperature (`float`, defaults to `0.0`): 0 is greedy decoding.
         top_p (`float`, defaults to `1.0`): nucleus sampling (with a temperature above 0).
-        batch_size (`int`, defaults to `8`): prompts per batch (transformers; chunk size elsewhere).
+        batch_size (`int`, defaults to `8`): prompts per ``generate`` batch of the transformers backend
+            (vLLM schedules every prompt itself; the API backend uses its own concurrency).
         seed (`int`, defaults to `0`): sampling seed.
     """
 
