@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from assets.dge.geometry import SceneGeometryConfig, build_scan_geometry
+from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
@@ -82,7 +82,7 @@ def scene_tables(args: argparse.Namespace) -> tuple[pl.DataFrame, dict]:
 
 def time_once(frames: pl.DataFrame, scene: dict, source: str) -> tuple[float, float, int, int]:
     started = time.perf_counter()
-    geometry = build_scan_geometry(frames, scene, SceneGeometryConfig(object_points_source=source))
+    geometry = build_scan_geometry(frames, scene, SceneGeometrySettings(object_points_source=source))
     middle = time.perf_counter()
     visibility = build_frame_visibility(geometry, frames)
     finished = time.perf_counter()

@@ -88,7 +88,6 @@ class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings):
 
 DEFAULT_SCENE_GEOMETRY_SETTINGS = SceneGeometrySettings()
 
-SceneGeometryConfig = SceneGeometrySettings
 """Former name of :class:`SceneGeometrySettings`, still used by ``benchmarks/bench_dge.py``."""
 
 

@@ -87,6 +87,7 @@ def test_scene_graph_rules():
         "image_width": 8,
         "image_height": 6,
         "source": "vg",
+        "split": "train",
         "objects": [obj("a", [0, 0, 10, 10]), obj("b", [5, 5, 20, 20])],
         "relationships": [{"subject_id": "a", "predicate": "left of", "object_id": "b"}],
     }

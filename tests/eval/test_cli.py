@@ -183,3 +183,21 @@ def test_run_names():
     assert config.resolved_run_name() == "Qwen3-VL-8B-Thinking+checkpoint-300"
     with pytest.raises(ValueError, match="prompt format"):
         runner.EvalRunConfig(model="m", prompt_format="plain")
+
+
+def test_benchmark_locations_on_the_command_line():
+    from training.eval.cli import config_from_args, make_parser
+
+    args = make_parser().parse_args(
+        [
+            "--model",
+            "m",
+            "--output",
+            "out",
+            "--benchmarks",
+            "cv-bench=hf://datasets/nyu-visionx/CV-Bench@main,omnispatial",
+        ]
+    )
+    config = config_from_args(args)
+    assert config.benchmarks == ("cvbench", "omnispatial")
+    assert config.sources.cvbench_path == "hf://datasets/nyu-visionx/CV-Bench@main"

@@ -39,7 +39,12 @@ from collections.abc import Sequence
 from data_contracts.boxes import UnknownModelFamilyError
 from readers.common import MissingInputError
 from training.eval.backends import ADAPTER_MODES, BACKENDS, AdapterNotAppliedError, GenerationSettings
-from training.eval.benchmarks import BENCHMARK_NAMES, BLINK_SPATIAL_SUBSETS, BenchmarkSources
+from training.eval.benchmarks import (
+    BENCHMARK_NAMES,
+    BLINK_SPATIAL_SUBSETS,
+    BenchmarkSources,
+    split_benchmark_locations,
+)
 from training.eval.reports import console_lines
 from training.eval.runner import PROMPT_FORMAT_CHOICES, EvalRunConfig, run_evaluation
 
@@ -115,7 +120,8 @@ def make_parser() -> argparse.ArgumentParser:
     data.add_argument(
         "--benchmarks",
         default="omnispatial",
-        help=f"Comma-separated: {', '.join(BENCHMARK_NAMES)} (aliases: stvqa, dge, cv-bench), or all.",
+        help=f"Comma-separated: {', '.join(BENCHMARK_NAMES)} (aliases: stvqa, dge, cv-bench), or all; "
+        "name=LOCATION reads that benchmark from a folder or a Hub dataset (hf://datasets/OWNER/NAME[@REV]).",
     )
     data.add_argument("--limit", type=int, default=None, help="Only the first N questions of each benchmark.")
     data.add_argument("--storage-root", default=None, help="Storage root of the default sources and tables.")
@@ -190,6 +196,7 @@ def config_from_args(args: argparse.Namespace) -> EvalRunConfig:
             "provider": args.api_provider,
             "max_concurrency": args.max_concurrency,
         }
+    names, locations = split_benchmark_locations(args.benchmarks)
     sources = BenchmarkSources(
         storage_root=args.storage_root,
         omnispatial_root=args.omnispatial_root,
@@ -206,12 +213,12 @@ def config_from_args(args: argparse.Namespace) -> EvalRunConfig:
         dge_split=args.dge_split,
         pseudo_gt_path=args.pseudo_gt,
         circular=args.circular,
-    )
+    ).with_locations(locations)
     return EvalRunConfig(
         model=args.model,
         adapter=args.adapter,
         backend=args.backend,
-        benchmarks=tuple(args.benchmarks.split(",")),
+        benchmarks=tuple(names),
         output_dir=args.output,
         run_name=args.run_name,
         prompt_format=args.prompt_format,
