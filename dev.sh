@@ -50,7 +50,8 @@ install() {
 
 export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
 mkdir -p "$DAGSTER_HOME"
-[ -f "$DAGSTER_HOME/dagster.yaml" ] || : > "$DAGSTER_HOME/dagster.yaml"
+# The instance settings (run queue, run monitoring) from the template, unless the instance has its own.
+[ -s "$DAGSTER_HOME/dagster.yaml" ] || cp pipelines/deploy/dagster.yaml "$DAGSTER_HOME/dagster.yaml"
 
 command="${1:-build}"
 shift || true

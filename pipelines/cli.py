@@ -1,12 +1,17 @@
 """``spatial-build``: materialise the whole asset graph in one command, then summarise the caches.
 
-A Dagster run cannot mix partitions definitions, so the graph is run in waves, in dependency order:
-whenever every input of a set of unpartitioned assets is built, they run together in one run;
-partitioned assets (per-scan DGE geometry, Grounding DINO shards, STVQA shards) run once per
-partition, and a failing partition does not stop the others.
+The graph runs through the project's named jobs, in dependency order (a Dagster run cannot mix
+partitions definitions): unpartitioned assets whose inputs are built run together in one
+``datasets_job`` run; partitioned assets (per-scan DGE geometry, Grounding DINO shards, STVQA
+shards) run in ``dge_job``, ``grounding_shards_job`` or ``stvqa_shards_job``, once per partition,
+and a failing partition does not stop the others. Before the sources are read, new scan folders
+are added as ``scenes`` partitions and the raw folders are observed (``observe_raw_files_job``), so
+the automation sensor knows what the build read. Every run is tagged ``spatial/launched_by`` and
+``spatial/selection``.
 
 Runs are recorded in the Dagster instance of ``$DAGSTER_HOME`` when it is set (so ``dagster dev``
-shows them afterwards), else in a temporary instance.
+shows them afterwards), else in a temporary instance. The console shows one line per step and
+the summary; Dagster's own event log of each run is in the UI (``--verbose`` prints it too).
 
 Usage::
 
@@ -48,7 +53,8 @@ def make_parser() -> argparse.ArgumentParser:
         default="*",
         help="Dagster asset selection string limiting what is built (default: everything).",
     )
-    parser.add_argument("--quiet", action="store_true", help="Only warnings and the final summary.")
+    parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
+    parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")
     return parser
 
 
@@ -60,7 +66,7 @@ def _instance() -> dg.DagsterInstance:
 
 
 def _run_config(args: argparse.Namespace, with_sample_world: bool) -> dict:
-    config: dict = {"loggers": {"console": {"config": {"log_level": "WARNING" if args.quiet else "INFO"}}}}
+    config: dict = {"loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "WARNING"}}}}
     sample = {
         k: v
         for k, v in {"num_scenes": args.scenes, "views_per_scene": args.views, "seed": args.seed}.items()
@@ -119,27 +125,51 @@ def build_waves(
     return waves
 
 
-def _materialize(assets, keys, resources, instance, run_config, partition_key=None) -> bool:
-    if not keys:
-        return True
-    result = dg.materialize(
-        assets,
-        selection=keys,
-        resources=resources,
-        instance=instance,
+def _execute(
+    defs: dg.Definitions,
+    job_name: str,
+    keys: Sequence[dg.AssetKey] | None,
+    instance: dg.DagsterInstance,
+    run_config: dict,
+    tags: dict[str, str],
+    partition_key: str | None = None,
+) -> bool:
+    """Run ``job_name`` (restricted to ``keys`` when given); log the failed steps; True on success."""
+    result = defs.resolve_job_def(job_name).execute_in_process(
         run_config=run_config,
+        instance=instance,
         partition_key=partition_key,
+        asset_selection=list(keys) if keys is not None else None,
+        tags=tags,
         raise_on_error=False,
     )
     if not result.success:
         failed = [event.step_key for event in result.get_step_failure_events()]
         logger.error(
-            "run %s failed in %s%s",
+            "run %s of %s failed in %s%s (details: the run's page in the Dagster UI)",
             result.run_id,
+            job_name,
             failed,
             f" (partition {partition_key})" if partition_key else "",
         )
     return result.success
+
+
+def _observe_raw_files(
+    defs: dg.Definitions, instance: dg.DagsterInstance, args, tags: dict[str, str]
+) -> bool:
+    """Add every scan folder as a ``scenes`` partition, then record the raw folders' content versions."""
+    from assets.partitions import SCENES_PARTITIONS_NAME
+    from assets.raw_files import scan_folders
+    from pipelines.automation import OBSERVE_RAW_FILES_JOB
+
+    resources = defs.resources
+    scenes = scan_folders(resources["sources"], resources["storage"])
+    known = set(instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
+    new = [scene for scene in scenes if scene not in known]
+    if new:
+        instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
+    return _execute(defs, OBSERVE_RAW_FILES_JOB, None, instance, _run_config(args, False), tags)
 
 
 def summarize(storage_root: Path) -> str:
@@ -169,46 +199,59 @@ def summarize(storage_root: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Build everything, print the summary; exit status 1 when any run failed."""
     args = make_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    from assets.partitions import register_scene_partitions
-    from data_contracts.storage import default_storage_root
-    from pipelines.definitions import ALL_ASSETS, build_resources
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    from data_contracts.storage import resolve_storage_root
+    from pipelines.definitions import ALL_ASSETS, build_definitions
+    from pipelines.jobs import job_for
 
-    storage_root = Path(args.storage_root or default_storage_root()).resolve()
-    resources = build_resources(str(storage_root))
+    storage_root = resolve_storage_root(args.storage_root).resolve()
+    defs = build_definitions(str(storage_root))
     instance = _instance()
     selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()
+    tags = {"spatial/launched_by": "spatial-build", "spatial/selection": args.select}
     started = time.perf_counter()
     ok = True
-    sample_world_config = _run_config(args, True)
+    observed = False
     built_unpartitioned = partitions_ok = failed_partitions = 0
     for wave in build_waves(ALL_ASSETS, selection):
         keys = [key for node in wave for key in node.keys]
-        partitions_def = wave[0].partitions_def
-        if partitions_def is None:
-            config = (
-                sample_world_config
-                if any(k.to_user_string() == "sample_world" for k in keys)
-                else _run_config(args, False)
-            )
-            ok = _materialize(ALL_ASSETS, keys, resources, instance, config) and ok
+        names = ", ".join(sorted({node.node_def.name for node in wave}))
+        job_name = job_for(wave[0])
+        wave_started = time.perf_counter()
+        is_sample_world = any(k.to_user_string() == "sample_world" for k in keys)
+        if not observed and not is_sample_world:
+            ok = _observe_raw_files(defs, instance, args, tags) and ok
+            observed = True
+        if wave[0].partitions_def is None:
+            success = _execute(defs, job_name, keys, instance, _run_config(args, is_sample_world), tags)
+            ok = success and ok
             built_unpartitioned += len(wave)
+            logger.info(
+                "%s %s: %s (%.1f s)",
+                job_name,
+                names,
+                "ok" if success else "FAILED",
+                time.perf_counter() - wave_started,
+            )
             continue
-        if isinstance(partitions_def, dg.DynamicPartitionsDefinition):
-            partition_keys = register_scene_partitions(instance, storage_root)
-        else:
-            partition_keys = list(partitions_def.get_partition_keys())
-        logger.info("building %s over %d partitions", [k.to_user_string() for k in keys], len(partition_keys))
+        partition_keys = list(wave[0].partitions_def.get_partition_keys(dynamic_partitions_store=instance))
+        failed = 0
         for partition_key in partition_keys:
-            if _materialize(
-                ALL_ASSETS, keys, resources, instance, _run_config(args, False), partition_key=partition_key
-            ):
-                partitions_ok += 1
-            else:
-                failed_partitions += 1
+            if not _execute(defs, job_name, keys, instance, _run_config(args, False), tags, partition_key):
+                failed += 1
+        partitions_ok += len(partition_keys) - failed
+        failed_partitions += failed
+        logger.info(
+            "%s %s: %d partitions ok, %d failed (%.1f s)",
+            job_name,
+            names,
+            len(partition_keys) - failed,
+            failed,
+            time.perf_counter() - wave_started,
+        )
+    if not observed:
+        ok = _observe_raw_files(defs, instance, args, tags) and ok
     elapsed = time.perf_counter() - started
     sys.stdout.write(summarize(storage_root) + "\n")
     sys.stdout.write(

@@ -1,4 +1,4 @@
-"""The project's one ``Definitions``: every asset, resource, job, schedule and sensor.
+"""The project's one ``Definitions``: every asset, resource, job and sensor.
 
 ``dagster dev`` (no flags) and ``dg`` find this module through ``pyproject.toml``. The resources
 default to the built-in sample world and the offline backends; the LLM resources name the
@@ -12,11 +12,12 @@ import dagster as dg
 from assets.dge.assets import DGE_ASSETS
 from assets.eval.assets import EVAL_ASSETS
 from assets.grounding.assets import GROUNDING_ASSETS
+from assets.raw_files import RAW_FILE_ASSETS
 from assets.resources import LLMResource, SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS
-from pipelines.automation import build_automation
+from pipelines.automation import build_automation, with_rebuild_policy
 from pipelines.io_manager import ParquetIOManager
 from pipelines.jobs import build_jobs
 
@@ -55,13 +56,20 @@ def build_resources(storage_root: str | None = None) -> dict:
     }
 
 
-ALL_ASSETS = [sample_world, *SOURCE_ASSETS, *GROUNDING_ASSETS, *STVQA_ASSETS, *DGE_ASSETS, *EVAL_ASSETS]
-SCHEDULES, SENSORS = build_automation(ALL_ASSETS)
-
-defs = dg.Definitions(
-    assets=ALL_ASSETS,
-    jobs=build_jobs(ALL_ASSETS),
-    schedules=SCHEDULES,
-    sensors=SENSORS,
-    resources=build_resources(),
+ALL_ASSETS = with_rebuild_policy(
+    [sample_world, *SOURCE_ASSETS, *GROUNDING_ASSETS, *STVQA_ASSETS, *DGE_ASSETS, *EVAL_ASSETS]
 )
+AUTOMATION_JOBS, SENSORS = build_automation()
+
+
+def build_definitions(storage_root: str | None = None) -> dg.Definitions:
+    """Every asset, job and sensor, with the resources of :func:`build_resources`."""
+    return dg.Definitions(
+        assets=[*RAW_FILE_ASSETS, *ALL_ASSETS],
+        jobs=[*build_jobs(ALL_ASSETS), *AUTOMATION_JOBS],
+        sensors=SENSORS,
+        resources=build_resources(storage_root),
+    )
+
+
+defs = build_definitions()

@@ -124,6 +124,7 @@ def _top_down(
         ),
     },
     ins={"rgbd_frames": dg.AssetIn(), "rgbd_scenes": dg.AssetIn()},
+    deps=["raw_scan_files"],  # this scan's files: a new version of them (and only of them) rebuilds the scan
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(SCENE_GEOMETRY),
     group_name=GROUP,

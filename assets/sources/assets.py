@@ -7,10 +7,10 @@
 | ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans | :func:`read_scannet` |
 
 Every asset writes its rejected records to a ``*_quarantine`` table, carries a blocking contract
-check, and reports a data version fingerprinted from the raw files, so a rebuild with unchanged
-inputs leaves downstream assets fresh. A source whose records are all quarantined (a wrong layout,
-a wrong image folder) fails the asset with one sentence naming the input and the first reasons,
-rather than producing an empty table.
+check, and depends on the observable source asset of its raw files (:mod:`assets.raw_files`), whose
+content version is what Dagster's automation compares, so unchanged inputs leave downstream assets
+fresh. A source whose records are all quarantined (a wrong layout, a wrong image folder) fails the
+asset with one sentence naming the input and the first reasons, rather than producing an empty table.
 
 ``scene_graphs`` keeps only the splits in ``scene_graph_splits`` (default train and val): the VG150
 test images never reach the questions generated from it (STVQA, single-image DGE tasks). The images
@@ -27,7 +27,6 @@ from assets.resources import SourcesResource, StorageResource
 from assets.tables import (
     contract_check_specs,
     finalize_table,
-    fingerprint_paths,
     quarantine_output,
     value_counts,
 )
@@ -68,7 +67,7 @@ def _scene_graph_preview(frame: pl.DataFrame):
     },
     check_specs=contract_check_specs("mcq_questions"),
     group_name=GROUP,
-    deps=["sample_world"],
+    deps=["sample_world", "raw_mcq_files"],
 )
 def mcq_questions_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
@@ -95,7 +94,6 @@ def mcq_questions_asset(
         frames.append(spatialab_frame)
         log.extend(spatialab_log)
     combined = pl.concat(frames)
-    version = dg.DataVersion(fingerprint_paths(sources.raw_inputs(storage)["mcq_questions"]))
     checked = finalize_table(
         combined,
         mcq_questions.McqQuestions,
@@ -111,14 +109,10 @@ def mcq_questions_asset(
         },
     )
     context.log.info("mcq_questions: %d rows, %d quarantined", checked.frame.height, len(log))
-    yield dg.Output(
-        checked.frame, output_name="mcq_questions", metadata=checked.metadata, data_version=version
-    )
+    yield dg.Output(checked.frame, output_name="mcq_questions", metadata=checked.metadata)
     yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(
-        quarantine, output_name="mcq_questions_quarantine", metadata=metadata, data_version=version
-    )
+    yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata)
 
 
 @dg.multi_asset(
@@ -135,7 +129,7 @@ def mcq_questions_asset(
     },
     check_specs=contract_check_specs("scene_graphs"),
     group_name=GROUP,
-    deps=["sample_world"],
+    deps=["sample_world", "raw_scene_graph_files"],
 )
 def scene_graphs_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
@@ -169,7 +163,6 @@ def scene_graphs_asset(
             f"{read.excluded_by_split} left out; check the config fields `scene_graph_splits` and "
             "`visual_genome_split`."
         )
-    version = dg.DataVersion(fingerprint_paths(sources.raw_inputs(storage)["scene_graphs"]))
     checked = finalize_table(
         frame,
         scene_graphs.SceneGraphs,
@@ -188,14 +181,10 @@ def scene_graphs_asset(
         },
     )
     context.log.info("scene_graphs: %d images, %d quarantined records", checked.frame.height, len(log))
-    yield dg.Output(
-        checked.frame, output_name="scene_graphs", metadata=checked.metadata, data_version=version
-    )
+    yield dg.Output(checked.frame, output_name="scene_graphs", metadata=checked.metadata)
     yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(
-        quarantine, output_name="scene_graphs_quarantine", metadata=metadata, data_version=version
-    )
+    yield dg.Output(quarantine, output_name="scene_graphs_quarantine", metadata=metadata)
 
 
 @dg.multi_asset(
@@ -215,7 +204,7 @@ def scene_graphs_asset(
     },
     check_specs=contract_check_specs("rgbd_frames", "rgbd_scenes"),
     group_name=GROUP,
-    deps=["sample_world"],
+    deps=["sample_world", "raw_scan_files"],
 )
 def rgbd_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
@@ -226,7 +215,6 @@ def rgbd_asset(
     require_rows(
         tables.scenes.height, tables.quarantine, what="ScanNet", location=root, config_field="scannet_root"
     )
-    version = dg.DataVersion(fingerprint_paths(sources.raw_inputs(storage)["rgbd_frames"]))
     frames = finalize_table(
         tables.frames,
         rgbd_frames.RgbdFrames,
@@ -260,12 +248,12 @@ def rgbd_asset(
         frames.frame.height,
         len(tables.quarantine),
     )
-    yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata, data_version=version)
+    yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata)
     yield frames.check
-    yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata, data_version=version)
+    yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata)
     yield scenes.check
     quarantine, metadata = quarantine_output(tables.quarantine)
-    yield dg.Output(quarantine, output_name="rgbd_frames_quarantine", metadata=metadata, data_version=version)
+    yield dg.Output(quarantine, output_name="rgbd_frames_quarantine", metadata=metadata)
 
 
 SOURCE_ASSETS = [mcq_questions_asset, scene_graphs_asset, rgbd_asset]

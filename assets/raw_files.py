@@ -1,0 +1,190 @@
+"""The raw input folders as observable source assets, versioned by their content.
+
+Each source table (``mcq_questions``, ``scene_graphs``, ``rgbd_frames``/``rgbd_scenes``) depends on
+an observable source asset standing for the raw files it reads:
+
+| observable | what it fingerprints | read by |
+|---|---|---|
+| ``raw_mcq_files`` | the OmniSpatial folder, the SpatiaLab table's folder and images | ``mcq_questions`` |
+| ``raw_scene_graph_files`` | the Visual Genome folder (and its images folder) | ``scene_graphs`` |
+| ``raw_scan_files`` | one RGB-D scan folder per ``scenes`` partition | ``rgbd_frames``, the DGE assets |
+
+An observation records a data version: a hash of every file's path *relative to its configured
+root* and of its content. Moving or copying a data folder (``cp -a``, ``cp -r``, ``mv``) changes no
+version; editing one file changes exactly the version of the observable that holds it (for scans,
+of that scan's partition), so Dagster's automation rebuilds exactly what lies downstream of it.
+
+Hashing a large folder is paid once: content hashes are kept in ``<storage root>/raw_file_hashes.sqlite``
+keyed by absolute path, size and modification time, so a later observation reads a file again only
+when it changed on disk.
+
+>>> import tempfile
+>>> folder = Path(tempfile.mkdtemp()); (folder / "a.txt").write_text("one")
+3
+>>> with FileHashCache(folder / "hashes.sqlite") as cache:
+...     before = content_fingerprint([folder / "a.txt"], cache)
+...     (folder / "b.txt").write_text("one"); same = content_fingerprint([folder / "b.txt"], cache)
+3
+>>> before == same  # same content, same path relative to its root
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import dagster as dg
+
+from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
+from assets.resources import SourcesResource, StorageResource
+
+GROUP = "sources"
+HASH_CACHE_NAME = "raw_file_hashes.sqlite"
+REBUILD_CRON_ENV = "SPATIAL_REBUILD_CRON"
+DEFAULT_REBUILD_CRON = "0 3 * * 0"
+_CHUNK = 1 << 20
+
+
+def rebuild_cron() -> str:
+    """The cron on which the raw folders are observed: ``$SPATIAL_REBUILD_CRON``, default Sundays 03:00 UTC."""
+    return os.environ.get(REBUILD_CRON_ENV) or DEFAULT_REBUILD_CRON
+
+
+class FileHashCache:
+    """SHA-256 of file contents, remembered by (absolute path, size, modification time)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(path, timeout=60)
+        self._connection.execute(
+            "CREATE TABLE IF NOT EXISTS hashes (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT)"
+        )
+
+    def __enter__(self) -> FileHashCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._connection.commit()
+        self._connection.close()
+
+    def sha256(self, path: Path) -> str:
+        """The content hash of ``path``, read from disk only when its size or modification time changed."""
+        stat = path.stat()
+        key = str(path.resolve())
+        row = self._connection.execute(
+            "SELECT size, mtime_ns, sha256 FROM hashes WHERE path = ?", (key,)
+        ).fetchone()
+        if row is not None and row[0] == stat.st_size and row[1] == stat.st_mtime_ns:
+            return row[2]
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+        value = digest.hexdigest()
+        self._connection.execute(
+            "INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?)", (key, stat.st_size, stat.st_mtime_ns, value)
+        )
+        return value
+
+
+def _files_under(root: Path) -> Iterator[tuple[str, Path]]:
+    """``(path relative to root, path)`` of every file under ``root`` (``root`` itself when it is a file)."""
+    if root.is_file():
+        yield root.name, root
+    elif root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                yield path.relative_to(root).as_posix(), path
+
+
+def content_fingerprint(roots: Iterable[Path | None], cache: FileHashCache) -> str:
+    """A hash of every file under ``roots``: its path relative to its root, and its content.
+
+    A missing root counts as empty, so a folder that appears later changes the fingerprint.
+    """
+    digest = hashlib.sha256()
+    for index, root in enumerate(roots):
+        digest.update(f"root {index}\n".encode())
+        if root is None:
+            continue
+        for relative, path in _files_under(Path(root)):
+            digest.update(f"{relative}\0{cache.sha256(path)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def scan_folders(sources: SourcesResource, storage: StorageResource) -> dict[str, Path]:
+    """Every scan folder of the configured ScanNet root, by scene id (its folder name)."""
+    root = sources.scannet(storage)
+    return {path.name: path for path in sorted(root.iterdir()) if path.is_dir()} if root.is_dir() else {}
+
+
+def _observe_on_cron() -> dg.AutomationCondition:
+    return (
+        dg.AutomationCondition.cron_tick_passed(rebuild_cron())
+        .since_last_handled()
+        .with_label(f"observe on cron ({rebuild_cron()})")
+    )
+
+
+def _observable_source(**kwargs) -> Callable:
+    """``dg.observable_source_asset(**kwargs)``, without the beta notice Dagster prints for it at every import."""
+
+    def decorate(function: Callable) -> dg.SourceAsset:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*observable_source_asset.*", category=dg.BetaWarning)
+            return dg.observable_source_asset(**kwargs)(function)
+
+    return decorate
+
+
+def _hash_cache(storage: StorageResource) -> FileHashCache:
+    return FileHashCache(storage.path / HASH_CACHE_NAME)
+
+
+@_observable_source(
+    group_name=GROUP,
+    automation_condition=_observe_on_cron(),
+    description="The raw OmniSpatial and SpatiaLab files (versioned by content, paths relative to their roots).",
+)
+def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
+    """Fingerprint the multiple-choice sources' files."""
+    with _hash_cache(storage) as cache:
+        return dg.DataVersion(content_fingerprint(sources.raw_inputs(storage)["mcq_questions"], cache))
+
+
+@_observable_source(
+    group_name=GROUP,
+    automation_condition=_observe_on_cron(),
+    description="The raw Visual Genome files (versioned by content, paths relative to their roots).",
+)
+def raw_scene_graph_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
+    """Fingerprint the scene-graph source's files."""
+    with _hash_cache(storage) as cache:
+        return dg.DataVersion(content_fingerprint(sources.raw_inputs(storage)["scene_graphs"], cache))
+
+
+@_observable_source(
+    group_name=GROUP,
+    partitions_def=scenes_partitions,
+    automation_condition=_observe_on_cron(),
+    description="One RGB-D scan folder per scenes partition (versioned by content, paths relative to the scan).",
+)
+def raw_scan_files(
+    context: dg.OpExecutionContext, sources: SourcesResource, storage: StorageResource
+) -> dg.DataVersionsByPartition:
+    """Fingerprint every registered scan; a registered scan whose folder is gone versions as empty."""
+    folders = scan_folders(sources, storage)
+    registered = context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
+    with _hash_cache(storage) as cache:
+        return dg.DataVersionsByPartition(
+            {scene: content_fingerprint([folders.get(scene)], cache) for scene in registered}
+        )
+
+
+RAW_FILE_ASSETS = [raw_mcq_files, raw_scene_graph_files, raw_scan_files]
+RAW_FILE_KEYS = [asset.key for asset in RAW_FILE_ASSETS]

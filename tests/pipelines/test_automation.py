@@ -1,0 +1,253 @@
+"""The real automation against a real instance: what a tick requests, and that the requested runs succeed.
+
+A small world is built with ``spatial-build`` into a temporary ``DAGSTER_HOME``; then the project's
+own Definitions (the rebuild policy on every asset, the observable raw folders, the raw-files
+sensor) are evaluated tick by tick with Dagster's automation evaluator, and every requested
+asset partition is executed through the project's named jobs, until a tick requests nothing.
+Four states: fresh (nothing to do), one raw file edited (exactly its downstream), one scan edited
+(that scan's partitions only), one asset's code version changed (it and its downstream), plus a
+copied data folder (nothing stale) and a new scan folder (its partitions only).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+
+import dagster as dg
+import pytest
+
+from assets.partitions import SCENES_PARTITIONS_NAME
+from assets.raw_files import RAW_FILE_ASSETS, FileHashCache, content_fingerprint
+from assets.resources import SourcesResource
+from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
+from pipelines.cli import build_waves, main
+from pipelines.definitions import ALL_ASSETS, build_definitions
+from pipelines.jobs import job_for
+
+pytestmark = pytest.mark.slow
+
+MONDAY = datetime.datetime(2026, 11, 30, 12, 0)  # far from the weekly observation cron (Sundays 03:00)
+RAW_FILE_KEYS = {"raw_mcq_files", "raw_scene_graph_files", "raw_scan_files"}
+
+
+class Automation:
+    """Ticks of the automation over one instance, with the requested runs executed after each tick."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance):
+        self.defs, self.instance = defs, instance
+        self.cursor = None
+        self.minute = 0
+
+    def tick(self) -> dict[str, set[str | None]]:
+        """Evaluate once; execute what was requested; return it as {asset: {partitions}}."""
+        self.minute += 1
+        result = dg.evaluate_automation_conditions(
+            defs=self.defs,
+            instance=self.instance,
+            cursor=self.cursor,
+            evaluation_time=MONDAY + datetime.timedelta(minutes=self.minute),
+        )
+        self.cursor = result.cursor
+        requested = {
+            key.to_user_string(): set(result.get_requested_partitions(key))
+            for key in self.defs.resolve_asset_graph().get_all_asset_keys()
+            if result.get_num_requested(key)
+        }
+        self.execute(requested)
+        return requested
+
+    def execute(self, requested: dict[str, set[str | None]]) -> None:
+        if RAW_FILE_KEYS & set(requested):
+            self.observe()
+        selection = dg.AssetSelection.assets(*(name for name in requested if name not in RAW_FILE_KEYS))
+        for wave in build_waves(ALL_ASSETS, selection):
+            keys = [key for node in wave for key in node.keys if key.to_user_string() in requested]
+            partitions = set().union(*(requested[key.to_user_string()] for key in keys))
+            for partition in sorted(partitions, key=str):
+                result = self.defs.resolve_job_def(job_for(wave[0])).execute_in_process(
+                    instance=self.instance,
+                    asset_selection=keys,
+                    partition_key=partition,
+                    raise_on_error=False,
+                )
+                assert result.success, f"requested run of {keys} ({partition}) failed"
+
+    def observe(self) -> None:
+        assert (
+            self.defs.resolve_job_def(OBSERVE_RAW_FILES_JOB)
+            .execute_in_process(instance=self.instance)
+            .success
+        )
+
+    def settle(self, max_ticks: int = 12) -> dict[str, set[str | None]]:
+        """Tick until a tick requests nothing; everything requested on the way, merged."""
+        everything: dict[str, set[str | None]] = {}
+        for _ in range(max_ticks):
+            requested = self.tick()
+            if not requested:
+                return everything
+            for name, partitions in requested.items():
+                everything.setdefault(name, set()).update(partitions)
+        raise AssertionError(f"automation did not settle: {everything}")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A small world built by ``spatial-build`` into its own DAGSTER_HOME."""
+    home = tmp_path_factory.mktemp("automation")
+    dagster_home, storage = home / "dagster_home", home / "data"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(dagster_home))
+        assert main(["--storage-root", str(storage), "--scenes", "2", "--views", "3", "--quiet"]) == 0
+    return dg.DagsterInstance.from_config(str(dagster_home)), storage
+
+
+@pytest.fixture(scope="module")
+def automation(built):
+    instance, storage = built
+    return Automation(build_definitions(str(storage)), instance)
+
+
+def _scenes(instance) -> list[str]:
+    return sorted(instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
+
+
+def _downstream(defs: dg.Definitions, *names: str) -> set[str]:
+    graph = defs.resolve_asset_graph()
+    return {key.to_user_string() for key in dg.AssetSelection.assets(*names).downstream().resolve(graph)}
+
+
+def test_1_fresh_build_requests_nothing(automation):
+    assert automation.settle() == {}
+    automation.observe()  # what the raw-files sensor does every few minutes: same content, same versions
+    assert automation.settle() == {}
+
+
+def test_2_one_raw_file_rebuilds_exactly_its_downstream(automation, built):
+    _, storage = built
+    relationships = storage / "sample_world" / "visual_genome" / "relationships.json"
+    relationships.write_text(
+        json.dumps(json.loads(relationships.read_text()), indent=1)
+    )  # same graph, new bytes
+    automation.observe()
+    rebuilt = automation.settle()
+    expected = _downstream(automation.defs, "scene_graphs") | {"scene_graphs_quarantine"}
+    assert set(rebuilt) <= expected
+    assert {"scene_graphs", "stvqa_candidates", "stvqa"} <= set(rebuilt)
+    assert not {"mcq_questions", "rgbd_frames", "scene_geometry", "object_phrases"} & set(rebuilt)
+    assert rebuilt["stvqa_candidates"] == set(
+        automation.defs.resolve_assets_def("stvqa_candidates").partitions_def.get_partition_keys()
+    )
+
+
+def test_3_one_scan_rebuilds_that_scan_only(automation, built):
+    instance, storage = built
+    first, second = _scenes(instance)
+    pose = sorted((storage / "sample_world" / "scannet" / "scans" / first / "pose").glob("*.txt"))[0]
+    pose.write_text(pose.read_text() + "\n")  # same pose, new bytes
+    automation.observe()
+    rebuilt = automation.settle()
+    assert {"rgbd_frames", "scene_geometry", "frame_visibility", "dge_tasks"} <= set(rebuilt)
+    for per_scan in ("scene_geometry", "frame_visibility", "dge_tasks"):
+        assert rebuilt[per_scan] == {first}, per_scan  # the other scan is left alone
+    assert not {"mcq_questions", "scene_graphs", "stvqa"} & set(rebuilt)
+
+
+def test_4_a_changed_code_version_rebuilds_it_and_its_downstream(automation):
+    changed = dg.map_asset_specs(
+        lambda spec: (
+            spec.replace_attributes(code_version="changed")
+            if spec.key.to_user_string() in ("object_phrases", "dge_tasks")
+            else spec
+        ),
+        ALL_ASSETS,
+    )
+    defs = automation.defs
+    automation.defs = dg.Definitions(
+        assets=[*RAW_FILE_ASSETS, *changed],
+        jobs=defs.jobs,
+        sensors=defs.sensors,
+        resources=defs.resources,
+    )
+    try:
+        rebuilt = automation.settle()
+    finally:
+        automation.defs = defs
+    assert {"object_phrases", "pseudo_gt_boxes", "spatialcore_train", "dge_tasks"} <= set(rebuilt)
+    assert rebuilt["dge_tasks"] == set(_scenes(automation.instance))  # every scan's partition
+    assert not {"mcq_questions", "scene_graphs", "scene_geometry", "stvqa_candidates"} & set(rebuilt)
+    assert automation.settle() == rebuilt  # going back to the old code is a change too
+
+
+def test_5_a_copied_data_folder_is_not_stale(automation, built, tmp_path):
+    _, storage = built
+    copy = tmp_path / "copied_world"
+    shutil.copytree(storage / "sample_world", copy, copy_function=shutil.copy)  # new paths, new mtimes
+    sources = SourcesResource(
+        omnispatial_root=str(copy / "omnispatial"),
+        spatialab_path=str(copy / "spatialab" / "spatialab.json"),
+        visual_genome_root=str(copy / "visual_genome"),
+        scannet_root=str(copy / "scannet" / "scans"),
+    )
+    defs = automation.defs
+    automation.defs = dg.Definitions(
+        assets=defs.assets,
+        jobs=defs.jobs,
+        sensors=defs.sensors,
+        resources={**defs.resources, "sources": sources},
+    )
+    try:
+        automation.observe()
+        assert automation.settle() == {}
+    finally:
+        automation.defs = defs
+
+
+def test_6_the_raw_files_sensor_adds_a_new_scan_and_only_it_is_built(automation, built):
+    instance, storage = built
+    scans = storage / "sample_world" / "scannet" / "scans"
+    first = _scenes(instance)[0]
+    shutil.copytree(scans / first, scans / "scene9999_00")
+    sensor = automation.defs.resolve_sensor_def(RAW_FILES_SENSOR)
+    context = dg.build_sensor_context(instance=instance, definitions=automation.defs)
+    result = sensor(context)
+    added = [key for request in result.dynamic_partitions_requests for key in request.partition_keys]
+    assert added == ["scene9999_00"]
+    assert [request.job_name or OBSERVE_RAW_FILES_JOB for request in result.run_requests] == [
+        OBSERVE_RAW_FILES_JOB
+    ]
+    instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, added)
+    automation.observe()
+    rebuilt = automation.settle()
+    for per_scan in ("scene_geometry", "frame_visibility", "dge_tasks"):
+        assert rebuilt[per_scan] == {"scene9999_00"}, per_scan
+
+
+def test_content_fingerprint_ignores_location_and_follows_content(tmp_path):
+    root = tmp_path / "raw"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.json").write_text("[1]")
+    (root / "b.txt").write_text("b")
+    moved = tmp_path / "elsewhere" / "raw"
+    with FileHashCache(tmp_path / "hashes.sqlite") as cache:
+        original = content_fingerprint([root], cache)
+        shutil.copytree(root, moved, copy_function=shutil.copy)
+        assert content_fingerprint([moved], cache) == original
+        (moved / "sub" / "a.json").write_text("[2]")
+        assert content_fingerprint([moved], cache) != original
+        (moved / "sub" / "a.json").write_text("[1]")
+        (moved / "sub" / "a.json").rename(moved / "sub" / "c.json")
+        assert content_fingerprint([moved], cache) != original  # a renamed file is a change
+        assert content_fingerprint([None], cache) != content_fingerprint([], cache)
+
+
+def test_definitions_carry_the_rebuild_policy_and_the_sensors():
+    defs = build_definitions()
+    dg.Definitions.validate_loadable(defs)
+    assert {sensor.name for sensor in defs.sensors} == {"datasets_automation_sensor", RAW_FILES_SENSOR}
+    for spec in defs.resolve_all_asset_specs():
+        assert spec.automation_condition is not None, spec.key
