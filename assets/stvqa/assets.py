@@ -12,7 +12,10 @@ shard whose input rows did not change reports the same data version (and is answ
 cache at no cost when rebuilt).
 
 Upstream tables come only through Dagster and the IO manager: the shards take ``scene_graphs`` (and
-``stvqa_validated`` its shard of ``stvqa_candidates``) as inputs and pick their rows out of it. ``stvqa``
+``stvqa_validated`` its shard of ``stvqa_candidates``) as inputs and pick their rows out of it. The
+IO manager loads the whole ``scene_graphs`` table (image bytes included) for every shard; the selection
+functions of :mod:`assets.stvqa.shards` also take a ``polars.LazyFrame``, which would read only the
+shard's rows if the IO manager handed one out. ``stvqa``
 loads what its ``source`` needs (``context.load_asset_value``): with ``generated``, every
 ``stvqa_validated`` shard that has been materialised (so a data set can be built before every shard
 has run; the shards it used are listed in its metadata) and the images from ``scene_graphs``; with
@@ -363,7 +366,11 @@ def stvqa_validated_asset(
 
 
 def load_validated_shards(context: dg.AssetExecutionContext) -> tuple[pl.DataFrame, list[str]]:
-    """Every materialised ``stvqa_validated`` shard (loaded by its IO manager), and the shard keys found."""
+    """Every materialised ``stvqa_validated`` shard (loaded by its IO manager), and the shard keys found.
+
+    The job must hold the ``stvqa_validated`` definition (the project's ``Definitions`` do), so that
+    Dagster loads through its IO manager rather than a default one.
+    """
     frames, shards = [], []
     for key in STVQA_SHARD_KEYS:
         try:
