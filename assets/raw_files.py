@@ -34,8 +34,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -131,22 +130,11 @@ def _observe_on_cron() -> dg.AutomationCondition:
     )
 
 
-def _observable_source(**kwargs) -> Callable:
-    """``dg.observable_source_asset(**kwargs)``, without the beta notice Dagster prints for it at every import."""
-
-    def decorate(function: Callable) -> dg.SourceAsset:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*observable_source_asset.*", category=dg.BetaWarning)
-            return dg.observable_source_asset(**kwargs)(function)
-
-    return decorate
-
-
 def _hash_cache(storage: StorageResource) -> FileHashCache:
     return FileHashCache(storage.path / HASH_CACHE_NAME)
 
 
-@_observable_source(
+@dg.observable_source_asset(
     group_name=GROUP,
     automation_condition=_observe_on_cron(),
     description="The raw OmniSpatial and SpatiaLab files (versioned by content, paths relative to their roots).",
@@ -157,7 +145,7 @@ def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.Data
         return dg.DataVersion(content_fingerprint(sources.raw_inputs(storage)["mcq_questions"], cache))
 
 
-@_observable_source(
+@dg.observable_source_asset(
     group_name=GROUP,
     automation_condition=_observe_on_cron(),
     description="The raw Visual Genome files (versioned by content, paths relative to their roots).",
@@ -168,7 +156,7 @@ def raw_scene_graph_files(sources: SourcesResource, storage: StorageResource) ->
         return dg.DataVersion(content_fingerprint(sources.raw_inputs(storage)["scene_graphs"], cache))
 
 
-@_observable_source(
+@dg.observable_source_asset(
     group_name=GROUP,
     partitions_def=scenes_partitions,
     automation_condition=_observe_on_cron(),

@@ -213,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     ok = True
     observed = False
+    sample_world_seconds = 0.0
     built_unpartitioned = partitions_ok = failed_partitions = 0
     for wave in build_waves(ALL_ASSETS, selection):
         keys = [key for node in wave for key in node.keys]
@@ -227,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             success = _execute(defs, job_name, keys, instance, _run_config(args, is_sample_world), tags)
             ok = success and ok
             built_unpartitioned += len(wave)
+            if is_sample_world:
+                sample_world_seconds = time.perf_counter() - wave_started
             logger.info(
                 "%s %s: %s (%.1f s)",
                 job_name,
@@ -256,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(summarize(storage_root) + "\n")
     sys.stdout.write(
         f"Built {built_unpartitioned} unpartitioned asset definitions and {partitions_ok} partitions "
-        f"({failed_partitions} failed) in {elapsed:.1f} s. Dagster UI: ./dev.sh dagster\n"
+        f"({failed_partitions} failed) in {elapsed:.1f} s ({elapsed - sample_world_seconds:.1f} s after the "
+        f"sample world). Dagster UI: ./dev.sh dagster\n"
     )
     return 0 if ok and not failed_partitions else 1
 

@@ -30,6 +30,15 @@ def _json_last_line(keys: set[str]):
 
 # script -> (extra flags, figures that must appear in stdout, extra check of stdout or None)
 CASES = {
+    "bench_build": (
+        [],
+        [
+            rf"^dagster defaults +{NUMBER} +{NUMBER} +{NUMBER}$",
+            rf"^shipped template +{NUMBER} +{NUMBER} +{NUMBER}$",
+            rf"graph time ratio template/defaults: {NUMBER}",
+        ],
+        None,
+    ),
     "bench_llm": (
         [],
         [
@@ -91,7 +100,11 @@ CASES = {
         None,
     ),
 }
-SLOW = {"bench_grounding", "bench_confidence_overhead"}  # over ~10 s at tiny sizes on 2 shared cores
+SLOW = {
+    "bench_build",
+    "bench_grounding",
+    "bench_confidence_overhead",
+}  # over ~10 s at tiny sizes on 2 shared cores
 # bench_confidence_overhead trains in three child processes (each imports torch, transformers and TRL):
 # about a minute on an idle 2-core machine, several on a busy one, past the suite's 300 s per test.
 SLOW_TIMEOUT_S = 1200

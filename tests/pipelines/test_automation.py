@@ -1,6 +1,6 @@
 """The real automation against a real instance: what a tick requests, and that the requested runs succeed.
 
-A small world is built with ``spatial-build`` into a temporary ``DAGSTER_HOME``; then the project's
+A small world is built with ``spatial-build`` into a temporary ``DAGSTER_HOME`` (``conftest.py``); then the project's
 own Definitions (the rebuild policy on every asset, the observable raw folders, the raw-files
 sensor) are evaluated tick by tick with Dagster's automation evaluator, and every requested
 asset partition is executed through the project's named jobs, until a tick requests nothing.
@@ -22,7 +22,7 @@ from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import RAW_FILE_ASSETS, FileHashCache, content_fingerprint
 from assets.resources import SourcesResource
 from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
-from pipelines.cli import build_waves, main
+from pipelines.cli import build_waves
 from pipelines.definitions import ALL_ASSETS, build_definitions
 from pipelines.jobs import job_for
 
@@ -94,16 +94,9 @@ class Automation:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """A small world built by ``spatial-build`` into its own DAGSTER_HOME."""
-    home = tmp_path_factory.mktemp("automation")
-    dagster_home, storage = home / "dagster_home", home / "data"
-    dagster_home.mkdir()
-    (dagster_home / "dagster.yaml").write_text("")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(dagster_home))
-        assert main(["--storage-root", str(storage), "--scenes", "2", "--views", "3", "--quiet"]) == 0
-    return dg.DagsterInstance.from_config(str(dagster_home)), storage
+def built(dev_build):
+    """The instance and storage root of a small world built as ``./dev.sh build`` builds it."""
+    return dev_build.instance, dev_build.storage
 
 
 @pytest.fixture(scope="module")

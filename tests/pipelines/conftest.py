@@ -1,0 +1,42 @@
+"""A small world built the way ``./dev.sh build`` builds it: ``DAGSTER_HOME`` set, no path flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+
+@dataclass
+class DevBuild:
+    """Where a ``spatial-build`` with no path flags wrote: the instance, its home and the storage root."""
+
+    instance: dg.DagsterInstance
+    dagster_home: Path
+    storage: Path
+    workdir: Path
+
+
+@pytest.fixture(scope="session")
+def dev_build(tmp_path_factory) -> DevBuild:
+    """``spatial-build --scenes 2 --views 3`` from a fresh working folder with ``DAGSTER_HOME`` set (as dev.sh does).
+
+    Shared by the tests of this folder; those that change files leave the data valid.
+    """
+    from pipelines.cli import main
+
+    workdir = tmp_path_factory.mktemp("dev_build")
+    dagster_home = workdir / ".dagster_home"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text(
+        (Path(__file__).resolve().parents[2] / "pipelines" / "deploy" / "dagster.yaml").read_text()
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(dagster_home))
+        patch.delenv("SPATIAL_DATA_ROOT", raising=False)
+        patch.chdir(workdir)
+        assert main(["--scenes", "2", "--views", "3", "--quiet"]) == 0
+        instance = dg.DagsterInstance.from_config(str(dagster_home))  # the template reads $DAGSTER_HOME
+    return DevBuild(instance, dagster_home, dagster_home / "spatial_data", workdir)
