@@ -32,6 +32,7 @@ from assets.dge.geometry import (
 from assets.dge.plots import top_down_plot
 from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import TaskSettings, build_scene_tasks, horizontal_heading
+from assets.dge.tasks.rows import colour_problem
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview
@@ -206,8 +207,8 @@ def _visibility_preview(frames: pl.DataFrame):
             ["frame_index"], maintain_order=True
         ):
             path = frames.filter(pl.col("frame_index") == frame_index)["color_path"]
-            if path.len() == 0:
-                continue
+            if path.len() == 0 or colour_problem(path[0]):
+                continue  # a frame whose colour image is gone has no preview (dge_tasks quarantines it)
             images.append(draw_boxes(encode_image(path[0]), rows["bbox"].to_list(), rows["label"].to_list()))
             if len(images) == 3:
                 break
@@ -318,8 +319,8 @@ def dge_tasks_asset(
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
-    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config)
     log = QuarantineLog(DGE_TASKS)
+    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config, log)
     checked = finalize_table(
         tasks,
         dge_tasks_contract.DgeTasks,

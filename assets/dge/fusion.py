@@ -277,6 +277,9 @@ def frame_points(
     problem = frame_problem(record)
     if problem:
         raise FrameError(problem, record.depth_path)
+    if not Path(record.color_path).is_file():
+        # A frame without its colour image can show no question; leave it out of the scan from the start.
+        raise FrameError(f"missing colour image: {record.color_path}", record.color_path)
     depth = read_depth_m(record.depth_path, record.depth_scale)
     if depth.shape != (record.depth_size[1], record.depth_size[0]):
         raise FrameError(

@@ -10,6 +10,7 @@ geometry, its provenance.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from PIL import Image, UnidentifiedImageError
 
 from assets.dge.tasks.answers import SpecError, format_number
 from assets.dge.tasks.facts import CameraFact, SceneFacts, scene_facts_from_tables
@@ -26,6 +28,7 @@ from assets.dge.tasks.settings import TaskSettings
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.images import encode_image
 from data_contracts.mcq_questions import LETTERS
+from data_contracts.quarantine import QuarantineLog
 from data_contracts.stable_hash import stable_split
 from data_contracts.validation import polars_schema
 
@@ -61,6 +64,51 @@ def _image_cell(camera: CameraFact, scene_id: str, settings: TaskSettings, cache
     return cell
 
 
+IMAGE_ERRORS = (OSError, UnidentifiedImageError, SyntaxError, ValueError)
+"""What reading a missing, truncated or corrupt image file raises (``FileNotFoundError`` is an ``OSError``)."""
+
+
+def colour_problem(path: str | None) -> str:
+    """Empty when the colour image can be decoded, else why not (JPEGs are decoded at 1/8 scale, which is fast).
+
+    >>> colour_problem("/nonexistent/0.jpg").startswith("missing colour image")
+    True
+    """
+    if path is None:
+        return "no colour image in the frame table"
+    try:
+        with Image.open(path) as image:
+            image.draft("RGB", (max(1, image.width // 8), max(1, image.height // 8)))
+            image.load()
+    except FileNotFoundError as error:
+        return f"missing colour image: {error}"
+    except IMAGE_ERRORS as error:
+        return f"unreadable colour image: {error}"
+    return ""
+
+
+def drop_unreadable_frames(facts: SceneFacts, quarantine: QuarantineLog | None = None) -> SceneFacts:
+    """The facts without the frames whose colour image cannot be read; each is quarantined with the reason.
+
+    Questions are then drawn from the remaining frames, so one bad file costs its frame, not the scene.
+    """
+    bad = {}
+    for index, camera in facts.cameras.items():
+        problem = colour_problem(camera.color_path)
+        if problem:
+            bad[index] = problem
+            logger.warning("scene %s frame %d: %s", facts.scene_id, index, problem)
+            if quarantine is not None:
+                quarantine.add(f"{facts.scene_id}/{index}", problem, source_file=camera.color_path)
+    if not bad:
+        return facts
+    return dataclasses.replace(
+        facts,
+        cameras={index: camera for index, camera in facts.cameras.items() if index not in bad},
+        seen={key: value for key, value in facts.seen.items() if key[0] not in bad},
+    )
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
@@ -74,20 +122,28 @@ def tasks_to_frame(
     facts: SceneFacts,
     settings: TaskSettings = DEFAULT_TASK_SETTINGS,
     images: dict[int, dict] | None = None,
+    quarantine: QuarantineLog | None = None,
 ) -> pl.DataFrame:
     """``dge_tasks`` rows for generated tasks (images read from the frames' colour files).
 
-    ``images`` may map frame indices to ready image cells (single-image mode passes its image).
+    ``images`` may map frame indices to ready image cells (single-image mode passes its image). A
+    task whose image cannot be read is left out and added to ``quarantine`` with the reason.
     """
     cache: dict[int, dict] = dict(images or {})
     split = stable_split(facts.scene_id, settings.test_fraction)
     rows = []
     for task in tasks:
         answer = task.answer
-        cells = [
-            cache[f] if f in cache else _image_cell(facts.cameras[f], facts.scene_id, settings, cache)
-            for f in answer.frame_indices
-        ]
+        try:
+            cells = [
+                cache[f] if f in cache else _image_cell(facts.cameras[f], facts.scene_id, settings, cache)
+                for f in answer.frame_indices
+            ]
+        except IMAGE_ERRORS as error:
+            logger.warning("task %s left out: cannot read its image: %s", task.task_id, error)
+            if quarantine is not None:
+                quarantine.add(task.task_id, f"unreadable colour image: {error}", source_file=None)
+            continue
         facts_json = json.dumps(
             {
                 "spec": task.spec,
@@ -127,9 +183,15 @@ def build_scene_tasks(
     visibility: pl.DataFrame,
     frames: pl.DataFrame,
     settings: TaskSettings = DEFAULT_TASK_SETTINGS,
+    quarantine: QuarantineLog | None = None,
 ) -> pl.DataFrame:
-    """The ``dge_tasks`` rows of one scanned scene (see :func:`generate_tasks` and :func:`tasks_to_frame`)."""
+    """The ``dge_tasks`` rows of one scanned scene (see :func:`generate_tasks` and :func:`tasks_to_frame`).
+
+    Frames whose colour image is missing or corrupt are quarantined and never shown (see
+    :func:`drop_unreadable_frames`).
+    """
     facts = scene_facts_from_tables(geometry_row, visibility, frames, settings.min_room_rectangularity)
+    facts = drop_unreadable_frames(facts, quarantine)
     tasks = generate_tasks(facts, settings)
     logger.info("scene %s: %d DGE tasks", facts.scene_id, len(tasks))
-    return tasks_to_frame(tasks, facts, settings)
+    return tasks_to_frame(tasks, facts, settings, quarantine=quarantine)
