@@ -3,6 +3,10 @@
 >>> import dataframely as dy
 >>> isinstance(grid_box_column(), dy.List)
 True
+>>> grid_box_column(description="Where the cup is.").description
+'Where the cup is.'
+
+Every builder takes the column's ``description``, the text Dagster shows in the table's column view.
 """
 
 from __future__ import annotations
@@ -13,23 +17,31 @@ import polars as pl
 from data_contracts.boxes import GRID_SIZE
 
 
-def image_column(*, nullable: bool = False) -> dy.Struct:
+def image_column(*, nullable: bool = False, description: str | None = None) -> dy.Struct:
     """An image cell stored as Hugging Face ``datasets`` does: ``{bytes, path}``."""
     return dy.Struct(
-        {"bytes": dy.Binary(nullable=False), "path": dy.String(nullable=True)}, nullable=nullable
+        {"bytes": dy.Binary(nullable=False), "path": dy.String(nullable=True)},
+        nullable=nullable,
+        description=description,
     )
 
 
-def grid_box_column(*, nullable: bool = False) -> dy.List:
+def grid_box_column(*, nullable: bool = False, description: str | None = None) -> dy.List:
     """A canonical box: 4 integers on the 0..1000 grid (ordering is a rule, see :func:`grid_box_is_valid`)."""
     return dy.List(
-        dy.Int64(nullable=False, min=0, max=GRID_SIZE), nullable=nullable, min_length=4, max_length=4
+        dy.Int64(nullable=False, min=0, max=GRID_SIZE),
+        nullable=nullable,
+        min_length=4,
+        max_length=4,
+        description=description,
     )
 
 
-def pixel_box_column(*, nullable: bool = False) -> dy.List:
+def pixel_box_column(*, nullable: bool = False, description: str | None = None) -> dy.List:
     """A pixel box ``[x1, y1, x2, y2]`` in floats."""
-    return dy.List(dy.Float64(nullable=False), nullable=nullable, min_length=4, max_length=4)
+    return dy.List(
+        dy.Float64(nullable=False), nullable=nullable, min_length=4, max_length=4, description=description
+    )
 
 
 def grid_box_is_valid(box: pl.Expr) -> pl.Expr:
