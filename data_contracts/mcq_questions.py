@@ -19,18 +19,59 @@ LETTERS = "ABCDEFGH"
 class McqQuestions(dy.Schema):
     """A multiple-choice spatial question with its image and gold answer."""
 
-    question_id = dy.String(primary_key=True, min_length=1)
-    image = image_column()
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    question = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False), nullable=False, max_length=len(LETTERS))
-    answer_index = dy.Int64(nullable=False, min=0)
-    answer = dy.String(nullable=False, regex=r"^[A-H]$")
-    task_type = dy.String(nullable=False)
-    sub_task_type = dy.String(nullable=False)
-    split = dy.String(nullable=False)
-    source = dy.String(nullable=False)
+    question_id = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="Question id, unique across sources: 'omnispatial/<task_type>/<id>' (OmniSpatial ids restart "
+        "in every task folder) or 'spatialab/<id>'.",
+    )
+    image = image_column(
+        description="The question's image as a Hugging Face image cell {bytes, path}: the file's bytes unchanged "
+        "and its file name (no folder)."
+    )
+    image_width = dy.Int64(
+        nullable=False, min=1, description="Width of the image in pixels, read from the decoded file."
+    )
+    image_height = dy.Int64(
+        nullable=False, min=1, description="Height of the image in pixels, read from the decoded file."
+    )
+    question = dy.String(
+        nullable=False, min_length=1, description="Question text as the source gives it, without the options."
+    )
+    options = dy.List(
+        dy.String(nullable=False),
+        nullable=False,
+        max_length=len(LETTERS),
+        description="Option texts in the source's order, without letters (option i has letter 'ABCDEFGH'[i]); "
+        "empty when the choices are drawn in the image (OmniSpatial). SpatiaLab's empty Option_k are left out.",
+    )
+    answer_index = dy.Int64(
+        nullable=False,
+        min=0,
+        description="0-based index of the gold option: OmniSpatial's 'answer' as is, SpatiaLab's 1-based "
+        "'Answer' minus 1. The gold is never read back out of option text.",
+    )
+    answer = dy.String(
+        nullable=False,
+        regex=r"^[A-H]$",
+        description="Gold letter A-H, derived from answer_index (index 0 is 'A').",
+    )
+    task_type = dy.String(
+        nullable=False,
+        description="Task family as the source names it: OmniSpatial's task folder (e.g. 'Complex_Logic', "
+        "'Perspective_Taking'), SpatiaLab's 'Category'.",
+    )
+    sub_task_type = dy.String(
+        nullable=False,
+        description="Finer task name: OmniSpatial's 'sub_task_type', SpatiaLab's 'Sub_Category'; empty text when "
+        "the source has none.",
+    )
+    split = dy.String(
+        nullable=False,
+        description="'train' or 'test'. OmniSpatial: by default a stable SHA-256 hash of the image number "
+        "(20% test, questions about one image stay together), or the configured label; SpatiaLab: always 'test'.",
+    )
+    source = dy.String(nullable=False, description="Source data set: 'omnispatial' or 'spatialab'.")
 
     @dy.rule()
     def answer_index_in_options(cls) -> pl.Expr:

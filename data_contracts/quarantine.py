@@ -20,11 +20,32 @@ CONTRACT_VERSION = "1.0.0"
 class Quarantine(dy.Schema):
     """A rejected record."""
 
-    source_asset = dy.String(nullable=False)
-    record_id = dy.String(nullable=False)
-    source_file = dy.String(nullable=True)
-    reason = dy.String(nullable=False, min_length=1)
-    payload_json = dy.String(nullable=True)
+    source_asset = dy.String(
+        nullable=False,
+        description="The asset (or stage) that rejected the record, e.g. 'mcq_questions', 'rgbd_frames', "
+        "'stvqa_validated'.",
+    )
+    record_id = dy.String(
+        nullable=False,
+        description="Id of the rejected record as text, in the rejecting stage's terms (question id, image id, "
+        "'<scene>/<frame>', 'line <n>' of a file, a file name); '?' when the record has none.",
+    )
+    source_file = dy.String(
+        nullable=True,
+        description="File the record came from (raw file, image, or the upstream table's location); null when "
+        "no file is known (e.g. a model's answer).",
+    )
+    reason = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Why it was rejected, '<kind>: <detail>' (e.g. 'missing image: <path>', 'contract violation: "
+        "<rules>'); the text before the first ':' is the kind counted in the metadata's reasons.",
+    )
+    payload_json = dy.String(
+        nullable=True,
+        description="The rejected record itself as JSON (sorted keys, non-JSON values as text; the stages "
+        "leave image bytes out), so nothing is lost; null when there is no record to keep.",
+    )
 
 
 @dataclass

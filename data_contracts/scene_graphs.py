@@ -38,14 +38,59 @@ RELATION_FIELDS = {
 class SceneGraphs(dy.Schema):
     """An image's scene graph."""
 
-    image_id = dy.String(primary_key=True, min_length=1)
-    image = image_column()
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    objects = dy.List(dy.Struct(OBJECT_FIELDS, nullable=False), nullable=False)
-    relationships = dy.List(dy.Struct(RELATION_FIELDS, nullable=False), nullable=False)
-    source = dy.String(nullable=False)
-    split = dy.String(nullable=False, regex="^(?:" + "|".join(SPLITS) + ")$")
+    image_id = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="Visual Genome image id as text (the 'image_id' of image_data.json or of the Parquet row).",
+    )
+    image = image_column(
+        description="The image as a Hugging Face image cell {bytes, path}: the file's bytes unchanged and its file "
+        "name (raw and VG150 layouts), or the cell of the prompt-style Parquet row."
+    )
+    image_width = dy.Int64(
+        nullable=False,
+        min=1,
+        description="Image width in pixels: image_data.json's 'width' (raw, VG150; the file's when absent), the "
+        "decoded image's for prompt-style Parquet. Boxes are relative to this size.",
+    )
+    image_height = dy.Int64(
+        nullable=False,
+        min=1,
+        description="Image height in pixels: image_data.json's 'height' (raw, VG150; the file's when absent), the "
+        "decoded image's for prompt-style Parquet. Boxes are relative to this size.",
+    )
+    objects = dy.List(
+        dy.Struct(OBJECT_FIELDS, nullable=False),
+        nullable=False,
+        description="Annotated objects, in annotation order: object_id (raw VG: its numeric object_id as text; "
+        "VG150: 'name.N' with N the box's 1-based position among the image's boxes; prompt-style: the file's "
+        "'name.N' id), name (lower-case first name; prompt-style: the id "
+        "without '.N'), names (every name, lower case; one name outside raw VG), attributes (lower case; from the "
+        "h5 for VG150; always empty for prompt-style), bbox (canonical [x1, y1, x2, y2] on the 0..1000 grid, x "
+        "right, y down, clipped to the image) and bbox_px (the same box in pixels of image_width x image_height, "
+        "clipped to the image except for prompt-style rows, which keep the file's box). Objects with no area are "
+        "quarantined.",
+    )
+    relationships = dy.List(
+        dy.Struct(RELATION_FIELDS, nullable=False),
+        nullable=False,
+        description="Relations {subject_id, predicate, object_id} between objects of this image (ids are "
+        "objects.object_id; raw VG ids merged through merged_object_ids point at the surviving object). "
+        "Predicates are lower-cased for raw VG, VG150's dictionary names, prompt-style text as given. Relations "
+        "to dropped or missing objects are quarantined.",
+    )
+    source = dy.String(
+        nullable=False,
+        description="Layout read: 'visual_genome' (raw v1.4 JSON, also the sample world), 'vg150' (the h5 "
+        "split) or 'vg150_prompt' (prompt-style Parquet).",
+    )
+    split = dy.String(
+        nullable=False,
+        regex="^(?:" + "|".join(SPLITS) + ")$",
+        description="The image's split in its source: 'train', 'val' or 'test' (VG150's h5 split array, a "
+        "Parquet 'split' column or file name, 'train' for raw VG unless configured). The scene_graphs asset "
+        "keeps train and val by default.",
+    )
 
     @dy.rule()
     def object_boxes_are_ordered(cls) -> pl.Expr:
