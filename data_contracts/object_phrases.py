@@ -21,16 +21,54 @@ CONTRACT_VERSION = "1.0.0"
 class ObjectPhrases(dy.Schema):
     """The object phrases of one question."""
 
-    question_id = dy.String(primary_key=True, min_length=1)
-    source = dy.String(nullable=False)
-    split = dy.String(nullable=False)
-    task_type = dy.String(nullable=False)
-    sub_task_type = dy.String(nullable=False)
-    skipped = dy.Bool(nullable=False)
-    extracted_phrases = dy.List(dy.String(nullable=False), nullable=False)
-    phrases = dy.List(dy.String(nullable=False, min_length=1), nullable=False)
-    backend = dy.String(nullable=False, min_length=1)
-    extractor = dy.String(nullable=False, min_length=1)
+    question_id = dy.String(
+        primary_key=True, min_length=1, description="The question's mcq_questions.question_id."
+    )
+    source = dy.String(
+        nullable=False,
+        description="mcq_questions.source of the question (the run config's sources; default 'omnispatial').",
+    )
+    split = dy.String(
+        nullable=False,
+        description="mcq_questions.split of the question (the run config's splits; default 'train').",
+    )
+    task_type = dy.String(nullable=False, description="mcq_questions.task_type of the question.")
+    sub_task_type = dy.String(
+        nullable=False,
+        description="mcq_questions.sub_task_type of the question (empty text when it has none).",
+    )
+    skipped = dy.Bool(
+        nullable=False,
+        description="True when the task type or sub-task type is in the skip list (default "
+        "'Pattern_Recognition': abstract patterns, no physical objects); such rows have no phrases and nothing "
+        "is extracted for them.",
+    )
+    extracted_phrases = dy.List(
+        dy.String(nullable=False),
+        nullable=False,
+        description="Candidate phrases exactly as the backend returned them, before the shared filter: the LLM's "
+        "JSON list, or the noun chunks of the question and then of each option (spaCy or the rule-based "
+        "chunker). Empty for skipped rows.",
+    )
+    phrases = dy.List(
+        dy.String(nullable=False, min_length=1),
+        nullable=False,
+        description="The detector's text queries: extracted_phrases after the shared filter (lower case, "
+        "determiners and directional or relational words removed, appearance modifiers kept, duplicates "
+        "dropped, first-mention order). Empty when nothing boxable was named or the row is skipped.",
+    )
+    backend = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Phrase backend of the run: 'spacy' (offline) or 'openai' (an LLM through the phrase_llm "
+        "resource).",
+    )
+    extractor = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Exact extractor and version: 'rules@<rules version>', 'spacy/<pipeline>@<version>', or "
+        "'<provider>/<model>/object_phrases@<prompt version>' for the LLM backend.",
+    )
 
     @dy.rule()
     def skipped_rows_have_no_phrases(cls) -> pl.Expr:

@@ -22,9 +22,23 @@ CONTRACT_VERSION = "1.0.0"
 class SftColdStart(SpatialcoreTrain):
     """A training row with its target completion."""
 
-    completion = dy.String(nullable=False, min_length=1)
-    model_family = dy.String(nullable=False)
-    reasoning_backend = dy.String(nullable=False)
+    completion = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Target completion after the opened '<think>': one JSON line {\"bbox_2d\": [x1, y1, x2, "
+        'y2], "label": ...} per pseudo-GT box in model_family\'s coordinate convention, the reasoning trace, '
+        "'</think>' exactly once, a blank line and the gold letter; exactly what the SpatialCORE reward parses.",
+    )
+    model_family = dy.String(
+        nullable=False,
+        description="Coordinate convention of the bbox lines: 'qwen3_vl' / 'qwen2_vl' (0..1000 grid, the "
+        "default), 'qwen2_5_vl' (pixels of the resized input) or 'original_pixels'.",
+    )
+    reasoning_backend = dy.String(
+        nullable=False,
+        description="Where the reasoning trace came from: 'template' (written from the boxes' positions) or "
+        "'<provider>/<model>/sft_reasoning@<prompt version>' for an LLM.",
+    )
 
     @dy.rule()
     def completion_closes_the_reasoning_once(cls) -> pl.Expr:

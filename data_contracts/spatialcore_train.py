@@ -29,9 +29,9 @@ PSEUDO_GT_FIELDS = {
 """One pseudo-GT box: canonical grid box, object phrase, validity in [0, 1]."""
 
 
-def pseudo_gt_column() -> dy.List:
+def pseudo_gt_column(description: str | None = None) -> dy.List:
     """A list of pseudo-GT boxes (possibly empty)."""
-    return dy.List(dy.Struct(PSEUDO_GT_FIELDS, nullable=False), nullable=False)
+    return dy.List(dy.Struct(PSEUDO_GT_FIELDS, nullable=False), nullable=False, description=description)
 
 
 def pseudo_gt_boxes_valid(items: pl.Expr) -> pl.Expr:
@@ -42,7 +42,14 @@ def pseudo_gt_boxes_valid(items: pl.Expr) -> pl.Expr:
 class SpatialcoreTrain(McqQuestions):
     """A SpatialCORE training question: every ``mcq_questions`` column and rule, plus its pseudo-GT."""
 
-    pseudo_gt = pseudo_gt_column()
+    pseudo_gt = pseudo_gt_column(
+        "The question's pseudo-GT from pseudo_gt_boxes, what the spatial reward compares generated boxes with: "
+        "items {bbox_2d, label, validity}, bbox_2d the canonical [x1, y1, x2, y2] on the 0..1000 grid of the "
+        "image (x right, y down), label the object phrase, validity in [0, 1] (Grounding DINO's score, 1.0 for "
+        "human boxes). Empty when no reference exists (no phrase, no box, or no pseudo_gt_boxes row): the "
+        "spatial reward is then zero. In spatialcore_train_corrupted some boxes are deliberately removed, "
+        "relabelled or displaced."
+    )
 
     @dy.rule()
     def pseudo_gt_boxes_are_ordered(cls) -> pl.Expr:
