@@ -38,23 +38,97 @@ SPLITS = ["train", "val"]
 class Stvqa(dy.Schema):
     """A SpatialThinker training question with its image and ground-truth scene."""
 
-    image_id = dy.String(nullable=False, min_length=1)
-    images = dy.List(image_column(), nullable=False, min_length=1, max_length=1)
-    problem = dy.String(nullable=False, regex=r"Image size: \(\d+ x \d+\)")
-    question_only = dy.String(nullable=False, min_length=1)
-    question_with_options = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False, min_length=1), nullable=False, min_length=2, max_length=4)
-    answer = dy.String(nullable=False, regex=r"^[A-D]$")
-    answer_only = dy.String(nullable=False, regex=r"^[A-D]$")
-    answer_text = dy.String(nullable=False, min_length=1)
-    answer_option_text = dy.String(nullable=False, regex=r"^\([A-D]\) .+")
-    category = dy.String(nullable=False, regex=one_of(CATEGORIES))
-    level = dy.String(nullable=False, regex=one_of(LEVELS))
-    rating = dy.Int64(nullable=True, min=1, max=10)
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    gt_scene = gt_scene_column()
-    split = dy.String(nullable=False, regex=one_of(SPLITS))
+    image_id = dy.String(
+        nullable=False,
+        min_length=1,
+        description="scene_graphs.image_id of the question's image (published STVQA-7K: its 'image_id', else "
+        "'<file>:<row>'). Not unique: an image has several questions.",
+    )
+    images = dy.List(
+        image_column(),
+        nullable=False,
+        min_length=1,
+        max_length=1,
+        description="A one-image list of Hugging Face image cells {bytes, path} (the scene_graphs image; "
+        "published rows: their first image).",
+    )
+    problem = dy.String(
+        nullable=False,
+        regex=r"Image size: \(\d+ x \d+\)",
+        description="The full prompt: SpatialThinker's template ('<image>' token, the observe / scene / think / "
+        "answer structure with pixel boxes, the 'Image size: (W x H)' line in pixels), then 'Q. ' and "
+        "question_with_options. A published row keeps its own problem when it states the image size.",
+    )
+    question_only = dy.String(nullable=False, min_length=1, description="The question text alone.")
+    question_with_options = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The question, then a line 'Options:' and one '(A) text' line per option, in the shown order.",
+    )
+    options = dy.List(
+        dy.String(nullable=False, min_length=1),
+        nullable=False,
+        min_length=2,
+        max_length=4,
+        description="2-4 option texts without letters, in the order shown (shuffled by a SHA-256 of seed, image "
+        "id and question, identical in every process); option i has letter 'ABCD'[i].",
+    )
+    answer = dy.String(
+        nullable=False, regex=r"^[A-D]$", description="Gold letter A-D of the option in the shown order."
+    )
+    answer_only = dy.String(
+        nullable=False,
+        regex=r"^[A-D]$",
+        description="The gold letter again (STVQA-7K's column name); always equal to answer.",
+    )
+    answer_text = dy.String(
+        nullable=False, min_length=1, description="Text of the gold option (options at the gold letter)."
+    )
+    answer_option_text = dy.String(
+        nullable=False,
+        regex=r"^\([A-D]\) .+",
+        description="'(<letter>) <answer_text>', e.g. '(B) behind the chair': what the accuracy reward compares "
+        "the model's <answer> with.",
+    )
+    category = dy.String(
+        nullable=False,
+        regex=one_of(CATEGORIES),
+        description="One of the nine STVQA categories: relation, reach, size, orientation, instance_location, "
+        "depth, distance, count, existence (the set balances relation to 50% by default).",
+    )
+    level = dy.String(
+        nullable=False, regex=one_of(LEVELS), description="Difficulty: 'easy', 'medium' or 'hard'."
+    )
+    rating = dy.Int64(
+        nullable=True,
+        min=1,
+        max=10,
+        description="Quality rating 1-10 of the generated question; null when a published STVQA-7K row has none.",
+    )
+    image_width = dy.Int64(
+        nullable=False,
+        min=1,
+        description="Image width in pixels, the W of the problem's 'Image size' line (published rows: that line, "
+        "else the decoded image).",
+    )
+    image_height = dy.Int64(
+        nullable=False,
+        min=1,
+        description="Image height in pixels, the H of the problem's 'Image size' line (published rows: that "
+        "line, else the decoded image).",
+    )
+    gt_scene = gt_scene_column(
+        description="The spatial reward's ground truth: objects {id 'name.N', bbox_2d} with bbox_2d canonical "
+        "[x1, y1, x2, y2] on the 0..1000 grid (x right, y down; the reward converts to pixels), and "
+        "relationships {subject, predicate, object} between those ids. Published rows: the <scene> JSON's pixel "
+        "boxes moved to the grid (boxes that cannot be converted are dropped); empty lists when there is none."
+    )
+    split = dy.String(
+        nullable=False,
+        regex=one_of(SPLITS),
+        description="'train' or 'val': generated rows split 90/10 by image (no image in both), published rows by "
+        "their 'split' column or file name ('test' and 'validation' read as 'val').",
+    )
 
     @dy.rule()
     def gold_letter_inside_options(cls) -> pl.Expr:

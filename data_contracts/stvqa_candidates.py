@@ -42,7 +42,7 @@ def one_of(values: list[str]) -> str:
     return "^(?:" + "|".join(values) + ")$"
 
 
-def gt_scene_column(*, nullable: bool = False) -> dy.Struct:
+def gt_scene_column(*, nullable: bool = False, description: str | None = None) -> dy.Struct:
     """``{objects: [{id "name.N", bbox_2d (0..1000)}], relationships: [{subject, predicate, object}]}``."""
     return dy.Struct(
         {
@@ -66,6 +66,7 @@ def gt_scene_column(*, nullable: bool = False) -> dy.Struct:
             ),
         },
         nullable=nullable,
+        description=description,
     )
 
 
@@ -77,25 +78,95 @@ def gt_boxes_are_ordered(column: pl.Expr) -> pl.Expr:
 class StvqaCandidates(dy.Schema):
     """A generated multiple-choice spatial question about one scene-graph image."""
 
-    question_id = dy.String(primary_key=True, min_length=1)
-    image_id = dy.String(nullable=False, min_length=1)
-    shard = dy.String(nullable=False, regex=r"^\d{2}$")
-    question = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False, min_length=1), nullable=False, min_length=2, max_length=4)
-    answer = dy.String(nullable=False, regex=r"^[A-D]$")
-    answer_index = dy.Int64(nullable=False, min=0, max=3)
-    category = dy.String(nullable=False, regex=one_of(CATEGORIES))
-    level = dy.String(nullable=False, regex=one_of(LEVELS))
-    rating = dy.Int64(nullable=False, min=1, max=10)
-    generator = dy.String(nullable=False, min_length=1)
-    prompt_version = dy.String(nullable=False, min_length=1)
-    template = dy.String(nullable=True)
-    facts = dy.String(nullable=True)
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    gt_scene = gt_scene_column()
-    gt_note = dy.String(nullable=True)
-    source = dy.String(nullable=False)
+    question_id = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="'<image_id>-<12 hex digits>': the image id and a SHA-256 of the question text and options, "
+        "stable across rebuilds.",
+    )
+    image_id = dy.String(
+        nullable=False, min_length=1, description="The scene_graphs.image_id the question is about."
+    )
+    shard = dy.String(
+        nullable=False,
+        regex=r"^\d{2}$",
+        description="Partition key '00' .. '31': SHA-256 of image_id modulo 32, so an image always lands in the "
+        "same shard.",
+    )
+    question = dy.String(nullable=False, min_length=1, description="The question text, without the options.")
+    options = dy.List(
+        dy.String(nullable=False, min_length=1),
+        nullable=False,
+        min_length=2,
+        max_length=4,
+        description="2-4 distinct option texts in generation order, without '(A)' labels (option i has letter "
+        "'ABCD'[i]); stvqa shuffles them later.",
+    )
+    answer = dy.String(
+        nullable=False,
+        regex=r"^[A-D]$",
+        description="Gold letter A-D, the letter of answer_index (after a count correction, see gt_note).",
+    )
+    answer_index = dy.Int64(
+        nullable=False, min=0, max=3, description="0-based index of the gold option in options."
+    )
+    category = dy.String(
+        nullable=False,
+        regex=one_of(CATEGORIES),
+        description="One of the nine STVQA categories: relation, reach, size, orientation, instance_location, "
+        "depth, distance, count, existence.",
+    )
+    level = dy.String(
+        nullable=False, regex=one_of(LEVELS), description="Difficulty: 'easy', 'medium' or 'hard'."
+    )
+    rating = dy.Int64(
+        nullable=False,
+        min=1,
+        max=10,
+        description="Quality rating 1-10: the LLM generator's own rating, or the template's (higher for more "
+        "spatial reasoning and for answers backed by metric geometry); stvqa keeps the top-rated per category.",
+    )
+    generator = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Who wrote the question: 'template' (the offline templates) or '<provider>:<model>' of the "
+        "LLM (e.g. 'anthropic:claude-sonnet-4-20250514').",
+    )
+    prompt_version = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Version of the template set ('stvqa-templates-v1') or of the generation prompt.",
+    )
+    template = dy.String(
+        nullable=True, description="Name of the template that wrote the question; null for LLM questions."
+    )
+    facts = dy.String(
+        nullable=True,
+        description="JSON (sorted keys) of the scene-graph values that justify a template's answer, for audit; "
+        "null for LLM questions.",
+    )
+    image_width = dy.Int64(
+        nullable=False, min=1, description="Image width in pixels (scene_graphs.image_width)."
+    )
+    image_height = dy.Int64(
+        nullable=False, min=1, description="Image height in pixels (scene_graphs.image_height)."
+    )
+    gt_scene = gt_scene_column(
+        description="Ground-truth subgraph of the question, the spatial reward's truth: objects {id, bbox_2d} "
+        "named in the question or options (lemma match on the filtered scene: duplicates merged, ids 'name.N' "
+        "with N counting objects of that name, 1-based), bbox_2d canonical [x1, y1, x2, y2] on the 0..1000 grid "
+        "(x right, y down); relationships {subject, predicate, object} between those ids. Empty lists when the "
+        "question names no object of the scene."
+    )
+    gt_note = dy.String(
+        nullable=True,
+        description="Note of a corrected count answer ('count corrected: gold B said ..., the filtered scene has "
+        "N ...; gold moved to C'); null when the gold answer was kept as generated.",
+    )
+    source = dy.String(
+        nullable=False,
+        description="scene_graphs.source of the image: 'visual_genome', 'vg150' or 'vg150_prompt'.",
+    )
 
     @dy.rule()
     def gold_inside_options(cls) -> pl.Expr:

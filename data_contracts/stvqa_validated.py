@@ -29,12 +29,38 @@ ATTEMPT_STATUSES = ["answered", "unparseable", "abstained", "error"]
 class StvqaValidated(StvqaCandidates):
     """A candidate question kept by the pass@2 filter: every candidate column and rule, plus the filter's record."""
 
-    pass_at_2_backend = dy.String(nullable=False, min_length=1)
-    pass_at_2_model = dy.String(nullable=False, min_length=1)
-    pass_at_2_attempts = dy.Int64(nullable=False, min=1)
-    pass_at_2_correct = dy.Int64(nullable=False, min=1)
-    first_correct_attempt = dy.Int64(nullable=False, min=1)
-    attempt_answers = dy.List(dy.String(nullable=False), nullable=False, min_length=1)
+    pass_at_2_backend = dy.String(
+        nullable=False,
+        min_length=1,
+        description="Answering backend of the filter: 'solver' (offline scene-graph solver) or 'openai' (a "
+        "strong VLM through the stvqa_judge_llm resource).",
+    )
+    pass_at_2_model = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The answering model: 'scene-graph-solver', or '<provider>:<model>' (e.g. 'openai:gpt-4o').",
+    )
+    pass_at_2_attempts = dy.Int64(
+        nullable=False,
+        min=1,
+        description="Attempts made: the first round's tries (2 by default), plus a second round of as many only "
+        "when no try of the first was right (at most 4 by default).",
+    )
+    pass_at_2_correct = dy.Int64(
+        nullable=False,
+        min=1,
+        description="Attempts whose letter was the gold letter (at least 1: the row was kept).",
+    )
+    first_correct_attempt = dy.Int64(
+        nullable=False, min=1, description="1-based number of the first attempt that gave the gold letter."
+    )
+    attempt_answers = dy.List(
+        dy.String(nullable=False),
+        nullable=False,
+        min_length=1,
+        description="Letter of every attempt in order (one per attempt); empty text for an attempt without a "
+        "letter (unparseable, abstained or failed).",
+    )
 
     @dy.rule()
     def attempts_consistent(cls) -> pl.Expr:
@@ -49,23 +75,71 @@ class StvqaValidated(StvqaCandidates):
 class StvqaPassAtTwoAttempts(dy.Schema):
     """One answer attempt of the pass@2 filter."""
 
-    question_id = dy.String(primary_key=True, min_length=1)
-    attempt = dy.Int64(primary_key=True, min=1)
-    image_id = dy.String(nullable=False, min_length=1)
-    shard = dy.String(nullable=False, regex=r"^\d{2}$")
-    category = dy.String(nullable=False, regex=one_of(CATEGORIES))
-    level = dy.String(nullable=False, regex=one_of(LEVELS))
-    round = dy.Int64(nullable=False, min=1)
-    backend = dy.String(nullable=False, min_length=1)
-    model = dy.String(nullable=False, min_length=1)
-    gold = dy.String(nullable=False, regex=r"^[A-D]$")
-    answer = dy.String(nullable=True, regex=r"^[A-D]$")
-    correct = dy.Bool(nullable=False)
-    status = dy.String(nullable=False, regex=one_of(ATTEMPT_STATUSES))
-    raw_text = dy.String(nullable=True)
-    error = dy.String(nullable=True)
-    cached = dy.Bool(nullable=False)
-    cost_usd = dy.Float64(nullable=False, min=0.0)
+    question_id = dy.String(
+        primary_key=True, min_length=1, description="The stvqa_candidates.question_id that was answered."
+    )
+    attempt = dy.Int64(
+        primary_key=True,
+        min=1,
+        description="1-based attempt number across rounds (1-2 in round 1, 3-4 in round 2 by default).",
+    )
+    image_id = dy.String(nullable=False, min_length=1, description="The candidate's scene_graphs.image_id.")
+    shard = dy.String(
+        nullable=False, regex=r"^\d{2}$", description="The candidate's partition key '00' .. '31'."
+    )
+    category = dy.String(
+        nullable=False, regex=one_of(CATEGORIES), description="The candidate's category (one of the nine)."
+    )
+    level = dy.String(
+        nullable=False, regex=one_of(LEVELS), description="The candidate's level: 'easy', 'medium' or 'hard'."
+    )
+    round = dy.Int64(
+        nullable=False,
+        min=1,
+        description="1-based round of the attempt; a later round is asked only when no earlier try was right.",
+    )
+    backend = dy.String(
+        nullable=False, min_length=1, description="Answering backend: 'solver' (offline) or 'openai'."
+    )
+    model = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The answering model: 'scene-graph-solver', or '<provider>:<model>'.",
+    )
+    gold = dy.String(nullable=False, regex=r"^[A-D]$", description="The candidate's gold letter A-D.")
+    answer = dy.String(
+        nullable=True,
+        regex=r"^[A-D]$",
+        description="The letter read from the reply (only a reply that is exactly one option letter counts); "
+        "null unless status is 'answered'.",
+    )
+    correct = dy.Bool(nullable=False, description="True exactly when answer equals gold.")
+    status = dy.String(
+        nullable=False,
+        regex=one_of(ATTEMPT_STATUSES),
+        description="'answered' (a letter), 'unparseable' (a reply that is not one option letter), 'abstained' "
+        "(the solver could not settle the question), 'error' (no reply: transport failure, refusal).",
+    )
+    raw_text = dy.String(
+        nullable=True,
+        description="The reply as received (the solver's letter for the solver); null when there was none.",
+    )
+    error = dy.String(
+        nullable=True,
+        description="Why no letter came: the transport or provider error for 'error', the solver's reason for "
+        "'abstained'; null otherwise.",
+    )
+    cached = dy.Bool(
+        nullable=False,
+        description="True when the reply came from the response cache (no call made); always false for the "
+        "solver.",
+    )
+    cost_usd = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="US dollars this build paid for the call (0 when cached or for the solver; the first "
+        "purchase's price is not repeated).",
+    )
 
     @dy.rule()
     def correct_means_gold(cls) -> pl.Expr:
