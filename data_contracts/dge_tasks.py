@@ -47,20 +47,86 @@ GEOMETRY_SOURCES = ["scanned", "estimated"]
 class DgeTasks(dy.Schema):
     """An exact spatial question with its frames, answer and justifying facts."""
 
-    task_id = dy.String(primary_key=True, min_length=1)
-    scene_id = dy.String(nullable=False, min_length=1)
-    task_type = dy.String(nullable=False)
-    images = dy.List(image_column(), nullable=False, min_length=1)
-    frame_indices = dy.List(dy.Int64(nullable=False), nullable=False, min_length=1)
-    question = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False, min_length=1), nullable=False, max_length=len(LETTERS))
-    answer_index = dy.Int64(nullable=True, min=0)
-    answer = dy.String(nullable=False, min_length=1)
-    numeric_answer = dy.Float64(nullable=True)
-    unit = dy.String(nullable=True)
-    facts = dy.String(nullable=False, min_length=2)
-    geometry_source = dy.String(nullable=False)
-    split = dy.String(nullable=False, min_length=1)
+    task_id = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="'<scene_id>/<task_type>/<10 hex digits>': a SHA-256 of the question's spec, stable across "
+        "rebuilds.",
+    )
+    scene_id = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The scan (rgbd_scenes.scene_id) for scanned rows; the scene_graphs.image_id for "
+        "estimated rows (dge_image_tasks).",
+    )
+    task_type = dy.String(
+        nullable=False,
+        description="One of the 16 DGE task types (TASK_TYPES, e.g. 'object_count', 'depth_order', "
+        "'camera_motion'); the trainer's task-adaptive scheduler keys on it.",
+    )
+    images = dy.List(
+        image_column(),
+        nullable=False,
+        min_length=1,
+        description="The frames shown, as Hugging Face image cells {bytes, path}, in frame_indices order: the "
+        "colour files as they are (path '<scene_id>/<frame_index>.<ext>'), re-encoded as JPEG when "
+        "image_max_side is set; an estimated row shows its scene_graphs image.",
+    )
+    frame_indices = dy.List(
+        dy.Int64(nullable=False),
+        nullable=False,
+        min_length=1,
+        description="rgbd_frames.frame_index of each image (ScanNet frame numbers, not positions); [0] for an "
+        "estimated row's single image.",
+    )
+    question = dy.String(nullable=False, min_length=1, description="The question text, without the options.")
+    options = dy.List(
+        dy.String(nullable=False, min_length=1),
+        nullable=False,
+        max_length=len(LETTERS),
+        description="Option texts of a multiple-choice row, in the order shown (option i has letter "
+        "'ABCDEFGH'[i]); empty for a numeric row.",
+    )
+    answer_index = dy.Int64(
+        nullable=True,
+        min=0,
+        description="0-based index of the gold option; null for a numeric row.",
+    )
+    answer = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The gold answer as text: the letter of answer_index, or numeric_answer written with its "
+        "unit's decimals (m: 2, cm: 0, m^2: 1, counts: 0) and without the unit.",
+    )
+    numeric_answer = dy.Float64(
+        nullable=True,
+        description="The numeric answer computed from the geometry, in unit, rounded to the unit's decimals "
+        "(counts are whole numbers); null for a multiple-choice row.",
+    )
+    unit = dy.String(
+        nullable=True,
+        description="Unit of numeric_answer: 'm' (metres), 'cm' (centimetres) or 'm^2' (square metres); null "
+        "for counts and multiple-choice rows.",
+    )
+    facts = dy.String(
+        nullable=False,
+        min_length=2,
+        description="JSON (sorted keys) of what justifies the answer, for audit: spec (object ids, frame "
+        "indices, options; the answer can be recomputed from it), values (the measured geometry), "
+        "geometry_source, margins (the settings that decided the answer was clear) and, for estimated "
+        "geometry, provenance.",
+    )
+    geometry_source = dy.String(
+        nullable=False,
+        description="'scanned' (from the scan's fused geometry) or 'estimated' (from one image's depth file or "
+        "monocular depth model); never mixed in one row.",
+    )
+    split = dy.String(
+        nullable=False,
+        min_length=1,
+        description="'train' or 'test', by a stable SHA-256 hash of scene_id (10% of scenes test by default), "
+        "so all questions of one scene share a split.",
+    )
 
     @dy.rule()
     def known_values(cls) -> pl.Expr:

@@ -20,12 +20,18 @@ OBJECT_POINT_SOURCES = ["mesh", "instance_masks", "none"]
 FLOOR_SOURCES = ["ransac", "fallback"]
 
 
-def _vector(size: int) -> dy.List:
-    return dy.List(dy.Float64(nullable=False), nullable=False, min_length=size, max_length=size)
+def _vector(size: int, description: str | None = None) -> dy.List:
+    return dy.List(
+        dy.Float64(nullable=False),
+        nullable=False,
+        min_length=size,
+        max_length=size,
+        description=description,
+    )
 
 
-def _flat_floats() -> dy.List:
-    return dy.List(dy.Float32(nullable=False), nullable=False)
+def _flat_floats(description: str | None = None) -> dy.List:
+    return dy.List(dy.Float32(nullable=False), nullable=False, description=description)
 
 
 OBJECT_FIELDS = {
@@ -54,31 +60,143 @@ DROPPED_OBJECT_FIELDS = {
 class SceneGeometry(dy.Schema):
     """A scanned scene's fused geometry, floor, room and measured objects."""
 
-    scene_id = dy.String(primary_key=True, min_length=1)
-    geometry_source = dy.String(nullable=False)
-    object_points_source = dy.String(nullable=False)
-    world_to_gravity = _vector(16)
-    floor_source = dy.String(nullable=False)
-    floor_normal = _vector(3)
-    floor_offset = dy.Float64(nullable=False)
-    floor_tilt_deg = dy.Float64(nullable=False, min=0.0, max=180.0)
-    floor_inliers = dy.Int64(nullable=False, min=0)
-    floor_rmse_m = dy.Float64(nullable=False, min=0.0)
-    room_length_m = dy.Float64(nullable=False, min=0.0)
-    room_width_m = dy.Float64(nullable=False, min=0.0)
-    room_height_m = dy.Float64(nullable=False, min=0.0)
-    room_area_m2 = dy.Float64(nullable=False, min=0.0)
-    floor_area_m2 = dy.Float64(nullable=False, min=0.0)
-    room_footprint = _flat_floats()
-    cloud_voxel_size_m = dy.Float64(nullable=False, min_exclusive=0.0)
-    num_cloud_points = dy.Int64(nullable=False, min=0)
-    cloud_points = _flat_floats()
-    cloud_colors = dy.List(dy.UInt8(nullable=False), nullable=True)
-    used_frames = dy.List(dy.Int64(nullable=False), nullable=False, min_length=1)
-    num_quarantined_frames = dy.Int64(nullable=False, min=0)
-    num_objects = dy.Int64(nullable=False, min=0)
-    objects = dy.List(dy.Struct(OBJECT_FIELDS, nullable=False), nullable=False)
-    dropped_objects = dy.List(dy.Struct(DROPPED_OBJECT_FIELDS, nullable=False), nullable=False)
+    scene_id = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="Scan id (rgbd_scenes.scene_id), also the asset's partition key.",
+    )
+    geometry_source = dy.String(
+        nullable=False,
+        description="Where the geometry comes from: always 'scanned' here (fused RGB-D frames); 'estimated' "
+        "(one image's depth) exists only in dge_tasks.",
+    )
+    object_points_source = dy.String(
+        nullable=False,
+        description="Where the objects' points come from: 'mesh' (sampled on the segmented ScanNet mesh, every "
+        "surface), 'instance_masks' (fused frame points labelled by the instance images, only what the cameras "
+        "saw) or 'none' (neither is available: no objects).",
+    )
+    world_to_gravity = _vector(
+        16,
+        "4x4 row-major rigid transform from the scan's world frame (rgbd_frames.pose) to the gravity-aligned "
+        "frame: z along the floor normal, floor at z = 0, x the world x axis projected onto the floor. Close to "
+        "the identity for ScanNet and the sample world.",
+    )
+    floor_source = dy.String(
+        nullable=False,
+        description="How the floor was found: 'ransac' (lowest well-supported upward plane, refined by least "
+        "squares) or 'fallback' (no plane qualified: the 1st percentile of heights along the cameras' mean up "
+        "direction).",
+    )
+    floor_normal = _vector(
+        3,
+        "Unit normal of the floor plane in the scan's world frame, pointing up (the plane is normal . x + "
+        "floor_offset = 0).",
+    )
+    floor_offset = dy.Float64(
+        nullable=False,
+        description="Offset of the floor plane normal . x + offset = 0 in the world frame, metres: minus the "
+        "floor's height along floor_normal.",
+    )
+    floor_tilt_deg = dy.Float64(
+        nullable=False,
+        min=0.0,
+        max=180.0,
+        description="Angle in degrees between floor_normal and the world frame's +z axis (0 when the scan is "
+        "already z-up).",
+    )
+    floor_inliers = dy.Int64(
+        nullable=False,
+        min=0,
+        description="Points supporting the floor plane (within the RANSAC distance after refinement); 0 for the "
+        "fallback floor.",
+    )
+    floor_rmse_m = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Root-mean-square distance of the floor inliers to the plane, metres; 0 for the fallback "
+        "floor.",
+    )
+    room_length_m = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Longer side of the minimum-area rectangle around the room's footprint, metres (gravity "
+        "frame, horizontal).",
+    )
+    room_width_m = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Shorter side of the minimum-area rectangle around the room's footprint, metres "
+        "(room_width_m <= room_length_m).",
+    )
+    room_height_m = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Height of the highest point of the cleaned cloud above the floor (z), metres: the ceiling "
+        "where the cameras saw it.",
+    )
+    room_area_m2 = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Area of the room's footprint (convex hull of every cloud point's x, y), square metres.",
+    )
+    floor_area_m2 = dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Area of the convex hull of the floor points (|z| <= 0.03 m by default), square metres: "
+        "the floor that was seen.",
+    )
+    room_footprint = _flat_floats(
+        "The footprint's convex hull as flattened (x, y) pairs, counter-clockwise, gravity frame, metres."
+    )
+    cloud_voxel_size_m = dy.Float64(
+        nullable=False,
+        min_exclusive=0.0,
+        description="Voxel edge of the stored cloud copy, metres (default 0.05).",
+    )
+    num_cloud_points = dy.Int64(nullable=False, min=0, description="Points in cloud_points (triples).")
+    cloud_points = _flat_floats(
+        "The fused scene cloud, outliers removed and voxel-downsampled to cloud_voxel_size_m, as flattened x, "
+        "y, z triples in the gravity frame, metres (float32)."
+    )
+    cloud_colors = dy.List(
+        dy.UInt8(nullable=False),
+        nullable=True,
+        description="RGB colour 0-255 of each cloud point, flattened triples aligned with cloud_points; null "
+        "unless the build stored colours (store_cloud_colors, off by default).",
+    )
+    used_frames = dy.List(
+        dy.Int64(nullable=False),
+        nullable=False,
+        min_length=1,
+        description="rgbd_frames.frame_index of the frames fused into the cloud, ascending.",
+    )
+    num_quarantined_frames = dy.Int64(
+        nullable=False,
+        min=0,
+        description="Frames of the scan rejected during fusion (unreadable or empty depth, bad files), listed "
+        "in the quarantine.",
+    )
+    num_objects = dy.Int64(nullable=False, min=0, description="Measured objects: the length of objects.")
+    objects = dy.List(
+        dy.Struct(OBJECT_FIELDS, nullable=False),
+        nullable=False,
+        description="Measured objects, gravity frame, metres, by object id: object_id (rgbd_scenes objectId, "
+        "0-based), label, point_count (points after cleaning: outlier removal, largest DBSCAN cluster), "
+        "aabb_min / aabb_max (axis-aligned box corners), obb_center / obb_extents / obb_yaw (yaw-only oriented "
+        "box: extents are length along the yaw axis, width across it, full height; yaw in radians in [0, pi) "
+        "from +x to the length axis), centroid (the oriented box's centre), size_m (its largest extent), and "
+        "the stored points (at most 6000 by default, seeded subsample) as flattened x, y, z triples with "
+        "normals (0, 0, 0 where unknown) and point_areas (the surface area in square metres each point stands "
+        "for).",
+    )
+    dropped_objects = dy.List(
+        dy.Struct(DROPPED_OBJECT_FIELDS, nullable=False),
+        nullable=False,
+        description="Objects of the scan that could not be measured, each {object_id, label, reason} (e.g. "
+        "'no points: never seen in a usable frame', 'too few points after cleaning ...'); an instance id missing "
+        "from the object list is labelled 'object_<id>'.",
+    )
 
     @dy.rule()
     def known_sources(cls) -> pl.Expr:
