@@ -45,26 +45,107 @@ REFERENCE_BOX_FIELDS = {
 class EvalItems(dy.Schema):
     """A benchmark item with its images and its gold answer."""
 
-    benchmark = dy.String(primary_key=True, min_length=1)
-    item_id = dy.String(primary_key=True, min_length=1)
-    images = dy.List(image_column(), nullable=False, min_length=1)
-    image_width = dy.Int64(nullable=False, min=1)
-    image_height = dy.Int64(nullable=False, min=1)
-    question = dy.String(nullable=False, min_length=1)
-    options = dy.List(dy.String(nullable=False), nullable=False, max_length=len(LETTERS))
-    answer_format = dy.Enum(ANSWER_FORMATS, nullable=False)
-    answer_index = dy.Int64(nullable=True, min=0)
-    answer = dy.String(nullable=False, min_length=1)
-    numeric_answer = dy.Float64(nullable=True)
-    unit = dy.String(nullable=True)
-    category = dy.String(nullable=False)
-    task_type = dy.String(nullable=False)
-    source = dy.String(nullable=False)
-    question_key = dy.String(nullable=False, min_length=1)
-    flipped = dy.Bool(nullable=False)
-    circular_index = dy.Int64(nullable=False, min=0)
-    reference_boxes = dy.List(dy.Struct(REFERENCE_BOX_FIELDS, nullable=False), nullable=False)
-    split = dy.String(nullable=False)
+    benchmark = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="Benchmark name: 'omnispatial', 'spatialab', 'cvbench', '3dsrbench', 'blink', 'stvqa_val' "
+        "or 'dge_heldout'.",
+    )
+    item_id = dy.String(
+        primary_key=True,
+        min_length=1,
+        description="Item id within the benchmark: mcq_questions.question_id for OmniSpatial and SpatiaLab, "
+        "'cvbench/<2d|3d>/<idx>', '3dsrbench/<qid>' (variant suffixes included), 'blink/<idx>', "
+        "'stvqa/<image_id>/<8 hex digits of the question>', 'dge/<task_id>'; CircularEval copies add "
+        "'#circular<r>'.",
+    )
+    images = dy.List(
+        image_column(),
+        nullable=False,
+        min_length=1,
+        description="The item's images as Hugging Face image cells {bytes, path}, in the benchmark's order (BLINK "
+        "has up to four); the bytes as the benchmark ships them (format sniffed, not taken from the name).",
+    )
+    image_width = dy.Int64(nullable=False, min=1, description="Width of the first image in pixels.")
+    image_height = dy.Int64(nullable=False, min=1, description="Height of the first image in pixels.")
+    question = dy.String(nullable=False, min_length=1, description="The question text, without the options.")
+    options = dy.List(
+        dy.String(nullable=False),
+        nullable=False,
+        max_length=len(LETTERS),
+        description="Option texts without letters, in the order shown (option i has letter 'ABCDEFGH'[i]); "
+        "empty for numeric items and for OmniSpatial items whose choices are drawn in the image (letters A-D).",
+    )
+    answer_format = dy.Enum(
+        ANSWER_FORMATS,
+        nullable=False,
+        description="'choice' (answer_index and its letter) or 'numeric' (numeric_answer with unit).",
+    )
+    answer_index = dy.Int64(
+        nullable=True,
+        min=0,
+        description="0-based index of the gold option, converted from the benchmark's own index or letter "
+        "(OmniSpatial 0-based, SpatiaLab 1-based, CV-Bench and BLINK '(A)', 3DSRBench a bare letter); null for "
+        "numeric items.",
+    )
+    answer = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The gold answer as text: the letter of answer_index, or the number of a numeric item "
+        "without its unit (dge_tasks' answer text).",
+    )
+    numeric_answer = dy.Float64(
+        nullable=True, description="Gold value of a numeric item, in unit; null for multiple choice."
+    )
+    unit = dy.String(
+        nullable=True,
+        description="Unit of numeric_answer ('m', 'cm' or 'm^2'); null for multiple choice and for counts.",
+    )
+    category = dy.String(
+        nullable=False,
+        description="Finest group reported per benchmark: OmniSpatial's sub_task_type, SpatiaLab's Category, "
+        "CV-Bench's task, 3DSRBench's category, BLINK's subset, STVQA's category, DGE's task_type.",
+    )
+    task_type = dy.String(
+        nullable=False,
+        description="Coarser group: OmniSpatial's task_type, SpatiaLab's Category (same as category), "
+        "CV-Bench's '2D' / '3D', 3DSRBench's main category, BLINK's subset, the STVQA level (easy / medium / "
+        "hard), DGE's task_type.",
+    )
+    source = dy.String(
+        nullable=False,
+        description="Where the item comes from: the mcq source ('omnispatial', 'spatialab'), CV-Bench's image "
+        "source (ADE20K, COCO, Omni3D), '3dsrbench', 'blink', 'stvqa', or the DGE row's geometry_source "
+        "('scanned' / 'estimated').",
+    )
+    question_key = dy.String(
+        nullable=False,
+        min_length=1,
+        description="The underlying question shared by its variants (3DSRBench flip and rotations, CircularEval "
+        "copies); equal to item_id for an item without variants.",
+    )
+    flipped = dy.Bool(
+        nullable=False, description="True for a horizontally flipped copy (3DSRBench FlipEval '-flip' qids)."
+    )
+    circular_index = dy.Int64(
+        nullable=False,
+        min=0,
+        description="Rotation of the options (CircularEval): options rotated left by this many places, 0 for "
+        "the original order.",
+    )
+    reference_boxes = dy.List(
+        dy.Struct(REFERENCE_BOX_FIELDS, nullable=False),
+        nullable=False,
+        description="Boxes the grounding analysis compares predicted boxes with: {bbox_2d canonical [x1, y1, "
+        "x2, y2] on the 0..1000 grid of the first image (x right, y down), label, validity in [0, 1]}; STVQA's "
+        "gt_scene objects (validity 1) or a pseudo-GT table's boxes; empty when the benchmark has none.",
+    )
+    split = dy.String(
+        nullable=False,
+        description="Split the item was taken from: 'test' for OmniSpatial (the hash split of mcq_questions, or "
+        "every question of a given folder), SpatiaLab, CV-Bench and 3DSRBench; 'val' for BLINK; the configured "
+        "split of the stvqa table (default 'val') and of dge_tasks (default 'test').",
+    )
 
     @dy.rule()
     def choice_or_numeric(cls) -> pl.Expr:
