@@ -16,6 +16,11 @@ deliver it, cheapest first; none ever materialises logits for every position of 
 * **Selective pass** (`selective_entropy_pass`): otherwise, one no-grad pass of the backbone, with
   the output head applied only at the coordinate-digit positions.
 
+Confidence is a property of the policy, not of one dropout mask: TRL generates and computes log-probs
+with the model in train mode, where LoRA dropout (`lora_dropout: 0.05` in the recipes) perturbs the
+logits. Every source therefore runs under `dropout_disabled`, which switches the dropout modules
+(LoRA's included) to eval for that pass only and restores them afterwards.
+
 Tokens are decoded one by one (`CompletionTokenDecoder`) so that their concatenation is exactly the
 completion text the rewards parse; the digit tokens of the coordinates of the valid reasoning-segment
 boxes are found with the reward library's own parser (`coordinate_token_indices`), so entropies and
@@ -30,9 +35,10 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import contextlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate
 
 import torch
@@ -254,6 +260,43 @@ class GenerationEntropyRecorder:
         if not self._steps:
             return torch.zeros(0, 0)
         return torch.stack(self._steps, dim=1).float().cpu()
+
+
+DROPOUT_MODULES = (
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
+
+
+@contextlib.contextmanager
+def dropout_disabled(model: nn.Module) -> Iterator[int]:
+    """Put every dropout module of `model` (PEFT's `lora_dropout` included) in eval mode for the block.
+
+    Only dropout modules change: the model's own `training` flag, gradient checkpointing and the
+    trainer's train/eval bookkeeping stay as they are. The modules that were training are switched
+    back on exit, also when the block raises. Yields how many modules were switched.
+
+    >>> layer = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    >>> with dropout_disabled(layer) as switched:
+    ...     switched, layer[1].training, layer.training
+    (1, False, True)
+    >>> layer[1].training
+    True
+    """
+    switched = [
+        module for module in model.modules() if isinstance(module, DROPOUT_MODULES) and module.training
+    ]
+    for module in switched:
+        module.train(False)
+    try:
+        yield len(switched)
+    finally:
+        for module in switched:
+            module.train(True)
 
 
 def _backbone_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:

@@ -8,7 +8,8 @@ What it adds to TRL (nothing else changes):
   of the valid reasoning-segment boxes. Where the entropies come from (see `training.entropy`):
   the generation hook (transformers generation), TRL's own no-grad log-prob pass (vLLM with
   importance-sampling correction or several iterations per batch, temperature 1), or one selective
-  no-grad pass. `None` per completion when the run does not use them.
+  no-grad pass; each with the dropout modules (LoRA dropout) switched off, so the entropies are the
+  deterministic policy's. `None` per completion when the run does not use them.
 * Per-step metrics: answer accuracy (`grounding/answer_accuracy`), the mean coordinate-digit
   entropy in nats (`grounding/coordinate_entropy`) and, with the scheduler, the task weights
   (`scheduler/weight/<task_type>`). TRL logs each reward function and the share of truncated
@@ -47,6 +48,7 @@ from training.entropy import (
     CompletionTokenDecoder,
     GenerationEntropyRecorder,
     coordinate_token_indices,
+    dropout_disabled,
     scatter_entropies,
     selective_entropy_pass,
 )
@@ -260,14 +262,16 @@ class SpatialGRPOTrainer(GRPOTrainer):
         `(completion_ids, logprobs)`. With `entropy_source == "generation"` (plain transformers
         generation only) a `GenerationEntropyRecorder` hooks the unwrapped model's output head during
         that call, and the full-vocabulary entropy of every generated token is kept per completion.
-        The return value is TRL's, untouched.
+        TRL generates with the model in train mode; for this source the dropout modules (LoRA
+        dropout) are switched off during generation, so the recorded entropies, and the samples, are
+        those of the deterministic policy (as vLLM samples). The return value is TRL's, untouched.
         """
         if self.entropy_source != "generation":
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
         recorder = GenerationEntropyRecorder(self.accelerator.unwrap_model(self.model))
-        with recorder:
+        with recorder, dropout_disabled(self.model):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
@@ -287,8 +291,10 @@ class SpatialGRPOTrainer(GRPOTrainer):
         old policy's log-probs (when generation and optimisation steps are misaligned, or for vLLM
         importance sampling) and for the reference model. With `entropy_source == "logprob_pass"` the
         first call after a batch is generated (the old-policy pass, which precedes the rewards) is run
-        with `compute_entropy=True`; its per-token entropies are kept for the rewards, and the caller
-        gets entropies only when it asked for them. Every other call is TRL's, unchanged.
+        with `compute_entropy=True` and the dropout modules switched off (that no-grad pass then gives
+        the deterministic old policy's log-probs, as the vLLM sampler has no dropout either); its
+        per-token entropies are kept for the rewards, and the caller gets entropies only when it asked
+        for them. Every other call is TRL's, unchanged.
         """
         if not self._capture_logprob_pass:
             return super()._get_per_token_logps_and_entropies(
@@ -296,9 +302,10 @@ class SpatialGRPOTrainer(GRPOTrainer):
             )
         self._capture_logprob_pass = False
         wanted = kwargs.pop("compute_entropy", False)
-        logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, *args, compute_entropy=True, **kwargs
-        )
+        with dropout_disabled(model):
+            logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, compute_entropy=True, **kwargs
+            )
         self._logprob_pass_entropies = entropies.detach().float().cpu()
         return logps, entropies if wanted else None, aux_loss
 
@@ -329,7 +336,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
     def _selective_pass(
         self, completion_ids_list: list[list[int]], positions: list[list[int]]
     ) -> list[list[float]]:
-        """Entropies at `positions` from one no-grad backbone pass with a selective output head."""
+        """Entropies at `positions` from one no-grad backbone pass (dropout off) with a selective output head."""
         if self._last_prompt_batch is None:
             raise RuntimeError("the selective entropy pass needs the tokenised prompts of the batch")
         prompt_ids, images, multimodal_fields = self._last_prompt_batch
@@ -390,6 +397,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
             with (
                 self.accelerator.autocast(),
                 disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+                dropout_disabled(model),
             ):
                 values = selective_entropy_pass(model, input_ids, attention_mask, targets, forward_kwargs)
             for row, row_values in zip(rows, values, strict=True):

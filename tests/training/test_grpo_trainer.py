@@ -54,7 +54,11 @@ def _trainer(
         key: kwargs.pop(key) for key in list(kwargs) if key in ("box_entropy_source", "task_scheduler")
     }
     model_args = SpatialModelConfig(
-        model_name_or_path=str(model_dir), use_peft=True, lora_r=8, lora_alpha=16, lora_dropout=0.0
+        model_name_or_path=str(model_dir),
+        use_peft=True,
+        lora_r=8,
+        lora_alpha=16,
+        lora_dropout=kwargs.pop("lora_dropout", 0.0),
     )
     model, peft_config = prepare_policy(load_model(model_args), model_args)
     data = load_training_data(data_root, table, prompt_format, "qwen3_vl")
@@ -71,7 +75,10 @@ def _trainer(
 
 
 class EntropyProbe:
-    """A reward that records `box_entropies` and the entropies of an independent full forward pass."""
+    """A reward that records `box_entropies` and the entropies of an independent full forward pass.
+
+    The reference pass runs with the model in eval mode (no dropout), as confidence must be measured.
+    """
 
     __name__ = "entropy_probe_reward"
 
@@ -90,6 +97,8 @@ class EntropyProbe:
             )
             completion_tensor = torch.tensor(ids).unsqueeze(0)
             input_ids = torch.cat([inputs["input_ids"], completion_tensor], dim=1)
+            was_training = model.training
+            model.eval()
             with torch.no_grad():
                 logits = model(
                     input_ids=input_ids,
@@ -100,6 +109,7 @@ class EntropyProbe:
                         [inputs["mm_token_type_ids"], torch.zeros_like(completion_tensor)], 1
                     ),
                 ).logits
+            model.train(was_training)
             prompt_length = inputs["input_ids"].shape[1]
             full = token_entropy(logits[0, prompt_length - 1 : -1]).tolist()
             self.records.append({"text": completion[0]["content"], "entry": entry, "full": full})
@@ -142,6 +152,47 @@ def test_rewards_get_full_forward_entropies_at_exactly_the_coordinate_digits(
         assert "".join(tokens[index] for index in measured) == _coordinate_digits_of(record["text"])
         for index in measured:
             assert entropies[index] == pytest.approx(record["full"][index], abs=1e-4)
+
+
+def _enlarge_adapter(model, std: float) -> None:
+    """Give every LoRA B matrix random weights (a trained adapter), so adapter dropout changes the logits."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+
+
+@pytest.mark.parametrize(
+    ("source", "overrides"),
+    [("generation", {}), ("selective_pass", {}), ("logprob_pass", {"num_iterations": 2})],
+)
+def test_box_entropies_are_those_of_the_model_without_dropout(
+    source, overrides, tiny_qwen3_vl, tiny_tables, tmp_path
+):
+    """TRL generates and scores in train mode; adapter dropout must not reach the confidence entropies."""
+    probe = EntropyProbe()
+    trainer = _trainer(
+        tiny_qwen3_vl,
+        tiny_tables,
+        tmp_path / "out",
+        [probe],
+        box_entropy_source=source,
+        lora_dropout=0.5,
+        **overrides,
+    )
+    probe.trainer = trainer
+    _enlarge_adapter(trainer.model, std=0.5)
+    with scripted_generation(trainer.processing_class.tokenizer, SPATIALCORE_COMPLETIONS):
+        trainer.train()
+    errors = [
+        abs(record["entry"]["entropies"][index] - record["full"][index])
+        for record in probe.records
+        for index, value in enumerate(record["entry"]["entropies"])
+        if math.isfinite(value)
+    ]
+    assert errors and max(errors) < 1e-4, max(errors)
+    assert trainer.model.training  # the trainer's own modes are left as TRL set them
 
 
 def test_spatialcore_training_step_learns_and_logs_every_component(tiny_qwen3_vl, tiny_tables, tmp_path):
