@@ -21,7 +21,7 @@ import dataframely as dy
 import polars as pl
 
 from assets.previews import markdown_image, markdown_preview, save_preview
-from data_contracts.quarantine import QuarantineLog
+from data_contracts.quarantine import Quarantine, QuarantineLog
 from data_contracts.validation import split_valid
 
 CONTRACT_CHECK = "contract"
@@ -181,6 +181,7 @@ def quarantine_output(log: QuarantineLog) -> tuple[pl.DataFrame, dict[str, Any]]
     frame = log.to_frame()
     metadata = {
         "dagster/row_count": frame.height,
+        "dagster/column_schema": column_schema(Quarantine),
         "reasons": dg.MetadataValue.json(log.reason_counts()),
         "preview": dg.MetadataValue.md(
             markdown_preview(frame, limit=10, columns=["record_id", "source_file", "reason"])
