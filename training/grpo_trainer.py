@@ -16,13 +16,16 @@ What it adds to TRL (nothing else changes):
   completions (`completions/clipped_ratio`); the rewards log their components through `log_metric`
   (for SpatialCORE: answer, format, spatial, precision, recall, matched IoU, boxes per completion,
   share with boxes, mean box entropy H, truncated share).
-* The DGE task scheduler: rows are drawn by `TaskAdaptiveSampler`; after each generation batch the
-  accuracy of every completion (gathered from all ranks, in rank order) updates the
-  `TaskScheduler`; its state is written into each checkpoint and restored on resume.
+* The DGE task scheduler: the dataloader hands out placeholder slots (`ScheduledSlots`) and the rows
+  of generation batch `k` are drawn by `TaskAdaptiveSampler` when that batch is generated, after
+  batches `0 .. k-1` were scored, whatever the dataloader fetched ahead; after each generation batch
+  the accuracy of every completion (gathered from all ranks, in rank order) updates the
+  `TaskScheduler`; its state and `k` are written into each checkpoint and restored on resume, so an
+  interrupted and resumed run draws the same rows as an uninterrupted one.
 
 It overrides these private methods of TRL 1.16's `GRPOTrainer` (each docstring says which TRL
 behaviour it replaces or extends; `tests/training/test_trl_overrides.py` fails when TRL changes a
-signature or a call order they rely on): `_get_train_sampler`, `_tokenize_prompts`,
+signature or a call order they rely on): `get_train_dataloader`, `_get_train_sampler`, `_tokenize_prompts`,
 `_generate_single_turn`, `_get_per_token_logps_and_entropies`, `_generate_and_score_completions` and
 `_calculate_rewards`; and the public `train` of transformers' `Trainer`.
 """
@@ -62,9 +65,12 @@ from training.rewards.parsing import (
 )
 from training.rewards.spatialthinker import answer_matches
 from training.scheduler import (
+    SLOT_KEY,
+    ScheduledSlots,
     TaskAdaptiveSampler,
     TaskScheduler,
     TaskSchedulerCallback,
+    is_slot_batch,
     load_task_scheduler_state,
 )
 
@@ -167,8 +173,6 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 repeat_count=self.num_iterations * self.args.steps_per_generation,
                 seed=self.args.seed,
             )
-            # The sampler restores its own position from the checkpoint; skipping batches would draw anew.
-            self.args.ignore_data_skip = True
             self.add_callback(TaskSchedulerCallback(task_scheduler, lambda: self.chunks_consumed))
 
     # ------------------------------------------------------------------ set-up
@@ -201,16 +205,36 @@ class SpatialGRPOTrainer(GRPOTrainer):
             )
         return requested
 
+    def get_train_dataloader(self):
+        """TRL's training dataloader; with the task scheduler, over `ScheduledSlots` placeholders.
+
+        TRL builds the dataloader of generation batches from `self.train_dataset` and
+        `_get_train_sampler`. With the scheduler, the dataset is swapped for `ScheduledSlots` (same
+        length) for that call only, so the dataloader fetches slots, never rows: the rows are drawn
+        in `_generate_and_score_completions`. Resuming then skips placeholder batches (cheap), and
+        the epoch counter follows the steps as in an uninterrupted run. Without the scheduler, TRL's
+        dataloader is returned unchanged.
+        """
+        if self.task_sampler is None:
+            return super().get_train_dataloader()
+        dataset = self.train_dataset
+        self.train_dataset = ScheduledSlots(len(dataset))
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.train_dataset = dataset
+
     def _get_train_sampler(self, dataset=None):
-        """Replaces TRL's `RepeatSampler` by the `TaskAdaptiveSampler` for the training set (task scheduler only).
+        """Replaces TRL's `RepeatSampler` by the `TaskAdaptiveSampler` for the training slots (task scheduler only).
 
         TRL builds a `RepeatSampler` (each prompt `num_generations` times, batches of
         `generation_batch_size // num_generations` prompts, each batch repeated
         `num_iterations * steps_per_generation` times, seeded shuffle). The task sampler keeps that
-        layout and draws the prompts by task-type weight instead. Without the scheduler, or for
-        another dataset, TRL's sampler is returned unchanged.
+        layout over the slots of each generation batch; the prompts are drawn by task-type weight when
+        the batch is generated. Without the scheduler, or for another dataset, TRL's sampler is
+        returned unchanged.
         """
-        if self.task_sampler is not None and (dataset is None or dataset is self.train_dataset):
+        if self.task_sampler is not None and isinstance(dataset, ScheduledSlots):
             return self.task_sampler
         return super()._get_train_sampler(dataset)
 
@@ -219,8 +243,8 @@ class SpatialGRPOTrainer(GRPOTrainer):
 
         Extends transformers' `Trainer.train`: the aliases `True`, `"last"` and `"latest"` resolve to the
         newest checkpoint of `output_dir` (a missing one is a `FileNotFoundError`, where `Trainer`
-        raises a `ValueError` for `True` only), and with the task scheduler its state and the sampler's
-        position come back from the checkpoint. Other keyword arguments pass through.
+        raises a `ValueError` for `True` only), and with the task scheduler its state and the number
+        of generation batches drawn come back from the checkpoint. Other keyword arguments pass through.
         """
         if resume_from_checkpoint is True:
             resume_from_checkpoint = "last"
@@ -234,7 +258,6 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 )
             else:
                 self.chunks_consumed = consumed
-                self.task_sampler.next_chunk = consumed
                 logger.info(
                     "restored the task scheduler from %s (%d batches drawn)", resume_from_checkpoint, consumed
                 )
@@ -313,12 +336,16 @@ class SpatialGRPOTrainer(GRPOTrainer):
         """TRL's generate-and-score step, between resets of the per-batch entropy state.
 
         TRL generates the completions of one generation batch, computes the old/reference log-probs,
-        calls `_calculate_rewards` and the advantages. Around it this counts the generation batches
-        drawn in training (the task sampler's resume position), arms the log-prob capture for the
-        `logprob_pass` source, and clears the captured entropies and prompts afterwards, also when
-        TRL raises.
+        calls `_calculate_rewards` and the advantages. Before it, in training with the task scheduler,
+        the batch's `ScheduledSlots` placeholders become the rows drawn for this generation batch
+        (`TaskAdaptiveSampler.rows_of_chunk`: the scheduler then holds the scores of every earlier
+        batch); the generation batches drawn in training are counted (the resume position). It arms
+        the log-prob capture for the `logprob_pass` source, and clears the captured entropies and
+        prompts afterwards, also when TRL raises.
         """
         if self.model.training:
+            if self.task_sampler is not None and is_slot_batch(inputs):
+                inputs = self._scheduled_rows(inputs, self.chunks_consumed)
             self.chunks_consumed += 1
         self._generation_entropies = None
         self._logprob_pass_entropies = None
@@ -330,6 +357,11 @@ class SpatialGRPOTrainer(GRPOTrainer):
             self._generation_entropies = None
             self._logprob_pass_entropies = None
             self._last_prompt_batch = None
+
+    def _scheduled_rows(self, slots: list[dict], chunk_index: int) -> list[dict]:
+        """The training rows that the task sampler draws for the slots of generation batch `chunk_index`."""
+        rows = self.task_sampler.rows_of_chunk(chunk_index)
+        return [self.train_dataset[rows[slot[SLOT_KEY]]] for slot in slots]
 
     # ------------------------------------------------------------------ box entropies
 

@@ -12,11 +12,20 @@ so every rank holds the same weights.
 `TaskAdaptiveSampler` draws training rows with those weights, laid out like TRL's `RepeatSampler`
 (each prompt repeated `num_generations` times, each generation batch repeated for
 `steps_per_generation * num_iterations` steps), so the GRPO trainer can use it unchanged. Draw
-`k` uses a generator seeded with `(seed, k)`, so the stream is identical on every rank and
-resumes from a chunk counter.
+`k` uses a generator seeded with `(seed, k)`, so the stream is identical on every rank.
 
-`TaskSchedulerCallback` writes the scheduler and sampler state into each checkpoint folder
-(`task_scheduler.json`); `load_task_scheduler_state` reads it back on resume.
+Draws happen when a generation batch is about to be generated, not when the dataloader fetches it:
+dataloaders fetch ahead (accelerate keeps one batch in hand, workers prefetch more), so a row drawn at
+fetch time would miss the scores of the batches still in flight, and a resumed run would draw at
+other moments than an uninterrupted one. The sampler therefore yields *slots* (the position of a
+prompt in its generation batch) over `ScheduledSlots`, a dataset of placeholders; the trainer
+resolves the slots of generation batch `k` with `rows_of_chunk(k)` once batches `0 .. k-1` are
+scored. Draw `k` thus depends only on `(seed, k)` and the scores of the batches before it, and a
+run resumed from a checkpoint (scheduler state and `k` restored) draws exactly what the
+uninterrupted run draws.
+
+`TaskSchedulerCallback` writes the scheduler state and the number of generation batches drawn into
+each checkpoint folder (`task_scheduler.json`); `load_task_scheduler_state` reads it back on resume.
 
 >>> scheduler = TaskScheduler(["count", "distance"])
 >>> for _ in range(20):
@@ -36,12 +45,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from torch.utils.data import Sampler
+from torch.utils.data import Dataset, Sampler
 from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
 SCHEDULER_STATE_FILE = "task_scheduler.json"
+SLOT_KEY = "task_scheduler_slot"
 
 
 class TaskScheduler:
@@ -139,13 +149,40 @@ class TaskScheduler:
         self.correct = {task_type: float(state["correct"][task_type]) for task_type in self.task_types}
 
 
+class ScheduledSlots(Dataset):
+    """Placeholder rows of a scheduled training set: item `i` is `{SLOT_KEY: i}`.
+
+    The dataloader fetches these (cheap, nothing decoded) in place of real rows; the trainer swaps
+    each for the row that `TaskAdaptiveSampler.rows_of_chunk` draws for its slot.
+
+    >>> ScheduledSlots(3)[2]
+    {'task_scheduler_slot': 2}
+    """
+
+    def __init__(self, num_rows: int):
+        self.num_rows = int(num_rows)
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def __getitem__(self, index: int) -> dict:
+        return {SLOT_KEY: int(index)}
+
+
+def is_slot_batch(rows: Sequence) -> bool:
+    """True when `rows` are `ScheduledSlots` placeholders (every row a dict with only `SLOT_KEY`)."""
+    return bool(rows) and all(isinstance(row, dict) and set(row) == {SLOT_KEY} for row in rows)
+
+
 class TaskAdaptiveSampler(Sampler[int]):
     """Draw dataset rows by task type with the scheduler's weights, in TRL's `RepeatSampler` layout.
 
-    Each chunk holds `batch_size` prompts (one generation batch): for each, a task type is drawn with
-    `scheduler.weights()` at the time of drawing, then a row of that type uniformly. The chunk's
-    indices are yielded with every prompt repeated `mini_repeat_count` times, and the whole chunk
-    `repeat_count` times.
+    Each chunk (one generation batch) holds `batch_size` prompts: for each, a task type is drawn with
+    `scheduler.weights()` at the time of drawing, then a row of that type uniformly
+    (`draw_chunk`). Iterating the sampler yields the *slots* `0 .. batch_size - 1` of each chunk in
+    `RepeatSampler`'s layout (every slot `mini_repeat_count` times in a row, the chunk `repeat_count`
+    times), meant for `ScheduledSlots`; `rows_of_chunk(k)` gives the rows of chunk `k` when its batch
+    is generated.
 
     Args:
         row_task_types (`Sequence[str]`): the task type of every dataset row.
@@ -157,9 +194,11 @@ class TaskAdaptiveSampler(Sampler[int]):
 
     >>> sampler = TaskAdaptiveSampler(["a", "a", "b", "b"], TaskScheduler(["a", "b"]), mini_repeat_count=2,
     ...                               batch_size=2)
-    >>> indices = list(sampler)
-    >>> len(indices), indices[0] == indices[1]
-    (8, True)
+    >>> list(sampler)[:4], len(sampler)
+    ([0, 0, 1, 1], 8)
+    >>> rows = sampler.rows_of_chunk(0)
+    >>> len(rows), rows == sampler.rows_of_chunk(0)
+    (2, True)
     """
 
     def __init__(
@@ -184,7 +223,7 @@ class TaskAdaptiveSampler(Sampler[int]):
         if unknown:
             raise ValueError(f"rows have task types the scheduler does not know: {unknown}")
         self.rows_by_type = {task_type: np.asarray(rows) for task_type, rows in rows_by_type.items()}
-        self.next_chunk = 0
+        self._drawn: dict[int, list[int]] = {}
 
     @property
     def chunks_per_epoch(self) -> int:
@@ -208,14 +247,24 @@ class TaskAdaptiveSampler(Sampler[int]):
             rows.append(int(candidates[generator.integers(len(candidates))]))
         return rows
 
+    def rows_of_chunk(self, chunk_index: int) -> list[int]:
+        """The rows of chunk `chunk_index`, drawn on the first call (the scheduler as it is then), kept after.
+
+        The trainer calls this when generation batch `chunk_index` is generated, after the batches
+        before it were scored; later calls for the same chunk (other slots, repeats) return the same
+        rows. Only the most recent chunks are kept.
+        """
+        if chunk_index not in self._drawn:
+            self._drawn = {index: rows for index, rows in self._drawn.items() if index >= chunk_index - 1}
+            self._drawn[chunk_index] = self.draw_chunk(chunk_index)
+        return self._drawn[chunk_index]
+
     def __iter__(self) -> Iterator[int]:
         for _ in range(self.chunks_per_epoch):
-            chunk = self.draw_chunk(self.next_chunk)
-            self.next_chunk += 1
             for _ in range(self.repeat_count):
-                for row in chunk:
+                for slot in range(self.batch_size):
                     for _ in range(self.mini_repeat_count):
-                        yield row
+                        yield slot
 
 
 def write_task_scheduler_state(
@@ -245,7 +294,7 @@ class TaskSchedulerCallback(TrainerCallback):
 
     Args:
         scheduler (`TaskScheduler`): the scheduler to save.
-        chunks_consumed (`Callable[[], int]`): returns how many generation batches training has used.
+        chunks_consumed (`Callable[[], int]`): returns how many generation batches training has drawn.
     """
 
     def __init__(self, scheduler: TaskScheduler, chunks_consumed):

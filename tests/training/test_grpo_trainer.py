@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from training.data import load_training_data
@@ -255,3 +256,64 @@ def test_scheduler_moves_weight_to_the_failing_task_type(tiny_qwen3_vl, tiny_tab
     assert sum(scheduler.attempts.values()) == 8
     logged = {key for entry in trainer.state.log_history for key in entry}
     assert "scheduler/weight/absolute_distance" in logged
+
+
+class StopAt(TrainerCallback):
+    """Stop training after `step` (the interruption of a run)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+        return control
+
+
+def _scheduled_dge_run(model_dir, data_root, output_dir, stop_at=None, resume=None):
+    """A DGE run with the task scheduler; returns the draws `(chunk, rows, scored completions then)`."""
+    scheduler = TaskScheduler(["absolute_distance", "relative_direction_image"])
+    trainer = _trainer(
+        model_dir,
+        data_root,
+        output_dir,
+        get_reward_funcs(["dge_reward"]),
+        table="dge_tasks",
+        prompt_format="dge",
+        task_scheduler=scheduler,
+        max_steps=6,
+        save_strategy="steps",
+        save_steps=3,
+    )
+    draws = []
+    draw_chunk = trainer.task_sampler.draw_chunk
+
+    def recording_draw(chunk_index):
+        rows = draw_chunk(chunk_index)
+        draws.append((chunk_index, rows, sum(scheduler.attempts.values())))
+        return rows
+
+    trainer.task_sampler.draw_chunk = recording_draw
+    if stop_at is not None:
+        trainer.add_callback(StopAt(stop_at))
+    with scripted_generation(trainer.processing_class.tokenizer, DGE_COMPLETIONS):
+        trainer.train(resume_from_checkpoint=resume)
+    epochs = {entry["step"]: entry["epoch"] for entry in trainer.state.log_history if "loss" in entry}
+    return draws, epochs
+
+
+def test_scheduler_draws_after_scoring_and_resumes_bit_identical(tiny_qwen3_vl, tiny_tables, tmp_path):
+    full, full_epochs = _scheduled_dge_run(tiny_qwen3_vl, tiny_tables, tmp_path / "full")
+    # 6 steps, one generation batch each (2 prompts x 2 completions): batch k is drawn once the k
+    # batches before it are scored, never earlier (the dataloader fetches a batch ahead)
+    assert [(chunk, scored) for chunk, _, scored in full] == [(k, 4 * k) for k in range(6)]
+
+    interrupted, _ = _scheduled_dge_run(tiny_qwen3_vl, tiny_tables, tmp_path / "split", stop_at=3)
+    resumed, resumed_epochs = _scheduled_dge_run(
+        tiny_qwen3_vl, tiny_tables, tmp_path / "split", resume=str(tmp_path / "split" / "checkpoint-3")
+    )
+    assert interrupted + resumed == full
+    # the epoch counter goes on as in the uninterrupted run (4 batches per epoch here)
+    assert {step: resumed_epochs[step] for step in (4, 5, 6)} == {
+        step: full_epochs[step] for step in (4, 5, 6)
+    }

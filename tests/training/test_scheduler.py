@@ -8,6 +8,8 @@ import pytest
 
 from training.scheduler import (
     SCHEDULER_STATE_FILE,
+    SLOT_KEY,
+    ScheduledSlots,
     TaskAdaptiveSampler,
     TaskScheduler,
     TaskSchedulerCallback,
@@ -75,11 +77,41 @@ class TestTaskAdaptiveSampler:
         sampler = TaskAdaptiveSampler(
             self.ROWS, TaskScheduler(["a", "b"]), mini_repeat_count=2, batch_size=3, repeat_count=2
         )
-        indices = list(sampler)
-        assert len(indices) == len(sampler) == (20 // 3) * 3 * 2 * 2
-        first_chunk = indices[:6]
-        assert first_chunk[0::2] == first_chunk[1::2]  # each prompt twice in a row
-        assert indices[6:12] == first_chunk  # the chunk repeated
+        slots = list(sampler)
+        assert len(slots) == len(sampler) == (20 // 3) * 3 * 2 * 2
+        # slots of a generation batch: each prompt twice in a row, the chunk repeated, every chunk alike
+        assert slots[:12] == [0, 0, 1, 1, 2, 2] * 2
+        assert slots == slots[:12] * (20 // 3)
+
+    def test_iterating_draws_nothing(self):
+        """The dataloader fetches ahead; only `rows_of_chunk` (at generation time) may draw."""
+        scheduler = TaskScheduler(["a", "b"])
+        sampler = TaskAdaptiveSampler(self.ROWS, scheduler, mini_repeat_count=1, batch_size=4, seed=3)
+        fetched_ahead = list(sampler)
+        draws = []
+        for chunk in range(3):
+            draws.append(sampler.rows_of_chunk(chunk))
+            scheduler.update("b", False)
+        # the same as drawing chunk by chunk after each update, whatever was fetched before
+        scheduler_again = TaskScheduler(["a", "b"])
+        again = TaskAdaptiveSampler(self.ROWS, scheduler_again, mini_repeat_count=1, batch_size=4, seed=3)
+        expected = []
+        for chunk in range(3):
+            expected.append(again.draw_chunk(chunk))
+            scheduler_again.update("b", False)
+        assert draws == expected and fetched_ahead == [0, 1, 2, 3] * 5
+
+    def test_rows_of_a_chunk_are_drawn_once(self):
+        scheduler = TaskScheduler(["a", "b"])
+        sampler = TaskAdaptiveSampler(self.ROWS, scheduler, mini_repeat_count=1, batch_size=8, seed=1)
+        first = sampler.rows_of_chunk(0)
+        for _ in range(50):
+            scheduler.update("a", True)
+        assert sampler.rows_of_chunk(0) == first  # other slots of the same batch: same rows
+
+    def test_slots_dataset(self):
+        slots = ScheduledSlots(5)
+        assert len(slots) == 5 and slots[3] == {SLOT_KEY: 3}
 
     def test_identical_on_every_rank(self):
         draws = []
@@ -105,10 +137,9 @@ class TestTaskAdaptiveSampler:
     def test_resume_continues_the_stream(self):
         scheduler = TaskScheduler(["a", "b"])
         sampler = TaskAdaptiveSampler(self.ROWS, scheduler, mini_repeat_count=1, batch_size=4, seed=3)
-        full = list(sampler)
+        full = [sampler.rows_of_chunk(chunk) for chunk in range(4)]
         resumed = TaskAdaptiveSampler(self.ROWS, scheduler, mini_repeat_count=1, batch_size=4, seed=3)
-        resumed.next_chunk = 2
-        assert list(resumed)[:8] == full[8:16]
+        assert [resumed.rows_of_chunk(chunk) for chunk in (2, 3)] == full[2:]
 
     def test_rows_of_unknown_type_are_refused(self):
         with pytest.raises(ValueError, match="does not know"):

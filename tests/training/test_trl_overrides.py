@@ -24,6 +24,7 @@ from training.scheduler import TaskAdaptiveSampler
 
 OVERRIDES = {
     "__init__",
+    "get_train_dataloader",
     "_get_train_sampler",
     "_tokenize_prompts",
     "_generate_single_turn",
@@ -128,6 +129,31 @@ def test_init_keywords_do_not_collide_and_the_attributes_read_exist():
         and node.value.value.id == "self"
     }
     assert read_from_args <= config_fields, f"GRPOConfig lost {sorted(read_from_args - config_fields)}"
+
+
+# -- get_train_dataloader ---------------------------------------------------------------------------
+
+
+def test_get_train_dataloader_contract():
+    """The override swaps `self.train_dataset` for the slots; TRL's dataloader must read it from there."""
+    assert _parameters(GRPOTrainer.get_train_dataloader) == ["self"]
+    tree = _tree(GRPOTrainer.get_train_dataloader)
+    read = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and ast.unparse(node) == "self.train_dataset"
+    ]
+    assert read, "TRL's get_train_dataloader no longer reads self.train_dataset"
+    dataset_keywords = [
+        ast.unparse(keyword.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for keyword in node.keywords
+        if keyword.arg == "dataset"
+    ]
+    assert dataset_keywords == ["dataset"], dataset_keywords
+    # the rows reach `_generate_and_score_completions` as the dataloader yields them (a list of dicts)
+    assert "identity" in inspect.getsource(GRPOTrainer.__init__), "TRL no longer collates rows as a list"
 
 
 # -- _get_train_sampler -----------------------------------------------------------------------------
