@@ -12,12 +12,15 @@ VENV="${SPATIAL_VENV:-.venv}"
 EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev}"
 
 install_system_packages() {
-  # open3d needs libusb at import time.
-  if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
+  # open3d needs libusb at import time; the UI test reads the Dagster UI in Debian's chromium.
+  local missing=()
+  ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || missing+=(libusb-1.0-0)
+  command -v chromium >/dev/null || missing+=(chromium)
+  if [ ${#missing[@]} -gt 0 ]; then
     local sudo=""
     if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libusb-1.0-0 >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 }
 
