@@ -206,7 +206,10 @@ def test_6_the_raw_files_sensor_adds_a_new_scan_and_only_it_is_built(automation,
     first = _scenes(instance)[0]
     shutil.copytree(scans / first, scans / "scene9999_00")
     sensor = automation.defs.resolve_sensor_def(RAW_FILES_SENSOR)
-    context = dg.build_sensor_context(instance=instance, definitions=automation.defs)
+    resources = automation.defs.resources
+    context = dg.build_sensor_context(
+        instance=instance, resources={"sources": resources["sources"], "storage": resources["storage"]}
+    )
     result = sensor(context)
     added = [key for request in result.dynamic_partitions_requests for key in request.partition_keys]
     assert added == ["scene9999_00"]
