@@ -27,7 +27,11 @@ The response cache defaults to ``<storage root>/llm_cache/responses.sqlite`` (se
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -37,6 +41,37 @@ from data_contracts.storage import llm_cache_path, resolve_storage_root
 from llm.client import LLMClient, LLMClientConfig, LLMClientSettings
 from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
 from readers.common import resolve_location
+
+logger = logging.getLogger(__name__)
+PARENT_POLL_SECONDS = 1.0
+_parent_watch_started = False
+
+
+def stop_with_parent(poll_seconds: float = PARENT_POLL_SECONDS) -> None:
+    """End this process soon after the process that started it dies (once per process).
+
+    A step that calls paid APIs runs in a child of the run's worker process; when that worker is
+    killed, the step is re-parented and would go on paying for answers nobody collects. A daemon
+    thread notices the new parent and sends this process SIGTERM (then exits hard if that is ignored).
+    Every answer already received is in the response cache, so the re-run pays only for the rest.
+    """
+    global _parent_watch_started
+    if _parent_watch_started:
+        return
+    _parent_watch_started = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        logger.error(
+            "the process that started this one (pid %d) is gone: stopping before further paid calls", parent
+        )
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10 * poll_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()
 
 
 class StorageResource(dg.ConfigurableResource):
@@ -232,5 +267,9 @@ class LLMResource(dg.ConfigurableResource, LLMClientSettings):
         return LLMClientConfig(**shared, price_table=prices, cache_path=self.resolved_cache_path())
 
     def get_client(self) -> LLMClient:
-        """A new :class:`LLMClient`; use it as a context manager so connections and the cache are closed."""
+        """A new :class:`LLMClient`; use it as a context manager so connections and the cache are closed.
+
+        The process stops with its parent (:func:`stop_with_parent`), so a killed run's steps stop paying.
+        """
+        stop_with_parent()
         return LLMClient(self.client_config())
