@@ -229,7 +229,7 @@ def _visibility_preview(frames: pl.DataFrame):
             code_version=DGE_CODE_VERSION,
         ),
     },
-    ins={SCENE_GEOMETRY: dg.AssetIn(), "rgbd_frames": dg.AssetIn()},
+    ins={SCENE_GEOMETRY: dg.AssetIn(), "rgbd_frames": dg.AssetIn(), "rgbd_scenes": dg.AssetIn()},
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(FRAME_VISIBILITY),
     group_name=GROUP,
@@ -239,15 +239,19 @@ def frame_visibility_asset(
     config: FrameVisibilityAssetConfig,
     scene_geometry: pl.DataFrame,
     rgbd_frames: pl.DataFrame,
+    rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Project every measured object into every used frame of the scan, with a depth-buffer test."""
+    """Every measured object in every used frame of the scan: one ray cast per frame against the scan's
+    segmented mesh when it has one, else its points projected with a depth-buffer test."""
     scene_id = context.partition_key
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
     geometry = ScanGeometry.from_row(rows.row(0, named=True))
     log = QuarantineLog(FRAME_VISIBILITY)
-    frame = build_frame_visibility(geometry, rgbd_frames, config, log)
+    scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
+    scene = scenes.row(0, named=True) if scenes.height else None
+    frame = build_frame_visibility(geometry, rgbd_frames, config, log, scene=scene)
     scene_frames = rgbd_frames.filter(pl.col("scene_id") == scene_id)
     checked = finalize_table(
         frame,

@@ -88,9 +88,25 @@ class FusionSettings(pydantic.BaseModel):
         default=False, description="Read the colour images to store the cloud's colours."
     )
     erode_instance_boundaries: bool = Field(
-        default=True,
-        description="Ignore instance-mask pixels on a boundary between two ids, where depth and colour "
-        "registration is least reliable.",
+        default=False,
+        description="Ignore every instance-mask pixel on a boundary between two ids (drops thin parts such as "
+        "lamp poles and chair legs whole; the default keeps them and drops only background pixels a mask "
+        "bleeds onto, see depth_edge_tolerance_m).",
+    )
+    depth_edge_tolerance_m: float = Field(
+        default=0.02,
+        description="Two neighbouring depth pixels lie on one surface when their depths differ by at most this "
+        "plus depth_edge_tolerance_relative times the depth. A pixel with fewer than min_surface_neighbours "
+        "such neighbours is a flying pixel (mixed across a depth edge) and is dropped; a labelled pixel with a "
+        "neighbour of its own label nearer than that is background the mask bled onto, and loses its label.",
+    )
+    depth_edge_tolerance_relative: float = Field(
+        default=0.02, description="Share of the depth added to depth_edge_tolerance_m."
+    )
+    min_surface_neighbours: int = Field(
+        default=2,
+        description="Least neighbours (of 8) on the same surface for a depth pixel to be kept (2 keeps a "
+        "one-pixel-wide pole).",
     )
 
     def stride_for(self, depth_size: tuple[int, int], with_instances: bool) -> int:
@@ -234,6 +250,75 @@ def read_instance_ids(path: str | Path, erode_boundaries: bool = True) -> np.nda
     return ids
 
 
+NEIGHBOUR_OFFSETS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+
+
+def _neighbour_view(
+    padded: np.ndarray, d_row: int, d_col: int, stride: int, shape: tuple[int, int]
+) -> np.ndarray:
+    """The neighbours at ``(d_row, d_col)`` pixels of the strided grid's pixels (``padded`` has a 1-pixel border)."""
+    return padded[1 + d_row :: stride, 1 + d_col :: stride][: shape[0], : shape[1]]
+
+
+def flying_pixels(
+    depth_m: np.ndarray, stride: int, config: FusionSettings = DEFAULT_FUSION_SETTINGS
+) -> np.ndarray:
+    """Which pixels of the strided grid are flying pixels: valid, with fewer than ``min_surface_neighbours`` of
+    their 8 neighbours (at full resolution) on the same surface.
+
+    >>> depth = np.full((5, 5), 2.0); depth[2, 2] = 2.5
+    >>> flying_pixels(depth, 1)[2, 2], int(flying_pixels(depth, 1).sum())
+    (np.True_, 1)
+    """
+    centre = depth_m[::stride, ::stride]
+    padded = np.pad(np.nan_to_num(depth_m, nan=0.0), 1)
+    tolerance = config.depth_edge_tolerance_m + config.depth_edge_tolerance_relative * centre
+    close = np.zeros(centre.shape, dtype=np.int8)
+    with np.errstate(invalid="ignore"):
+        for d_row, d_col in NEIGHBOUR_OFFSETS:
+            neighbour = _neighbour_view(padded, d_row, d_col, stride, centre.shape)
+            close += (neighbour > 0) & (np.abs(neighbour - centre) <= tolerance)
+        return (centre > 0) & (close < config.min_surface_neighbours)
+
+
+def bled_labels(
+    object_ids: np.ndarray,
+    z: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    stride: int,
+    config: FusionSettings,
+) -> np.ndarray:
+    """Which labelled points carry a label that bled across a depth edge: a neighbour on the strided grid has
+    the same label but lies on another surface (nearer or farther by more than the surface tolerance),
+    while a neighbour with another label (or none) lies on the point's own surface.
+
+    A thin part (a lamp's pole) keeps its label: its own neighbours along it share its surface and
+    its other neighbours (the wall behind) do not. Unlabelled points count as another label.
+
+    >>> ids, z = np.array([3, 3, 3, -1]), np.array([1.0, 1.0, 2.0, 2.0])
+    >>> bled_labels(ids, z, np.zeros(4, int), np.arange(4), 1, FusionSettings()).tolist()
+    [False, False, True, False]
+    """
+    missing = -2
+    grid_rows, grid_cols = rows // stride + 1, cols // stride + 1
+    shape = (int(grid_rows.max(initial=0)) + 2, int(grid_cols.max(initial=0)) + 2)
+    id_grid = np.full(shape, missing, dtype=np.int64)
+    z_grid = np.full(shape, np.inf)
+    id_grid[grid_rows, grid_cols] = object_ids
+    z_grid[grid_rows, grid_cols] = z
+    tolerance = config.depth_edge_tolerance_m + config.depth_edge_tolerance_relative * z
+    own_elsewhere = np.zeros(len(object_ids), dtype=bool)
+    other_here = np.zeros(len(object_ids), dtype=bool)
+    for d_row, d_col in NEIGHBOUR_OFFSETS:
+        neighbour_ids = id_grid[grid_rows + d_row, grid_cols + d_col]
+        neighbour_z = z_grid[grid_rows + d_row, grid_cols + d_col]
+        same_surface = np.abs(neighbour_z - z) <= tolerance
+        own_elsewhere |= (neighbour_ids == object_ids) & ~same_surface
+        other_here |= (neighbour_ids != object_ids) & (neighbour_ids != missing) & same_surface
+    return own_elsewhere & other_here & (object_ids >= 0)
+
+
 def _read_color(path: str) -> np.ndarray:
     try:
         with Image.open(path) as image:
@@ -293,6 +378,7 @@ def frame_points(
     with np.errstate(invalid="ignore"):
         depth = np.where((depth >= config.min_depth_m) & (depth <= config.max_depth_m), depth, 0.0)
     stride = config.stride_for(record.depth_size, with_instances)
+    depth[::stride, ::stride][flying_pixels(depth, stride, config)] = 0.0
     points_camera, rows, cols = backproject_depth(depth, record.depth_intrinsics, stride)
     if points_camera.shape[0] == 0:
         raise FrameError(
@@ -327,6 +413,8 @@ def frame_points(
                     record.instance_path,
                 )
             object_ids = np.where(inside, ids[pixel_rows, pixel_cols], NO_OBJECT).astype(np.int32)
+            bled = bled_labels(object_ids, points_camera[:, 2], rows, cols, stride, config)
+            object_ids[bled] = NO_OBJECT
     return FramePoints(
         frame_index=record.frame_index,
         points=transform_points(record.pose, points_camera).astype(np.float32),

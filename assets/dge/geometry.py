@@ -484,6 +484,7 @@ def _measure_objects(
                     candidate.normals,
                     candidate.point_areas,
                     context.settings,
+                    noisy=source.reads_instance_masks,
                 )
             )
         except ObjectRejectedError as error:

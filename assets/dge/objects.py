@@ -8,8 +8,8 @@ Object points come from one of two sources:
 - the frames' instance masks (:mod:`assets.dge.fusion`): the fused points labelled with the object,
   which cover only what the cameras saw.
 
-Either way the points are cleaned (open3d statistical outlier removal, then the largest DBSCAN
-cluster) and measured in the gravity-aligned frame: the axis-aligned box, a yaw-only oriented box
+Either way the points are cleaned (open3d statistical outlier removal, then every DBSCAN cluster
+that holds a fair share of the points, so disconnected parts of one object stay) and measured in the gravity-aligned frame: the axis-aligned box, a yaw-only oriented box
 (full height; its yaw follows the object's vertical faces, or the footprint's minimum-area
 rectangle when they have no clear orientation), the centroid (the oriented box's
 centre), the size (its largest extent) and the point count. Each stored point carries the surface
@@ -70,6 +70,18 @@ class ObjectSettings(pydantic.BaseModel):
     dbscan_min_points: int = Field(
         default=2,
         description="DBSCAN core-point size (counted in voxels of half the radius, see clean_point_indices).",
+    )
+    min_cluster_share: float = Field(
+        default=0.02,
+        description="After outlier removal, DBSCAN clusters holding at least this share of an object's points "
+        "are all kept (an object is the union of its parts: a lamp's pole and shade, a shelf's boards, "
+        "segments that do not touch); smaller clusters are stray points.",
+    )
+    extent_trim_share: float = Field(
+        default=0.003,
+        description="Objects fused from noisy depth frames (instance masks) are measured without this share of "
+        "their points at each end of each gravity-frame axis: the extremes of a noisy cloud are its noise "
+        "(a cabinet 3 m away grows by 10 cm at both ends otherwise). Mesh samples are not trimmed.",
     )
     min_object_points: int = Field(
         default=30, description="Objects with fewer points after cleaning are quarantined."
@@ -226,8 +238,11 @@ def yaw_oriented_box(
 
 
 def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJECT_SETTINGS) -> np.ndarray:
-    """Indices of the points kept by statistical outlier removal, then the largest DBSCAN cluster (open3d).
+    """Indices of the points kept by statistical outlier removal, then every DBSCAN cluster that holds at least
+    ``min_cluster_share`` of the points (open3d).
 
+    Keeping every substantial cluster, not only the largest, keeps the parts of one object that do
+    not touch (a shelf's separate segments, a lamp's shade above a pole that depth barely resolves).
     DBSCAN runs on the centres of voxels of half its radius (each voxel takes its centre's cluster),
     which gives the same clusters on dense clouds at a fraction of the cost.
 
@@ -260,8 +275,9 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
     clustered = labels >= 0
     if not clustered.any():
         return kept[:0]
-    largest = np.bincount(labels[clustered], weights=counts[clustered]).argmax()
-    return kept[labels[voxel_of_point] == largest]
+    sizes = np.bincount(labels[clustered], weights=counts[clustered])
+    substantial = np.flatnonzero(sizes >= config.min_cluster_share * sizes.sum())
+    return kept[np.isin(labels[voxel_of_point], substantial)]
 
 
 def voxel_point_areas(normals: np.ndarray, voxel_size: float) -> np.ndarray:
@@ -284,19 +300,28 @@ def measure_object(
     normals: np.ndarray,
     point_areas: np.ndarray,
     config: ObjectSettings = DEFAULT_OBJECT_SETTINGS,
+    noisy: bool = False,
 ) -> ObjectGeometry:
     """Clean and measure one object's gravity-frame points; raise :class:`ObjectRejectedError` if too few remain.
 
-    ``point_areas`` is the area each input point stands for (same length as ``points``).
+    ``point_areas`` is the area each input point stands for (same length as ``points``). ``noisy``
+    points (fused from depth frames) are measured without their extremes (``extent_trim_share``).
     """
     kept = clean_point_indices(points, config)
     if len(kept) < config.min_object_points:
         raise ObjectRejectedError(
             f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_object_points}"
         )
-    cleaned = points[kept]
+    measured = kept
+    if noisy and config.extent_trim_share > 0:
+        low = np.quantile(points[kept], config.extent_trim_share, axis=0)
+        high = np.quantile(points[kept], 1.0 - config.extent_trim_share, axis=0)
+        measured = kept[np.all((points[kept] >= low) & (points[kept] <= high), axis=1)]
+    cleaned = points[measured]
     aabb_min, aabb_max = cleaned.min(axis=0), cleaned.max(axis=0)
-    obb_center, obb_extents, obb_yaw = yaw_oriented_box(cleaned, normals[kept], np.asarray(point_areas)[kept])
+    obb_center, obb_extents, obb_yaw = yaw_oriented_box(
+        cleaned, normals[measured], np.asarray(point_areas)[measured]
+    )
     stored = kept
     areas = np.asarray(point_areas, dtype=np.float64)[kept]
     if len(kept) > config.max_stored_points:
@@ -423,8 +448,10 @@ def mesh_object_samples(
 ) -> list[MeshObjectSamples]:
     """Sample every annotated object of a segmented mesh (world frame), in object id order.
 
-    Triangles belong to an object when all three vertices do. When most of an object's normals
-    point towards its centre, the winding is inward and the normals are flipped.
+    Triangles belong to an object when all three vertices do (an object is the union of its
+    aggregation segments). Normals follow the triangles' winding as stored; nothing is decided from
+    their sign (a flat object such as the floor has no inside to point away from), visibility comes
+    from ray casting against the mesh (:mod:`assets.dge.visibility`).
     """
     vertices, triangles, vertex_objects, labels = read_mesh_segmentation(
         mesh_path, segs_path, aggregation_path
@@ -446,9 +473,5 @@ def mesh_object_samples(
         points, normals, area = sample_triangles(
             vertices, own, config.mesh_sample_spacing_m, rng, config.mesh_min_samples, config.mesh_max_samples
         )
-        if len(points):
-            outward = np.sum(normals * (points - points.mean(axis=0)), axis=1)
-            if np.mean(outward < 0) > 0.5:
-                normals = -normals
         results.append(MeshObjectSamples(object_id, labels[object_id], points, normals, area))
     return results

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,8 @@ from tqdm.auto import tqdm
 from assets.dge.camera import invert_rigid, project_points, rotate_vectors, transform_points
 from assets.dge.fusion import FrameError, FrameRecord, depth_problem, read_depth_m, read_instance_ids
 from assets.dge.geometry import ScanGeometry, camera_poses_in_gravity, frame_records
-from assets.dge.objects import ObjectGeometry
+from assets.dge.objects import MeshSegmentationError, ObjectGeometry
+from assets.dge.raycast import ObjectRays, SceneMesh, cast_frame, ray_grid
 from data_contracts.boxes import BoxError, pixels_to_grid
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import QuarantineLog
@@ -96,6 +98,17 @@ class VisibilitySettings(pydantic.BaseModel):
     truncated_below: float = Field(default=0.995, description="truncated when the in-frame ratio is lower.")
     boxes_from_instance_masks: bool = Field(
         default=True, description="Take 2D boxes from instance masks when frames have them."
+    )
+    visibility_from_mesh: bool = Field(
+        default=True,
+        description="When the scan has a segmented mesh, decide visibility by casting rays against it "
+        "(one cast per frame gives each pixel's object and everything behind it) instead of projecting "
+        "object points.",
+    )
+    mesh_rays_per_frame: int = Field(
+        default=20_000,
+        description="Rays cast through the image per frame (an even pixel grid); the ring around the image that "
+        "measures truncation gets a sixteenth of this density.",
     )
 
 
@@ -378,6 +391,63 @@ def object_in_frame(
     )
 
 
+def object_in_frame_from_rays(
+    obj: ObjectGeometry,
+    rays: ObjectRays,
+    grid_stride: int,
+    camera_pose: np.ndarray,
+    record: FrameRecord,
+    instance_boxes: Mapping[int, list[float]] | None,
+    config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
+) -> ObjectInFrame | None:
+    """Visibility of one object in one frame from the frame's mesh cast (see :mod:`assets.dge.raycast`)."""
+    if rays.inside_area <= 0:
+        return None
+    width, height = record.color_size
+    bbox_px = None
+    source = None
+    if config.boxes_from_instance_masks and instance_boxes is not None and obj.object_id in instance_boxes:
+        bbox_px = list(instance_boxes[obj.object_id])
+        source = "instance_mask"
+    if bbox_px is None and len(rays.visible_pixels):
+        half = grid_stride / 2.0
+        low = rays.visible_pixels.min(axis=0) - half
+        high = rays.visible_pixels.max(axis=0) + half
+        bbox_px = [
+            float(max(0.0, np.floor(low[0] + 0.5))),
+            float(max(0.0, np.floor(low[1] + 0.5))),
+            float(min(width, np.floor(high[0] + 0.5))),
+            float(min(height, np.floor(high[1] + 0.5))),
+        ]
+        source = "mesh_rays"
+    bbox = None
+    if bbox_px is not None:
+        try:
+            bbox = pixels_to_grid(bbox_px, width, height)
+        except BoxError:
+            bbox_px, bbox, source = None, None, None
+    centroid_camera = transform_points(invert_rigid(camera_pose), obj.centroid[None, :])[0]
+    centroid_uv, _ = project_points(centroid_camera[None, :], record.color_intrinsics)
+    visibility_ratio = float(np.clip(rays.visibility_ratio, 0.0, 1.0))
+    in_frame_ratio = float(np.clip(rays.in_frame_ratio, 0.0, 1.0))
+    return ObjectInFrame(
+        frame_index=record.frame_index,
+        object_id=obj.object_id,
+        label=obj.label,
+        visibility_ratio=visibility_ratio,
+        in_frame_ratio=in_frame_ratio,
+        visible_area_px=rays.visible_area,
+        truncated=bool(in_frame_ratio < config.truncated_below),
+        occluded=bool(visibility_ratio < config.occluded_below),
+        bbox=bbox,
+        bbox_px=bbox_px,
+        bbox_source=source,
+        centroid_depth_m=float(centroid_camera[2]),
+        centroid_distance_m=float(np.linalg.norm(centroid_camera)),
+        centroid_px=[float(centroid_uv[0, 0]), float(centroid_uv[0, 1])],
+    )
+
+
 def mask_boxes(object_ids: np.ndarray) -> dict[int, list[float]]:
     """Pixel-edge boxes ``[x1, y1, x2, y2]`` of every object id (>= 0) in an id image, in one pass.
 
@@ -399,10 +469,13 @@ def frame_visibility(
     camera_pose: np.ndarray,
     prepared: PreparedObjects,
     config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
+    mesh: SceneMesh | None = None,
 ) -> list[ObjectInFrame]:
     """Visibility of every object in one frame; raises :class:`FrameError` for an unusable frame.
 
-    ``camera_pose`` is the frame's camera-to-gravity-frame transform.
+    ``camera_pose`` is the frame's camera-to-gravity-frame transform. With ``mesh`` (the scan's
+    segmented mesh) one ray cast decides every object's visibility; without it each object's
+    points are projected and tested against the depth image.
     """
     depth = read_depth_m(record.depth_path, record.depth_scale)
     problem = depth_problem(depth)
@@ -424,11 +497,56 @@ def frame_visibility(
             )
         instance_boxes = mask_boxes(instance_ids)
     results = []
+    if mesh is not None:
+        width, height = record.color_size
+        grid = ray_grid(record.color_intrinsics, width, height, config.mesh_rays_per_frame)
+        summaries = cast_frame(
+            mesh,
+            grid,
+            camera_pose,
+            depth,
+            record.depth_intrinsics,
+            config.depth_tolerance_m,
+            config.depth_tolerance_relative,
+        )
+        for obj in prepared.objects:
+            rays = summaries.get(obj.object_id)
+            seen = None
+            if rays is not None:
+                seen = object_in_frame_from_rays(
+                    obj, rays, grid.stride, camera_pose, record, instance_boxes, config
+                )
+            if seen is not None:
+                results.append(seen)
+        return results
     for obj in prepared.objects:
         seen = object_in_frame(obj, prepared, camera_pose, record, depth, instance_boxes, config)
         if seen is not None:
             results.append(seen)
     return results
+
+
+def _scene_mesh(
+    geometry: ScanGeometry,
+    scene: Mapping[str, Any] | None,
+    config: VisibilitySettings,
+    quarantine: QuarantineLog | None,
+) -> SceneMesh | None:
+    """The scan's mesh for ray casting, or None (no mesh, switched off, or unusable: logged)."""
+    if not config.visibility_from_mesh or scene is None:
+        return None
+    paths = [scene.get("mesh_path"), scene.get("segs_path"), scene.get("aggregation_path")]
+    if not all(path is not None and Path(path).is_file() for path in paths):
+        return None
+    try:
+        return SceneMesh.from_scan(scene, geometry.world_to_gravity)
+    except MeshSegmentationError as error:
+        logger.warning("scene %s: %s; visibility from object points", geometry.scene_id, error)
+        if quarantine is not None:
+            quarantine.add(
+                f"{geometry.scene_id}/mesh", f"unusable mesh segmentation: {error}", source_file=paths[0]
+            )
+        return None
 
 
 def build_frame_visibility(
@@ -437,10 +555,13 @@ def build_frame_visibility(
     config: VisibilitySettings = DEFAULT_VISIBILITY_SETTINGS,
     quarantine: QuarantineLog | None = None,
     progress: bool = False,
+    scene: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
     """The ``frame_visibility`` rows of one scene: every used frame against every measured object.
 
     Frames that fail now (a file changed since the geometry was built) go to ``quarantine``.
+    ``scene`` is the scan's ``rgbd_scenes`` row: when it names a usable segmented mesh (and
+    ``visibility_from_mesh``), visibility comes from ray casting against it.
     """
     records = [
         record
@@ -449,11 +570,12 @@ def build_frame_visibility(
     ]
     poses = camera_poses_in_gravity(geometry, records)
     prepared = PreparedObjects(geometry.objects)
+    mesh = _scene_mesh(geometry, scene, config, quarantine)
     rows = []
     for record in tqdm(records, desc=f"visibility {geometry.scene_id}", disable=not progress, leave=False):
         camera_pose = poses[record.frame_index]
         try:
-            seen = frame_visibility(record, camera_pose, prepared, config)
+            seen = frame_visibility(record, camera_pose, prepared, config, mesh)
         except FrameError as error:
             if quarantine is not None:
                 quarantine.add(record.record_id, error.reason, source_file=error.source_file)

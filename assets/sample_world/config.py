@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GENERATOR_VERSION = "1.0"
+GENERATOR_VERSION = "1.1"
 """Bumped whenever the same config would produce different files (used as the asset's code version)."""
 
 
@@ -70,6 +70,12 @@ class SampleWorldConfig:
             Quality of the JPEG files (ScanNet colour frames and Visual Genome images).
         truncation_stride (`int`, *optional*, defaults to 4):
             Pixel stride of the extended image plane on which truncation is measured.
+        scan_realism (`str`, *optional*, defaults to `"realistic"`):
+            `"realistic"`: the ScanNet-like scans carry Kinect-like depth noise and holes, small pose
+            registration errors, an over-segmented mesh (each object the union of several segments)
+            and annotated floor, walls and ceiling (:mod:`assets.sample_world.realism`); `"exact"`:
+            the generator's exact depth, poses and one segment per object part. Other formats and
+            the truth file are the same in both modes.
         show_progress (`bool`, *optional*, defaults to True):
             Show a tqdm bar over scenes.
     """
@@ -98,6 +104,7 @@ class SampleWorldConfig:
     min_question_visibility: float = 0.4
     jpeg_quality: int = 95
     truncation_stride: int = 4
+    scan_realism: str = "realistic"
     show_progress: bool = True
 
     def __post_init__(self) -> None:
@@ -129,6 +136,8 @@ class SampleWorldConfig:
             raise ValueError("jpeg_quality must be in 1..100.")
         if not 0.0 <= self.min_question_visibility <= 1.0:
             raise ValueError("min_question_visibility must be in [0, 1].")
+        if self.scan_realism not in ("realistic", "exact"):
+            raise ValueError(f"scan_realism={self.scan_realism!r} must be 'realistic' or 'exact'.")
         if self.truncation_stride < 1:
             raise ValueError("truncation_stride must be at least 1.")
 

@@ -39,6 +39,7 @@ from assets.sample_world.completion import (
 from assets.sample_world.config import GENERATOR_VERSION, SampleWorldConfig
 from assets.sample_world.facts import ViewFacts
 from assets.sample_world.questions import OMNISPATIAL_TASKS, SPATIALAB_TASKS, Question, questions_for_image
+from assets.sample_world.realism import ScanNoise
 from assets.sample_world.relations import view_relationships
 from assets.sample_world.render import SceneRenderer
 from assets.sample_world.scene import Scene, View, sample_scene, sample_views
@@ -226,7 +227,14 @@ def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers)
     views = sample_views(config, scene)
     renderer = SceneRenderer(scene)
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene_index, 2]))
-    scannet = ScanNetSceneWriter(writers.paths["scannet_scans"], scene, config.jpeg_quality)
+    realistic = config.scan_realism == "realistic"
+    scannet = ScanNetSceneWriter(
+        writers.paths["scannet_scans"],
+        scene,
+        config.jpeg_quality,
+        noise=ScanNoise() if realistic else None,
+        rng=np.random.default_rng(np.random.SeedSequence([config.seed, scene_index, 3])),
+    )
     view_records = []
     for view in views:
         render = renderer.render(view, config.truncation_stride)

@@ -24,7 +24,8 @@ import numpy as np
 from PIL import Image
 
 from assets.sample_world.catalogue import CATALOGUE
-from assets.sample_world.render import MeshPiece
+from assets.sample_world.realism import ScanNoise, misregistered_pose, noisy_depth, vertex_segments
+from assets.sample_world.render import SURFACE_CEILING, SURFACE_FLOOR, SURFACE_OBJECT, MeshPiece
 from assets.sample_world.scene import Scene, View
 
 logger = logging.getLogger(__name__)
@@ -140,21 +141,39 @@ def write_ply(path: Path, vertices: np.ndarray, colors: np.ndarray, triangles: n
 
 
 class ScanNetSceneWriter:
-    """Writes one ScanNet-like scan folder `scannet/scans/<scene_id>/`."""
+    """Writes one ScanNet-like scan folder `scannet/scans/<scene_id>/`.
 
-    def __init__(self, scans_dir: Path, scene: Scene, jpeg_quality: int) -> None:
+    With `noise` (the realistic mode, :mod:`assets.sample_world.realism`) the depth is noisy with
+    holes, the recorded poses carry a registration error (both drawn from `rng`), the mesh is
+    over-segmented and the room's surfaces are annotated objects.
+    """
+
+    def __init__(
+        self,
+        scans_dir: Path,
+        scene: Scene,
+        jpeg_quality: int,
+        noise: ScanNoise | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.scene = scene
         self.folder = scans_dir / scene.scene_id
         self.jpeg_quality = jpeg_quality
+        self.noise = noise
+        self.rng = rng if rng is not None else np.random.default_rng(0)
         self.num_frames = 0
 
     def write_frame(self, view: View, rgb: np.ndarray, depth_m: np.ndarray, instance: np.ndarray) -> None:
         """Colour JPEG, depth PNG (uint16 mm), pose, and the instance PNG (uint16, objectId + 1)."""
         index = view.frame_index
+        pose = view.pose
+        if self.noise is not None:
+            depth_m = noisy_depth(depth_m, self.rng, self.noise)
+            pose = misregistered_pose(pose, self.rng, self.noise)
         write_jpeg(self.folder / "color" / f"{index}.jpg", rgb, self.jpeg_quality)
         write_png(self.folder / "depth" / f"{index}.png", depth_to_png_units(depth_m))
         (self.folder / "pose").mkdir(parents=True, exist_ok=True)
-        (self.folder / "pose" / f"{index}.txt").write_text(matrix_text(view.pose))
+        (self.folder / "pose" / f"{index}.txt").write_text(matrix_text(pose))
         write_png(
             self.folder / "instance-filt" / f"{index}.png", (instance.astype(np.int64) + 1).astype(np.uint16)
         )
@@ -194,17 +213,23 @@ class ScanNetSceneWriter:
 
         vertices, colors, triangles, segment_of_vertex = [], [], [], []
         object_segments: dict[int, list[int]] = {}
+        structure_ids = self._structure_objects(pieces)
         offset = 0
-        for piece in pieces:
-            segment_id = offset
+        for index, piece in enumerate(pieces):
             vertices.append(piece.vertices)
             colors.append(
                 np.tile(np.round(np.asarray(piece.rgb) * 255.0).astype(np.uint8), (len(piece.vertices), 1))
             )
             triangles.append(piece.triangles + offset)
-            segment_of_vertex.append(np.full(len(piece.vertices), segment_id, dtype=np.int64))
-            if piece.object_id >= 0:
-                object_segments.setdefault(piece.object_id, []).append(segment_id)
+            if self.noise is None:
+                local = np.zeros(len(piece.vertices), dtype=np.int64)
+            else:
+                local = vertex_segments(piece.vertices, self.noise.segment_size_m)
+            segment_ids = offset + local  # unique: a piece has no more segments than vertices
+            segment_of_vertex.append(segment_ids)
+            object_id = piece.object_id if piece.surface == SURFACE_OBJECT else structure_ids.get(index, -1)
+            if object_id >= 0:
+                object_segments.setdefault(object_id, []).extend(sorted(set(segment_ids.tolist())))
             offset += len(piece.vertices)
         write_ply(
             self.folder / f"{scene_id}_vh_clean_2.ply",
@@ -237,16 +262,39 @@ class ScanNetSceneWriter:
                 "appId": "Aggregator.v2",
                 "segGroups": [
                     {
-                        "id": scene_object.object_id,
-                        "objectId": scene_object.object_id,
-                        "segments": object_segments[scene_object.object_id],
-                        "label": scene_object.category,
+                        "id": object_id,
+                        "objectId": object_id,
+                        "segments": object_segments[object_id],
+                        "label": label,
                     }
-                    for scene_object in self.scene.objects
+                    for object_id, label in self._annotated_objects(structure_ids, pieces)
                 ],
                 "segmentsFile": f"scannet.{segments_name}",
             },
         )
+
+    def _structure_objects(self, pieces: list[MeshPiece]) -> dict[int, int]:
+        """Object ids of the room's surfaces by piece index (realistic mode; none in the exact mode)."""
+        if self.noise is None:
+            return {}
+        next_id = max((scene_object.object_id for scene_object in self.scene.objects), default=-1) + 1
+        ids = {}
+        for index, piece in enumerate(pieces):
+            if piece.surface != SURFACE_OBJECT:
+                ids[index] = next_id
+                next_id += 1
+        return ids
+
+    def _annotated_objects(
+        self, structure_ids: dict[int, int], pieces: list[MeshPiece]
+    ) -> list[tuple[int, str]]:
+        """``(objectId, label)`` of every segment group: the scene's objects, then the room's surfaces."""
+        names = {SURFACE_FLOOR: "floor", SURFACE_CEILING: "ceiling"}
+        objects = [(scene_object.object_id, scene_object.category) for scene_object in self.scene.objects]
+        return objects + [
+            (object_id, names.get(pieces[index].surface, "wall"))
+            for index, object_id in structure_ids.items()
+        ]
 
 
 def _vg_box(box: tuple[int, int, int, int]) -> dict[str, int]:

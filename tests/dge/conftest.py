@@ -1,4 +1,9 @@
-"""Fixtures of the DGE tests: a small sample world (2 scenes, 6 views at 320x240) and its tables."""
+"""Fixtures of the DGE tests: a small sample world (2 scenes, 6 views at 320x240) and its tables.
+
+These fixtures use the generator's exact scans (``scan_realism="exact"``): the tests built on them
+compare with truth at exact-geometry tolerances. ``realistic_world`` is the default, realistic
+mode (noisy depth, pose error, over-segmented mesh with annotated room surfaces).
+"""
 
 import json
 from pathlib import Path
@@ -18,7 +23,9 @@ def sample_world(tmp_path_factory) -> Path:
     """Root of a two-scene sample world."""
     root = tmp_path_factory.mktemp("dge") / "sample_world"
     generate_sample_world(
-        SampleWorldConfig(root=root, seed=0, num_scenes=2, views_per_scene=6, show_progress=False)
+        SampleWorldConfig(
+            root=root, seed=0, num_scenes=2, views_per_scene=6, scan_realism="exact", show_progress=False
+        )
     )
     return root
 
@@ -29,8 +36,25 @@ def long_scan_world(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dge_long") / "sample_world"
     generate_sample_world(
         SampleWorldConfig(
-            root=root, seed=5, num_scenes=1, views_per_scene=36, width=256, height=192, show_progress=False
+            root=root,
+            seed=5,
+            num_scenes=1,
+            views_per_scene=36,
+            width=256,
+            height=192,
+            scan_realism="exact",
+            show_progress=False,
         )
+    )
+    return root
+
+
+@pytest.fixture(scope="session")
+def realistic_world(tmp_path_factory) -> Path:
+    """Root of a two-scene realistic sample world (the default mode) with 12 views per scene."""
+    root = tmp_path_factory.mktemp("dge_realistic") / "sample_world"
+    generate_sample_world(
+        SampleWorldConfig(root=root, seed=0, num_scenes=2, views_per_scene=12, show_progress=False)
     )
     return root
 

@@ -164,7 +164,28 @@ class TestFusion:
         )
         points, _ = fused.object_points[5]
         u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
+        # One flat surface: no label bled across a depth edge, so the whole mask keeps its label.
+        assert u.min() == pytest.approx(20, abs=0.01) and u.max() == pytest.approx(39, abs=0.01)
+        eroded = fuse_frames(
+            [FrameRecord.from_row(row)],
+            FusionSettings(pixel_stride=1, object_voxel_size_m=0.005, erode_instance_boundaries=True),
+        )
+        points, _ = eroded.object_points[5]
+        u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
         assert u.min() > 20 and u.max() < 39  # eroded mask interior only
+
+    def test_a_thin_part_keeps_its_label_and_a_bled_label_is_dropped(self, tmp_path):
+        depth = np.full((48, 64), 3.0)
+        depth[5:40, 30] = 2.0  # a pole one pixel wide in front of the wall
+        instance = np.full((48, 64), -1)
+        instance[5:40, 30:32] = 5  # the mask bleeds one pixel onto the wall
+        row = _write_frame(tmp_path, 0, depth, np.eye(4), instance)
+        fused = fuse_frames(
+            [FrameRecord.from_row(row)], FusionSettings(pixel_stride=1, object_voxel_size_m=0.005)
+        )
+        points, _ = fused.object_points[5]
+        assert len(points) > 20
+        assert np.allclose(points[:, 2], 2.0, atol=0.01)  # the pole, not the wall behind it
 
     def test_bad_frames_are_listed_and_the_rest_fused(self, tmp_path):
         depth = np.full((48, 64), 2.0)

@@ -63,8 +63,9 @@ def test_depth_round_trips_through_the_millimetre_png(tmp_path, motorcycle):
     row = _scan_folder(tmp_path, left, depth)
     points = frame_points(FrameRecord.from_row(row), FusionSettings(pixel_stride=1)).points
     valid = depth[depth > 0]
-    assert len(points) == valid.size
-    assert np.median(points[:, 2]) == pytest.approx(np.median(valid), abs=0.001)
+    # Every valid pixel but the flying pixels on depth edges (fewer than 2 neighbours on their surface).
+    assert 0.98 * valid.size <= len(points) <= valid.size
+    assert np.median(points[:, 2]) == pytest.approx(np.median(valid), abs=0.01)  # millimetres became metres
     assert 1.0 < points[:, 2].min() and points[:, 2].max() < 6.0  # a desk-top scene a few metres deep
 
 

@@ -18,3 +18,13 @@ def small_world(tmp_path_factory: pytest.TempPathFactory) -> World:
     summary = generate_sample_world(config)
     truth = json.loads((root / "truth" / "world.json").read_text())
     return World(root=root, config=config, summary=summary, truth=truth)
+
+
+@pytest.fixture(scope="session")
+def exact_small_world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    """The same small world with the generator's exact scans (``scan_realism="exact"``: exact depth and poses)."""
+    root = tmp_path_factory.mktemp("exact_world") / "sample_world"
+    config = small_config(root, scan_realism="exact")
+    summary = generate_sample_world(config)
+    truth = json.loads((root / "truth" / "world.json").read_text())
+    return World(root=root, config=config, summary=summary, truth=truth)

@@ -155,7 +155,9 @@ def test_scannet_scans(small_world: World):
                 assert np.asarray(image).max() <= len(scene["objects"])
             pose = read_matrix(folder / "pose" / f"{frame}.txt")
             assert pose.shape == (4, 4) and _is_rigid(pose)
-            assert np.allclose(pose, scene["views"][frame]["pose"], atol=1e-7)
+            # The realistic mode records poses with a registration error of a few millimetres.
+            tolerance = 1e-7 if config.scan_realism == "exact" else 0.05
+            assert np.allclose(pose, scene["views"][frame]["pose"], atol=tolerance)
         color_k = read_matrix(folder / "intrinsic" / "intrinsic_color.txt")
         depth_k = read_matrix(folder / "intrinsic" / "intrinsic_depth.txt")
         assert color_k.shape == depth_k.shape == (4, 4)
@@ -170,8 +172,19 @@ def test_scannet_scans(small_world: World):
 
         aggregation = _load(folder / f"{scene['scene_id']}.aggregation.json")
         groups = aggregation["segGroups"]
-        assert [group["objectId"] for group in groups] == list(range(len(scene["objects"])))
-        assert [group["label"] for group in groups] == [item["category"] for item in scene["objects"]]
+        count = len(scene["objects"])
+        assert [group["objectId"] for group in groups] == list(range(len(groups)))
+        assert [group["label"] for group in groups[:count]] == [item["category"] for item in scene["objects"]]
+        if config.scan_realism == "realistic":  # the room's surfaces are annotated, as ScanNet annotates them
+            assert [group["label"] for group in groups[count:]] == [
+                "floor",
+                "wall",
+                "wall",
+                "wall",
+                "wall",
+                "ceiling",
+            ]
+            assert all(len(group["segments"]) > 1 for group in groups[count:])
         segments = _load(folder / f"{scene['scene_id']}_vh_clean_2.0.010000.segs.json")
         assert aggregation["segmentsFile"] == f"scannet.{scene['scene_id']}_vh_clean_2.0.010000.segs.json"
         mesh = o3d.io.read_triangle_mesh(str(folder / f"{scene['scene_id']}_vh_clean_2.ply"))

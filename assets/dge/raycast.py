@@ -1,0 +1,211 @@
+"""Visibility by ray casting against the scan's segmented mesh (open3d ``RaycastingScene``).
+
+When a scan has a segmented mesh (ScanNet ``*_vh_clean_2.ply`` with its segments and aggregation),
+every triangle whose three vertices belong to one object carries that object's id. Per frame,
+one ``list_intersections`` call casts an even grid of rays through the image and a coarser ring
+of rays around it (the image plane extended by one image size on each side) and returns every
+surface each ray crosses. From that single cast:
+
+- a ray's *first* surface is what its pixel shows; an object is *visible* at the pixel when it is
+  first and the frame's measured depth does not show something nearer that the mesh lacks;
+- every object a ray crosses at all would cover the pixel if nothing else were in the way, so
+  *visibility ratio* = visible area / area the object would cover alone inside the image;
+- *in-frame ratio* = area it would cover alone inside the image / inside plus the ring.
+
+Nothing depends on the sign of stored normals or on the density of object points, so floors,
+walls, benches and thin parts are decided like anything else.
+
+>>> grid = ray_grid(np.array([[100.0, 0, 32], [0, 100.0, 24], [0, 0, 1]]), 64, 48, 3072)
+>>> grid.stride, int(grid.inside.sum()), float(grid.area[0])
+(1, 3072, 1.0)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import open3d as o3d
+
+from assets.dge.camera import transform_points
+from assets.dge.objects import read_mesh_segmentation
+
+logger = logging.getLogger(__name__)
+
+RING_STRIDE_FACTOR = 4
+"""The ring around the image is sampled this many times coarser than the image (per side)."""
+
+
+class SceneMesh:
+    """A scan's segmented mesh in the gravity frame, ready for ray casting, with each triangle's object id."""
+
+    def __init__(self, vertices: np.ndarray, triangles: np.ndarray, triangle_objects: np.ndarray):
+        self.triangle_objects = np.append(np.asarray(triangle_objects, dtype=np.int64), -1)
+        self.scene = o3d.t.geometry.RaycastingScene()
+        self.scene.add_triangles(
+            o3d.core.Tensor(np.ascontiguousarray(vertices, dtype=np.float32)),
+            o3d.core.Tensor(np.ascontiguousarray(triangles, dtype=np.uint32)),
+        )
+
+    @classmethod
+    def from_scan(cls, scene: Mapping[str, Any], world_to_gravity: np.ndarray) -> SceneMesh:
+        """The scan's mesh and segmentation (raises ``MeshSegmentationError`` when unusable)."""
+        vertices, triangles, vertex_objects, _ = read_mesh_segmentation(
+            scene["mesh_path"], scene["segs_path"], scene["aggregation_path"]
+        )
+        owners = vertex_objects[triangles]
+        same = (owners[:, 0] == owners[:, 1]) & (owners[:, 1] == owners[:, 2])
+        return cls(transform_points(world_to_gravity, vertices), triangles, np.where(same, owners[:, 0], -1))
+
+    def object_of(self, primitive_ids: np.ndarray) -> np.ndarray:
+        """Object id of each hit triangle (-1: unannotated or no hit)."""
+        index = np.where(primitive_ids == o3d.t.geometry.RaycastingScene.INVALID_ID, -1, primitive_ids)
+        return self.triangle_objects[index.astype(np.int64)]
+
+
+@dataclass(frozen=True)
+class RayGrid:
+    """The rays of one camera model: camera-frame directions (z = 1), pixel positions, area per ray."""
+
+    stride: int
+    directions: np.ndarray  # (N, 3), z = 1: the hit distance along a ray is the hit's depth
+    pixels: np.ndarray  # (N, 2) colour pixel (u, v) of each ray
+    inside: np.ndarray  # (N,) the ray passes through the image
+    area: np.ndarray  # (N,) image area (pixels) each ray stands for
+
+
+@lru_cache(maxsize=16)
+def _ray_grid(intrinsics: tuple[float, ...], width: int, height: int, rays: int) -> RayGrid:
+    stride = max(1, round(math.sqrt(width * height / max(rays, 1))))
+    us = np.arange((stride - 1) / 2.0, width, stride)
+    vs = np.arange((stride - 1) / 2.0, height, stride)
+    grid_u, grid_v = (axis.ravel() for axis in np.meshgrid(us, vs))
+    coarse = stride * RING_STRIDE_FACTOR
+    ring_u, ring_v = (
+        axis.ravel()
+        for axis in np.meshgrid(
+            np.arange(-width + coarse / 2.0, 2 * width, coarse),
+            np.arange(-height + coarse / 2.0, 2 * height, coarse),
+        )
+    )
+    outside = (ring_u < -0.5) | (ring_u > width - 0.5) | (ring_v < -0.5) | (ring_v > height - 0.5)
+    u = np.concatenate([grid_u, ring_u[outside]])
+    v = np.concatenate([grid_v, ring_v[outside]])
+    inside = np.arange(len(u)) < len(grid_u)
+    k = np.asarray(intrinsics, dtype=np.float64).reshape(3, 3)
+    directions = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones_like(u)], axis=1)
+    area = np.where(inside, float(stride**2), float(coarse**2))
+    return RayGrid(stride, directions, np.stack([u, v], axis=1), inside, area)
+
+
+def ray_grid(intrinsics: np.ndarray, width: int, height: int, rays: int) -> RayGrid:
+    """The rays of a camera with these colour intrinsics and image size (about ``rays`` through the image)."""
+    return _ray_grid(
+        tuple(float(v) for v in np.asarray(intrinsics).ravel()), int(width), int(height), int(rays)
+    )
+
+
+@dataclass
+class ObjectRays:
+    """What one frame's cast says about one object (areas in pixels)."""
+
+    visible_area: float
+    inside_area: float  # the area it would cover alone inside the image
+    outside_area: float  # ... and on the ring around it
+    visible_pixels: np.ndarray  # (M, 2) pixel positions of its visible rays
+
+    @property
+    def visibility_ratio(self) -> float:
+        """Visible over what it would cover alone inside the image."""
+        return self.visible_area / self.inside_area if self.inside_area > 0 else 0.0
+
+    @property
+    def in_frame_ratio(self) -> float:
+        """Share of the silhouette inside the image."""
+        total = self.inside_area + self.outside_area
+        return self.inside_area / total if total > 0 else 0.0
+
+
+def cast_frame(
+    mesh: SceneMesh,
+    grid: RayGrid,
+    camera_pose: np.ndarray,
+    measured_depth: np.ndarray | None,
+    depth_intrinsics: np.ndarray,
+    tolerance_m: float,
+    tolerance_relative: float,
+) -> dict[int, ObjectRays]:
+    """Cast the grid's rays from a camera (camera-to-gravity pose) and summarise every object they meet.
+
+    ``measured_depth`` (metres, 0/NaN missing) marks rays whose first mesh surface lies behind
+    something the sensor saw nearer (by more than the tolerance): the object there is occluded by
+    something the mesh lacks.
+    """
+    directions = grid.directions @ camera_pose[:3, :3].T
+    origins = np.broadcast_to(camera_pose[:3, 3], directions.shape)
+    rays = o3d.core.Tensor(np.ascontiguousarray(np.hstack([origins, directions]), dtype=np.float32))
+    hits = mesh.scene.list_intersections(rays)
+    ray_ids = hits["ray_ids"].numpy().astype(np.int64)
+    t_hit = hits["t_hit"].numpy().astype(np.float64)
+    objects = mesh.object_of(hits["primitive_ids"].numpy())
+    count = len(grid.area)
+    # The first surface of each ray: sort by ray, then distance.
+    order = np.lexsort((t_hit, ray_ids))
+    first_of_ray = order[np.r_[True, np.diff(ray_ids[order]) != 0]] if len(order) else order
+    first_object = np.full(count, -1, dtype=np.int64)
+    first_depth = np.full(count, np.inf)
+    first_object[ray_ids[first_of_ray]] = objects[first_of_ray]
+    first_depth[ray_ids[first_of_ray]] = t_hit[first_of_ray]
+    if measured_depth is not None:
+        first_object = np.where(
+            _sees_nearer(
+                grid, measured_depth, depth_intrinsics, first_depth, tolerance_m, tolerance_relative
+            ),
+            -1,
+            first_object,
+        )
+    visible = grid.inside & (first_object >= 0)
+    # Every (ray, object) pair once: the pixels each object would cover alone.
+    annotated = objects >= 0
+    pairs = np.unique(ray_ids[annotated] * (int(objects.max(initial=0)) + 1) + objects[annotated])
+    pair_rays = pairs // (int(objects.max(initial=0)) + 1)
+    pair_objects = pairs % (int(objects.max(initial=0)) + 1)
+    summaries = {}
+    for object_id in np.unique(pair_objects):
+        crossing = pair_rays[pair_objects == object_id]
+        inside = grid.inside[crossing]
+        own_visible = visible & (first_object == object_id)
+        summaries[int(object_id)] = ObjectRays(
+            visible_area=float(grid.area[own_visible].sum()),
+            inside_area=float(grid.area[crossing[inside]].sum()),
+            outside_area=float(grid.area[crossing[~inside]].sum()),
+            visible_pixels=grid.pixels[own_visible],
+        )
+    return summaries
+
+
+def _sees_nearer(
+    grid: RayGrid,
+    depth_m: np.ndarray,
+    depth_intrinsics: np.ndarray,
+    mesh_depth: np.ndarray,
+    tolerance_m: float,
+    tolerance_relative: float,
+) -> np.ndarray:
+    """Rays whose measured depth is valid and nearer than the mesh's first surface by more than the tolerance."""
+    height, width = depth_m.shape
+    cols = np.round(depth_intrinsics[0, 0] * grid.directions[:, 0] + depth_intrinsics[0, 2]).astype(np.int64)
+    rows = np.round(depth_intrinsics[1, 1] * grid.directions[:, 1] + depth_intrinsics[1, 2]).astype(np.int64)
+    usable = (
+        grid.inside & (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height) & np.isfinite(mesh_depth)
+    )
+    measured = np.zeros(len(mesh_depth))
+    measured[usable] = depth_m[rows[usable], cols[usable]]
+    with np.errstate(invalid="ignore"):
+        valid = usable & np.isfinite(measured) & (measured > 0)
+        return valid & (measured < mesh_depth - tolerance_m - tolerance_relative * mesh_depth)
