@@ -11,11 +11,16 @@ What it adds to TRL (nothing else changes):
   no-grad pass; each with the dropout modules (LoRA dropout) switched off, so the entropies are the
   deterministic policy's. `None` per completion when the run does not use them.
 * Per-step metrics: answer accuracy (`grounding/answer_accuracy`), the mean coordinate-digit
-  entropy in nats (`grounding/coordinate_entropy`) and, with the scheduler, the task weights
-  (`scheduler/weight/<task_type>`). TRL logs each reward function and the share of truncated
-  completions (`completions/clipped_ratio`); the rewards log their components through `log_metric`
-  (for SpatialCORE: answer, format, spatial, precision, recall, matched IoU, boxes per completion,
-  share with boxes, mean box entropy H, truncated share).
+  entropy in nats (`grounding/coordinate_entropy`), length stops (`truncation/length_stopped`: the
+  share of completions that hit `max_completion_length` without an end-of-turn token;
+  `truncation/length_stopped_reward` and `truncation/length_stopped_positive`: their mean total
+  reward and the share of them rewarded above 0; `truncation/masked_from_loss`: the share left out of
+  the loss by `mask_truncated_completions`) and, with the scheduler, the task weights
+  (`scheduler/weight/<task_type>`). TRL logs each reward function and `completions/clipped_ratio`
+  (the length stops again); the rewards log their components through `log_metric` (for SpatialCORE:
+  answer, format, spatial, precision, recall, matched IoU, boxes per completion, share with boxes,
+  mean box entropy H, and `spatialcore/truncated`, the share without `</think>`, which is not the
+  share of length stops).
 * The DGE task scheduler: the dataloader hands out placeholder slots (`ScheduledSlots`) and the rows
   of generation batch `k` are drawn by `TaskAdaptiveSampler` when that batch is generated, after
   batches `0 .. k-1` were scored, whatever the dataloader fetched ahead; after each generation batch
@@ -460,10 +465,21 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 for row_entropies, row_positions in zip(self._generation_entropies, positions, strict=True)
             ]
         elif self.entropy_source == "logprob_pass" and self._logprob_pass_entropies is not None:
+            # With `mask_truncated_completions`, TRL's pass saw length-stopped completions with their
+            # attention masked out: their entropies come from the selective pass instead.
+            masked = [
+                self.mask_truncated_completions and self._length_stopped(ids) for ids in completion_ids_list
+            ]
             values = [
-                self._logprob_pass_entropies[row, row_positions].tolist()
+                [] if masked[row] else self._logprob_pass_entropies[row, row_positions].tolist()
                 for row, row_positions in enumerate(positions)
             ]
+            if any(masked[row] and positions[row] for row in range(len(positions))):
+                recomputed = self._selective_pass(
+                    completion_ids_list,
+                    [row_positions if masked[row] else [] for row, row_positions in enumerate(positions)],
+                )
+                values = [recomputed[row] if masked[row] else values[row] for row in range(len(values))]
         else:
             values = self._selective_pass(completion_ids_list, positions)
         return [
@@ -504,6 +520,31 @@ class SpatialGRPOTrainer(GRPOTrainer):
             if math.isfinite(value):  # the same on every rank: the means are global
                 self._metrics[mode][name].append(value)
 
+    def _length_stopped(self, completion_ids: list[int]) -> bool:
+        """True when a completion ends without an end-of-turn or pad token (it hit the length limit).
+
+        The same test as TRL's `completions/clipped_ratio` and `mask_truncated_completions`.
+        """
+        ends = (*self.eos_token_ids, self._tokenizer.pad_token_id)
+        return len(completion_ids) > 0 and completion_ids[-1] not in ends
+
+    def _log_length_stops(
+        self, mode: str, completion_ids_list: list[list[int]], rewards_per_func: torch.Tensor
+    ) -> None:
+        """`truncation/*` metrics: length stops, their total reward, and how many the loss leaves out."""
+        device = self.accelerator.device
+        local = torch.tensor([float(self._length_stopped(ids)) for ids in completion_ids_list], device=device)
+        stopped = self.accelerator.gather(local).bool()
+        weights = self.reward_weights.to(device=rewards_per_func.device, dtype=rewards_per_func.dtype)
+        total = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1).to(device)
+        metrics = self._metrics[mode]
+        metrics["truncation/length_stopped"].append(stopped.float().mean().item())
+        masked = stopped.float().mean().item() if self.mask_truncated_completions else 0.0
+        metrics["truncation/masked_from_loss"].append(masked)
+        if stopped.any():
+            metrics["truncation/length_stopped_reward"].append(total[stopped].mean().item())
+            metrics["truncation/length_stopped_positive"].append((total[stopped] > 0).float().mean().item())
+
     def _answer_accuracy(self, inputs: list[dict], texts: list[str]) -> list[float]:
         values = []
         for row, text in zip(inputs, texts, strict=True):
@@ -529,8 +570,9 @@ class SpatialGRPOTrainer(GRPOTrainer):
         TRL passes every column of the input rows to each reward function as a keyword argument and
         returns the `(num_completions, num_reward_funcs)` rewards gathered from all ranks. Before that
         call each row gets `box_entropies` (see `_box_entropies`); after it, the answer accuracy of
-        every completion is logged (`grounding/answer_accuracy`, `grounding/coordinate_entropy`) and,
-        in training with the scheduler, updates the `TaskScheduler`. TRL's rewards are returned as is.
+        every completion is logged (`grounding/answer_accuracy`, `grounding/coordinate_entropy`), the
+        length stops and their rewards (`truncation/*`) and, in training with the scheduler, the
+        accuracies update the `TaskScheduler`. TRL's rewards are returned as is.
         """
         mode = "train" if self.model.training else "eval"
         texts = [completion_text(completion) for completion in completions]
@@ -540,6 +582,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         accuracy = self._answer_accuracy(inputs, texts)
         self._log_grounding_metrics(mode, box_entropies, accuracy)
+        self._log_length_stops(mode, completion_ids_list, rewards_per_func)
         if self.task_scheduler is not None and mode == "train":
             self._update_task_scheduler(mode, inputs, accuracy)
         return rewards_per_func

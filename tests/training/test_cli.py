@@ -236,3 +236,55 @@ def test_every_recipe_the_trainer_docs_name_exists():
         if not (REPOSITORY_ROOT / name).is_file()
     ]
     assert not missing, "\n".join(missing)
+
+
+SPATIALCORE_GRPO_RECIPES = sorted(
+    path
+    for path in RECIPES
+    if "sft" not in path.name
+    and make_grpo_parser()
+    .parse_args_and_config(["--config", str(path), "--use_cpu", "true"])[0]
+    .prompt_format
+    == "spatialcore"
+)
+
+
+def test_every_spatialcore_recipe_is_found():
+    names = {path.name for path in SPATIALCORE_GRPO_RECIPES}
+    assert {"spatialcore_8b.yaml", "spatialcore_4b.yaml", "smoke.yaml", "no_confidence.yaml"} <= names
+    assert len([path for path in SPATIALCORE_GRPO_RECIPES if "ablations" in path.parts]) == 5
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    SPATIALCORE_GRPO_RECIPES,
+    ids=[str(path.relative_to(REPOSITORY_ROOT)) for path in SPATIALCORE_GRPO_RECIPES],
+)
+def test_spatialcore_recipes_optimise_the_papers_objective(recipe):
+    """Eq. 2 advantages and Eq. 11's objective, not TRL's defaults (`dapo`, no KL)."""
+    _, args, _ = make_grpo_parser().parse_args_and_config(["--config", str(recipe), "--use_cpu", "true"])
+    # (1/G) sum_i of each trajectory's clipped term: every completion weighs the same, whatever its length
+    assert args.loss_type == "grpo"
+    assert args.importance_sampling_level == "token"
+    assert args.scale_rewards == "group"  # A_i = (r_i - mean_G) / (std_G + eps)
+    assert args.beta == 0.01  # eta, Table 4
+    assert args.epsilon == args.epsilon_high == 0.2  # a symmetric clip 1 +- delta
+    assert args.num_iterations == 1 and args.delta is None
+    assert args.multi_objective_aggregation == "sum_then_normalize"  # r_i is one sum, then normalised
+    assert args.mask_truncated_completions is True  # length stops never reinforced
+    assert (
+        args.top_entropy_quantile == 1.0
+        and args.entropy_coef == 0.0
+        and args.off_policy_mask_threshold is None
+    )
+
+
+GRPO_RECIPES = [path for path in RECIPES if "sft" not in path.name]
+
+
+@pytest.mark.parametrize(
+    "recipe", GRPO_RECIPES, ids=[str(path.relative_to(REPOSITORY_ROOT)) for path in GRPO_RECIPES]
+)
+def test_every_grpo_recipe_says_how_it_treats_length_stops(recipe):
+    assert re.search(r"^mask_truncated_completions: (true|false)", recipe.read_text(), re.MULTILINE)
+    assert re.search(r"^loss_type: \w+", recipe.read_text(), re.MULTILINE)

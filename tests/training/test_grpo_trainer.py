@@ -113,7 +113,9 @@ class EntropyProbe:
             model.train(was_training)
             prompt_length = inputs["input_ids"].shape[1]
             full = token_entropy(logits[0, prompt_length - 1 : -1]).tolist()
-            self.records.append({"text": completion[0]["content"], "entry": entry, "full": full})
+            self.records.append(
+                {"text": completion[0]["content"], "ids": list(ids), "entry": entry, "full": full}
+            )
         return [0.0] * len(completions)
 
 
@@ -317,3 +319,50 @@ def test_scheduler_draws_after_scoring_and_resumes_bit_identical(tiny_qwen3_vl, 
     assert {step: resumed_epochs[step] for step in (4, 5, 6)} == {
         step: full_epochs[step] for step in (4, 5, 6)
     }
+
+
+LENGTH_STOP_COMPLETIONS = (
+    # boxes, then reasoning that runs past the token limit: a length stop without </think>
+    '{"bbox_2d": [80, 420, 330, 900], "label": "red chair"}\n' + "the chair is left " * 20,
+    # </think> and a letter, then more text until the limit: a length stop *with* </think>
+    '{"bbox_2d": [100, 400, 300, 880], "label": "chair"}\nleft</think>B' + " and more" * 20,
+    # finished within the limit
+    '{"bbox_2d": [560, 120, 760, 640], "label": "blue lamp"}\nright</think>A',
+)
+
+
+def test_length_stops_are_logged_masked_and_keep_dropout_free_entropies(tiny_qwen3_vl, tiny_tables, tmp_path):
+    probe = EntropyProbe()
+    trainer = _trainer(
+        tiny_qwen3_vl,
+        tiny_tables,
+        tmp_path / "out",
+        [get_reward_funcs(["spatialcore_reward"])[0], probe],
+        box_entropy_source="logprob_pass",
+        num_iterations=2,  # TRL's own log-prob pass (its attention masks out the masked completions)
+        mask_truncated_completions=True,
+        max_completion_length=48,
+        lora_dropout=0.5,
+    )
+    probe.trainer = trainer
+    _enlarge_adapter(trainer.model, std=0.5)
+    eos = trainer.processing_class.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    with scripted_generation(trainer.processing_class.tokenizer, LENGTH_STOP_COMPLETIONS, seed=1):
+        trainer.train()
+    texts = [record["text"] for record in probe.records]
+    stopped = [record["ids"][-1] != eos for record in probe.records]
+    assert any(stopped) and not all(stopped)
+    logged = next(entry for entry in trainer.state.log_history if "truncation/length_stopped" in entry)
+    assert logged["truncation/length_stopped"] == pytest.approx(sum(stopped) / len(stopped))
+    assert logged["truncation/masked_from_loss"] == logged["truncation/length_stopped"]
+    assert logged["completions/clipped_ratio"] == logged["truncation/length_stopped"]
+    # `spatialcore/truncated` is the share without </think>, which a length stop may still contain
+    without_think = [("</think>" not in text) for text in texts]
+    assert logged["spatialcore/truncated"] == pytest.approx(sum(without_think) / len(texts))
+    assert sum(without_think) < sum(stopped)
+    assert "truncation/length_stopped_reward" in logged
+    # entropies of the masked completions come from a pass that sees them (and without dropout)
+    for record in probe.records:
+        for index, value in enumerate(record["entry"]["entropies"]):
+            if math.isfinite(value):
+                assert value == pytest.approx(record["full"][index], abs=1e-4)
