@@ -25,12 +25,28 @@ _PALETTE = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#
 _MAX_CELL = 60
 
 
+def _readable(value: object) -> object:
+    """Floats to 4 significant digits, inside lists and dicts too (5.801183333074303 reads 5.801)."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, list | tuple):
+        return [_readable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _readable(item) for key, item in value.items()}
+    return value
+
+
 def _cell_text(value: object) -> str:
+    """A table cell as short Markdown text.
+
+    >>> _cell_text(5.801183333074303), _cell_text([0.123456, 2]), _cell_text("a|b")
+    ('5.801', '[0.1235, 2]', 'a\\\\|b')
+    """
     if isinstance(value, dict) and "bytes" in value:
         return f"<image {value.get('path') or ''}>"
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
-    text = str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(_readable(value)).replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
 
 
@@ -55,13 +71,32 @@ def draw_boxes(
     if scale < 1.0:
         image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
     draw = ImageDraw.Draw(image)
+    taken: list[tuple[int, int, int, int]] = []
     for index, box in enumerate(boxes):
         colour = _PALETTE[index % len(_PALETTE)]
         x1, y1, x2, y2 = grid_to_pixels(box, image.width, image.height)
         draw.rectangle([x1, y1, x2, y2], outline=colour, width=2)
         if index < len(labels) and labels[index]:
-            draw.text((x1 + 2, y1 + 1), str(labels[index]), fill=colour)
+            _draw_label(draw, str(labels[index]), (x1, y1), colour, image.size, taken)
     return image
+
+
+def _draw_label(draw, text: str, corner, colour, size, taken: list[tuple[int, int, int, int]]) -> None:
+    """A label on a dark band at a box's top-left corner, kept inside the image and off earlier labels."""
+    left, top, right, bottom = draw.textbbox((0, 0), text)
+    width, height = right - left + 4, bottom - top + 2
+    x = min(max(0, corner[0]), max(0, size[0] - width))
+    y = min(max(0, corner[1] - height), max(0, size[1] - height))
+    for _ in range(len(taken) + 1):  # step down past labels already drawn
+        clash = next(
+            (t for t in taken if x < t[2] and t[0] < x + width and y < t[3] and t[1] < y + height), None
+        )
+        if clash is None:
+            break
+        y = min(clash[3], max(0, size[1] - height))
+    draw.rectangle([x, y, x + width, y + height], fill=(0, 0, 0))
+    draw.text((x + 2 - left, y + 1 - top), text, fill=colour)
+    taken.append((x, y, x + width, y + height))
 
 
 def gallery(images: Sequence[Image.Image], columns: int = 3) -> Image.Image:

@@ -91,8 +91,8 @@ class StorageResource(dg.ConfigurableResource):
 class SourcesResource(dg.ConfigurableResource):
     """Paths of the raw data sets. Empty fields read the sample world under the storage root.
 
-    Every path field also takes a Hugging Face Hub dataset, ``hf://datasets/OWNER/NAME[@REVISION][/PATH]``,
-    fetched into the local Hub cache (only read from it with ``HF_HUB_OFFLINE=1``) and read like a
+    Every path field also takes a Hugging Face Hub dataset, `hf://datasets/OWNER/NAME[@REVISION][/PATH]`,
+    fetched into the local Hub cache (only read from it with `HF_HUB_OFFLINE=1`) and read like a
     local folder; pin a revision for reproducible builds.
     """
 
@@ -228,7 +228,7 @@ class LLMResource(dg.ConfigurableResource, LLMClientSettings):
     """A configured chat model behind the shared client layer (see `llm.client`).
 
     The model, endpoint, key, concurrency, retry and sampling fields are those of
-    :class:`~llm.client.LLMClientSettings` (written once there); the resource adds where the key and the
+    `LLMClientSettings` (written once there); the resource adds where the key and the
     response cache come from and price overrides. `price_table` entries override or add to the
     defaults (gpt-4o-mini, gpt-4o, claude-sonnet-4).
     """

@@ -206,7 +206,7 @@ def eval_items_asset(
 
 
 class EvalReportConfig(dg.Config):
-    """The model to evaluate; without ``model`` the report asset evaluates nothing (the default, offline build)."""
+    """The model to evaluate; without `model` the report asset evaluates nothing (the default, offline build)."""
 
     model: str | None = Field(
         default=None, description="Model folder or name (API model name for the openai backend)."
@@ -277,7 +277,7 @@ def eval_report(
     storage: StorageResource,
     eval_items: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Scored predictions of the configured model on ``eval_items``, with the paper tables and plots in the metadata."""
+    """Scored predictions of the configured model on `eval_items`, with the paper tables and plots in the metadata."""
     counts = value_counts(eval_items, "benchmark")
     if not config.model:
         tables = build_paper_tables(eval_report_contract.EvalReport.create_empty(), include_empty=True)

@@ -23,7 +23,7 @@ STAMP_FILE = "sample_world_config.json"
 
 
 class SampleWorldAssetConfig(dg.Config):
-    """Run configuration of the ``sample_world`` asset (the generator's main knobs)."""
+    """Run configuration of the `sample_world` asset (the generator's main knobs)."""
 
     seed: int = Field(default=0, description="Seed of every random choice.")
     num_scenes: int = Field(default=12, description="Number of rooms.")

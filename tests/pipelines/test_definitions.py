@@ -1,5 +1,7 @@
 """The Definitions load: every asset documented, every job named, the automation wired."""
 
+import re
+
 import dagster as dg
 
 from pipelines.definitions import ALL_ASSETS, defs
@@ -28,3 +30,17 @@ def test_every_source_table_depends_on_its_raw_files():
         ("scene_geometry", "raw_scan_files"),
     ]:
         assert dg.AssetKey(raw) in graph.get(dg.AssetKey(table)).parent_keys, table
+
+
+RST_MARKUP = re.compile(r":(class|func|mod|meth|data|attr):`|``")
+
+
+def test_descriptions_shown_in_the_ui_are_plain_markdown():
+    shown = {f"resource {name}": type(resource).__doc__ or "" for name, resource in defs.resources.items()}
+    shown.update(
+        {
+            f"asset {spec.key.to_user_string()}": spec.description or ""
+            for spec in defs.resolve_all_asset_specs()
+        }
+    )
+    assert not [where for where, text in shown.items() if RST_MARKUP.search(text)]
