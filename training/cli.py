@@ -27,6 +27,7 @@ from data_contracts.boxes import UnknownModelFamilyError
 from data_contracts.storage import MissingTableError
 from training.config import RecipeError
 from training.data import MissingColumnError
+from training.sft import SequenceTooLongError
 
 logger = logging.getLogger("training.cli")
 
@@ -39,7 +40,14 @@ commands:
 Run `spatial-train grpo --help` for every recipe key.
 """
 
-USER_ERRORS = (MissingTableError, MissingColumnError, UnknownModelFamilyError, RecipeError, FileNotFoundError)
+USER_ERRORS = (
+    MissingTableError,
+    MissingColumnError,
+    UnknownModelFamilyError,
+    RecipeError,
+    SequenceTooLongError,
+    FileNotFoundError,
+)
 
 
 def _add_wandb(training_args) -> None:

@@ -8,6 +8,16 @@ pure function; the `sft_cold_start` asset wraps it (`build_sft_frame` selects th
 frozen and completion-only loss (TRL's `SFTTrainer` masks the prompt tokens); that adapter
 initialises GRPO (`init_adapter_path`).
 
+Sequence length. TRL cuts every sequence (prompt, its image tokens, completion) to `max_length`
+(1024 by default), from the end: the completion goes first. One 1280x960 image alone is 1,200
+Qwen3-VL tokens (40 x 30 patches of 32 px after merging), so a default cut removes `</think>` and the
+letter the cold start exists to teach. `sft_sequence_lengths` counts, per row, the text tokens of the
+templated prompt and completion and the image tokens the processor will insert (the image resized
+within the processor's `min_pixels`/`max_pixels` to multiples of patch x merge, one token per merged
+patch), without processing pixels. `fit_max_length` then applies `max_length_policy`: `fit` (the
+recipes' choice) sets `max_length` to the longest sequence, `error` stops when any target would be
+cut, `warn` logs how many would be; every policy logs the numbers.
+
 >>> row = {"question": "Where is the cup?", "options": ["left", "right"], "answer": "A",
 ...        "image_width": 640, "image_height": 480,
 ...        "pseudo_gt": [{"bbox_2d": [100, 200, 300, 400], "label": "cup", "validity": 0.9}]}
@@ -30,7 +40,7 @@ from pathlib import Path
 
 import polars as pl
 
-from data_contracts.boxes import BoxError, ResizeRule, to_model_convention
+from data_contracts.boxes import BoxError, ResizeRule, smart_resize, to_model_convention
 from training.prompts import as_option_list, option_letters
 from training.rewards.parsing import gold_option_letter
 
@@ -38,6 +48,11 @@ logger = logging.getLogger(__name__)
 
 SFT_COLD_START_SAMPLES = 1000
 ReasoningFunction = Callable[[dict, list[dict]], str]
+MAX_LENGTH_POLICIES = ("fit", "error", "warn")
+
+
+class SequenceTooLongError(ValueError):
+    """SFT targets that `max_length` would cut (with `max_length_policy: error`)."""
 
 
 def _region(centre: float, words: tuple[str, str, str]) -> str:
@@ -201,6 +216,9 @@ class SpatialSFTArguments:
         dataset_split (`str`, *optional*, defaults to `"train"`): rows whose `split` equals this.
         max_train_samples (`int`, *optional*, defaults to `1000`): rows used (the paper's 1,000).
         model_family (`str`, *optional*): coordinate convention; read from the model config when omitted.
+        max_length_policy (`str`, *optional*, defaults to `"fit"`): `fit` sets `max_length` to the longest
+            prompt + image + completion sequence of the set, so no target is cut; `error` stops when the
+            recipe's `max_length` would cut any target; `warn` logs how many it cuts.
     """
 
     data_root: str | None = field(default=None, metadata={"help": "Storage root of the Parquet caches."})
@@ -210,14 +228,158 @@ class SpatialSFTArguments:
     dataset_split: str | None = field(default="train", metadata={"help": "Split to train on."})
     max_train_samples: int | None = field(default=SFT_COLD_START_SAMPLES, metadata={"help": "Rows used."})
     model_family: str | None = field(default=None, metadata={"help": "Box convention family (auto)."})
+    max_length_policy: str = field(
+        default="fit",
+        metadata={"help": "fit (max_length = longest sequence), error or warn when max_length cuts targets."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_length_policy not in MAX_LENGTH_POLICIES:
+            raise ValueError(
+                f"max_length_policy must be one of {', '.join(MAX_LENGTH_POLICIES)}, got {self.max_length_policy!r}"
+            )
+
+
+@dataclass
+class SequenceLengths:
+    """Token counts of every SFT row as TRL's collator builds it (prompt first, then the completion).
+
+    Attributes:
+        prompt_text (`list[int]`): templated prompt tokens, each image placeholder counted once.
+        images (`list[int]`): image tokens the processor inserts for the row's images.
+        completion (`list[int]`): templated completion tokens (the target, end of turn included).
+        image_budget (`int`): the most tokens one image can take (`max_pixels / (patch * merge)^2`).
+        max_pixels (`int`), factor (`int`): the processor's pixel budget and patch x merge size.
+    """
+
+    prompt_text: list[int]
+    images: list[int]
+    completion: list[int]
+    image_budget: int
+    max_pixels: int
+    factor: int
+
+    @property
+    def totals(self) -> list[int]:
+        """Full sequence length of every row (prompt text + image tokens + completion)."""
+        return [
+            prompt + images + completion
+            for prompt, images, completion in zip(self.prompt_text, self.images, self.completion, strict=True)
+        ]
+
+    def cut(self, max_length: int | None) -> int:
+        """How many rows `max_length` would cut (every cut takes tokens of the completion)."""
+        if max_length is None:
+            return 0
+        return sum(total > max_length for total in self.totals)
+
+    def describe(self) -> str:
+        """One line with the longest sequence and where its tokens go."""
+        totals = self.totals
+        longest = max(range(len(totals)), key=totals.__getitem__)
+        return (
+            f"longest SFT sequence {totals[longest]} tokens (prompt text {self.prompt_text[longest]}, "
+            f"image {self.images[longest]}, completion {self.completion[longest]}); image token budget "
+            f"{self.image_budget} per image (max_pixels {self.max_pixels}, patch x merge {self.factor} px)"
+        )
+
+
+def _image_tokens(width: int, height: int, rule: ResizeRule) -> int:
+    resized_height, resized_width = smart_resize(int(height), int(width), rule)
+    return (resized_height // rule.factor) * (resized_width // rule.factor)
+
+
+def sft_sequence_lengths(
+    prompts: Sequence[list[dict]],
+    completions: Sequence[list[dict]],
+    image_sizes: Sequence[Sequence[tuple[int, int]]],
+    processor,
+) -> SequenceLengths:
+    """Count the tokens TRL's SFT collator will build for each row, without processing any pixel.
+
+    Args:
+        prompts (`Sequence[list[dict]]`): conversational prompts (string contents, images not inserted).
+        completions (`Sequence[list[dict]]`): the assistant messages (targets).
+        image_sizes (`Sequence[Sequence[tuple[int, int]]]`): per row, `(width, height)` of each image.
+        processor: the Qwen-VL processor (its tokenizer, chat template and image processor).
+
+    Returns:
+        [`SequenceLengths`]
+    """
+    from trl.data_utils import apply_chat_template, prepare_multimodal_messages
+
+    from training.models import resize_rule_of
+
+    rule = resize_rule_of(processor)
+    tokenizer = processor.tokenizer
+    prompt_text, images, completion = [], [], []
+    for prompt, target, sizes in zip(prompts, completions, image_sizes, strict=True):
+        sizes = list(sizes)
+        example = {
+            "prompt": prepare_multimodal_messages(prompt, images=[None] * len(sizes)),
+            "completion": prepare_multimodal_messages(target),
+        }
+        texts = apply_chat_template(example, processor)
+        prompt_text.append(len(tokenizer(texts["prompt"], add_special_tokens=False)["input_ids"]))
+        completion.append(len(tokenizer(texts["completion"], add_special_tokens=False)["input_ids"]))
+        # the processor replaces each image's one placeholder token by its merged patches
+        images.append(sum(_image_tokens(width, height, rule) - 1 for width, height in sizes))
+    return SequenceLengths(
+        prompt_text=prompt_text,
+        images=images,
+        completion=completion,
+        image_budget=rule.max_pixels // (rule.factor * rule.factor),
+        max_pixels=rule.max_pixels,
+        factor=rule.factor,
+    )
+
+
+def fit_max_length(lengths: SequenceLengths, max_length: int | None, policy: str = "fit") -> int | None:
+    """The `max_length` to train with under `policy`; logs the counts, raises for `error` when targets are cut.
+
+    >>> lengths = SequenceLengths([100, 90], [1199, 299], [60, 40], 16384, 16777216, 32)
+    >>> fit_max_length(lengths, 1024)
+    1359
+    >>> fit_max_length(lengths, 1024, "error")
+    Traceback (most recent call last):
+    ...
+    training.sft.SequenceTooLongError: max_length 1024 cuts the completion of 1 of 2 SFT targets (longest SFT sequence 1359 tokens (prompt text 100, image 1199, completion 60); image token budget 16384 per image (max_pixels 16777216, patch x merge 32 px)); set max_length to at least 1359, lower the image processor's max_pixels, or use max_length_policy fit
+    """
+    if policy not in MAX_LENGTH_POLICIES:
+        raise ValueError(f"max_length_policy must be one of {', '.join(MAX_LENGTH_POLICIES)}, got {policy!r}")
+    longest = max(lengths.totals)
+    if policy == "fit":
+        logger.info("%s; max_length set to %d: no SFT target is cut", lengths.describe(), longest)
+        return longest
+    cut = lengths.cut(max_length)
+    if cut == 0:
+        logger.info("%s; max_length %s cuts no SFT target", lengths.describe(), max_length)
+        return max_length
+    message = (
+        f"max_length {max_length} cuts the completion of {cut} of {len(lengths.totals)} SFT targets "
+        f"({lengths.describe()}); set max_length to at least {longest}, lower the image processor's "
+        "max_pixels, or use max_length_policy fit"
+    )
+    if policy == "error":
+        raise SequenceTooLongError(message)
+    logger.warning("%s", message)
+    return max_length
 
 
 def sft_dataset(data_root: str | Path, table: str, family: str, split: str | None, max_samples: int | None):
-    """The SFT dataset: `prompt` (SpatialCORE prompt), `completion` (assistant message), `image`."""
+    """The SFT dataset: `prompt` (SpatialCORE prompt), `completion` (assistant message), `image`.
+
+    Returns the dataset, the quarantined rows and each row's image size `(width, height)` (from the
+    table's `image_width` / `image_height`).
+    """
     from training.data import load_training_data
 
     data = load_training_data(data_root, table, "spatialcore", family, split=split, max_samples=max_samples)
     dataset = data.dataset
+    image_sizes = [
+        [(int(width), int(height))]
+        for width, height in zip(dataset["image_width"], dataset["image_height"], strict=True)
+    ]
     if "completion" in dataset.column_names:
         texts = [str(text) for text in dataset["completion"]]
         dataset = dataset.remove_columns(["completion"])
@@ -228,11 +390,15 @@ def sft_dataset(data_root: str | Path, table: str, family: str, split: str | Non
     dataset = dataset.select_columns(
         [column for column in ("prompt", "image") if column in dataset.column_names]
     )
-    return dataset.add_column("completion", messages), data.quarantine
+    return dataset.add_column("completion", messages), data.quarantine, image_sizes
 
 
 def build_sft_trainer(script_args: SpatialSFTArguments, training_args, model_args):
-    """TRL's `SFTTrainer` for the cold start: language-side LoRA, vision frozen, completion-only loss."""
+    """TRL's `SFTTrainer` for the cold start: language-side LoRA, vision frozen, completion-only loss.
+
+    `max_length` follows `script_args.max_length_policy` (see `fit_max_length`), counted on this data
+    set with this processor before the trainer is built.
+    """
     from trl import SFTTrainer
 
     from data_contracts.storage import default_storage_root
@@ -246,11 +412,15 @@ def build_sft_trainer(script_args: SpatialSFTArguments, training_args, model_arg
     training_args.completion_only_loss = True
     family = script_args.model_family or detect_family(model_args.model_name_or_path)
     data_root = script_args.data_root or default_storage_root()
-    dataset, quarantine = sft_dataset(
+    dataset, quarantine, image_sizes = sft_dataset(
         data_root, script_args.dataset_table, family, script_args.dataset_split, script_args.max_train_samples
     )
     write_quarantine(quarantine, training_args.output_dir, script_args.dataset_table)
     processor = load_processor(model_args.model_name_or_path, family)
+    lengths = sft_sequence_lengths(dataset["prompt"], dataset["completion"], image_sizes, processor)
+    training_args.max_length = fit_max_length(
+        lengths, training_args.max_length, script_args.max_length_policy
+    )
     model, peft_config = prepare_policy(load_model(model_args), model_args)
     return SFTTrainer(
         model=model,

@@ -16,8 +16,14 @@ from training.cli import main
 from training.models import SpatialModelConfig
 from training.rewards import score_spatialcore
 from training.rewards.parsing import parse_spatialcore
-from training.sft import SpatialSFTArguments, build_sft_frame, build_sft_targets, build_sft_trainer
-from training.testing import tiny_training_frames
+from training.sft import (
+    SequenceTooLongError,
+    SpatialSFTArguments,
+    build_sft_frame,
+    build_sft_targets,
+    build_sft_trainer,
+)
+from training.testing import build_tiny_image_processor, tiny_training_frames, write_tiny_training_tables
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "training" / "recipes"
 
@@ -157,3 +163,82 @@ def test_sft_cli_adapter_initialises_grpo(tiny_qwen3_vl, tiny_tables, tmp_path):
     assert any("visual" in key for key in policy)
     shared = [key for key in adapter if key in policy and "lora_A" in key]
     assert shared
+
+
+@pytest.fixture(scope="module")
+def qwen3_vl_at_full_resolution(tiny_qwen3_vl, tmp_path_factory):
+    """The tiny Qwen3-VL with a real pixel budget: a 1280x960 image is 40 x 30 = 1,200 image tokens."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("full_resolution") / "model"
+    shutil.copytree(tiny_qwen3_vl, folder)
+    build_tiny_image_processor("qwen3_vl", max_pixels=16384 * 32 * 32).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def large_image_tables(tmp_path_factory):
+    return write_tiny_training_tables(
+        tmp_path_factory.mktemp("large") / "data", rows=3, image_size=(1280, 960)
+    )
+
+
+def _sft_trainer(model_dir, data_root, tmp_path, **arguments):
+    script_args = SpatialSFTArguments(
+        data_root=str(data_root), dataset_table="spatialcore_train", max_train_samples=3, **arguments
+    )
+    config = SFTConfig(
+        output_dir=str(tmp_path / "sft"),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        per_device_train_batch_size=3,
+        gradient_checkpointing=False,
+    )
+    assert config.max_length == 1024  # TRL's default, which the SFT recipes do not set
+    model_args = SpatialModelConfig(
+        model_name_or_path=str(model_dir), use_peft=True, lora_r=4, lora_alpha=8, vision_lora=False
+    )
+    return build_sft_trainer(script_args, config, model_args)
+
+
+def test_no_sft_target_is_cut_by_the_image_tokens(qwen3_vl_at_full_resolution, large_image_tables, tmp_path):
+    trainer = _sft_trainer(qwen3_vl_at_full_resolution, large_image_tables, tmp_path)
+    examples = [trainer.train_dataset[index] for index in range(3)]
+    targets = [example["completion"][0]["content"] for example in examples]
+    batch = trainer.data_collator(examples)
+    tokenizer = trainer.processing_class.tokenizer
+    image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert int((batch["input_ids"][0] == image_pad).sum()) == 1200
+    # the counted length is the collated one, and max_length was set to it: nothing cut
+    assert trainer.args.max_length == int(batch["attention_mask"].sum(dim=1).max()) > 1024
+    for row in range(3):
+        trained = batch["labels"][row] != -100
+        assert tokenizer.decode(batch["input_ids"][row][trained]).endswith(
+            "</think>\n\n" + targets[row][-1] + "<|im_end|>\n"
+        )
+        assert tokenizer.decode(batch["input_ids"][row][trained]) == targets[row] + "<|im_end|>\n"
+
+
+def test_a_max_length_that_cuts_targets_fails_with_the_numbers(
+    qwen3_vl_at_full_resolution, large_image_tables, tmp_path, caplog
+):
+    with pytest.raises(
+        SequenceTooLongError, match=r"max_length 1024 cuts the completion of 3 of 3 SFT targets"
+    ):
+        _sft_trainer(qwen3_vl_at_full_resolution, large_image_tables, tmp_path, max_length_policy="error")
+    trainer = _sft_trainer(
+        qwen3_vl_at_full_resolution, large_image_tables, tmp_path, max_length_policy="warn"
+    )
+    assert trainer.args.max_length == 1024
+    assert "cuts the completion of 3 of 3 SFT targets" in caplog.text and "image 1199" in caplog.text
+
+
+def test_sft_recipes_fit_max_length_to_the_data():
+    from training.cli import make_sft_parser
+
+    for recipe in sorted(RECIPES_DIR.glob("*sft*.yaml")):
+        script_args, _, _ = make_sft_parser().parse_args_and_config(
+            ["--config", str(recipe), "--use_cpu", "true"]
+        )
+        assert script_args.max_length_policy == "fit", recipe.name
