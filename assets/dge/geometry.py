@@ -78,6 +78,11 @@ class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings):
     room_floor_threshold_m: float = Field(
         default=0.03, description="Floor points lie this close to z = 0 (floor area of the room)."
     )
+    room_trim_share: float = Field(
+        default=0.002,
+        description="The room is measured without this share of the cloud's points at each side of its "
+        "rectangle and at the top (depth noise on far walls).",
+    )
     cloud_outlier_neighbors: int = Field(
         default=12, description="Neighbours of the statistical outlier test of the scene cloud."
     )
@@ -520,7 +525,7 @@ def build_scan_geometry(
     world_to_gravity = gravity_transform(floor)
     cloud = transform_points(world_to_gravity, fused.points)
     cloud, colors = _remove_cloud_outliers(cloud, fused.colors, config)
-    room = measure_room(cloud, config.room_floor_threshold_m)
+    room = measure_room(cloud, config.room_floor_threshold_m, config.room_trim_share)
     stored_points, _, stored_colors = voxel_downsample(cloud, config.stored_cloud_voxel_m, colors=colors)
 
     labels = {int(item["object_id"]): str(item["label"]) for item in (scene.get("objects") or [])}

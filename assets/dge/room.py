@@ -52,10 +52,39 @@ def hull_area(points_xy: np.ndarray) -> tuple[float, np.ndarray]:
     return float(hull.volume), points_xy[hull.vertices]
 
 
-def measure_room(points: np.ndarray, floor_threshold_m: float = 0.03) -> RoomGeometry:
-    """Measure a room from its gravity-frame cloud (floor at ``z = 0``)."""
+def trim_room_points(points: np.ndarray, trim_share: float) -> np.ndarray:
+    """The points without the ``trim_share`` extremes along each side of the room's rectangle and its height.
+
+    Depth noise grows with distance (several centimetres on a far wall), so the extremes of a scanned
+    room's cloud are noise; the walls themselves hold far more points than any trimmed share.
+    """
+    if trim_share <= 0 or len(points) < 3:
+        return points
+    _, footprint = hull_area(points[:, :2])
+    _, _, yaw = min_area_rectangle(footprint if len(footprint) >= 3 else points[:, :2])
+    cos_a, sin_a = np.cos(yaw), np.sin(yaw)
+    local = np.stack(
+        [
+            points[:, 0] * cos_a + points[:, 1] * sin_a,
+            -points[:, 0] * sin_a + points[:, 1] * cos_a,
+            points[:, 2],
+        ],
+        axis=1,
+    )
+    low = np.quantile(local, trim_share, axis=0)
+    high = np.quantile(local, 1.0 - trim_share, axis=0)
+    low[2] = -np.inf  # the floor is z = 0 by construction
+    return points[np.all((local >= low) & (local <= high), axis=1)]
+
+
+def measure_room(
+    points: np.ndarray, floor_threshold_m: float = 0.03, trim_share: float = 0.0
+) -> RoomGeometry:
+    """Measure a room from its gravity-frame cloud (floor at ``z = 0``), without ``trim_share`` extremes (see
+    :func:`trim_room_points`)."""
     if len(points) == 0:
         return RoomGeometry(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros((0, 2)))
+    points = trim_room_points(points, trim_share)
     area, footprint = hull_area(points[:, :2])
     _, extents, yaw = min_area_rectangle(footprint if len(footprint) >= 3 else points[:, :2])
     floor_points = points[np.abs(points[:, 2]) <= floor_threshold_m]

@@ -15,8 +15,8 @@ truth file keeps the exact geometry:
   as ScanNet's aggregation annotates them.
 
 >>> noise = ScanNoise()
->>> round(depth_noise_sigma(np.array([0.4, 3.0]), noise)[1], 4)
-0.0140
+>>> round(float(depth_noise_sigma(np.array([0.4, 3.0]), noise)[1]), 4)
+0.014
 """
 
 from __future__ import annotations

@@ -1,0 +1,124 @@
+"""The DGE on the realistic sample world, checked against the independent oracle (``tests/dge/oracle.py``).
+
+The scans carry depth noise and holes, pose registration errors and an over-segmented mesh with
+annotated room surfaces; truth is the generator's exact scene description. Both object sources
+are checked: the segmented mesh and the instance masks.
+"""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
+from assets.dge.tasks import build_scene_tasks
+from assets.dge.visibility import build_frame_visibility
+from readers.scannet import read_scannet
+from tests.dge.oracle import AccuracyTable, SceneTruth
+
+logger = logging.getLogger(__name__)
+
+THIN_TOLERANCE = 0.05
+MAX_WRONG_SHARE = {"mesh": 0.05, "instance_masks": 0.15}
+
+
+@pytest.fixture(scope="module", params=["mesh", "instance_masks"])
+def realistic_run(request, realistic_world):
+    """Per object source: geometry, visibility and tasks of every realistic scene, with the truth."""
+    source = request.param
+    tables = read_scannet(realistic_world / "scannet" / "scans")
+    truth = json.loads((realistic_world / "truth" / "world.json").read_text())
+    scenes = {}
+    for scene in tables.scenes.iter_rows(named=True):
+        geometry = build_scan_geometry(
+            tables.frames, scene, SceneGeometrySettings(object_points_source=source)
+        )
+        visibility = build_frame_visibility(geometry, tables.frames, scene=scene)
+        tasks = build_scene_tasks(geometry.to_row(), visibility, tables.frames)
+        scenes[scene["scene_id"]] = (geometry, visibility, tasks)
+    return source, scenes, {scene["scene_id"]: scene for scene in truth["scenes"]}
+
+
+def test_thin_objects_measure_within_5_percent(realistic_run):
+    source, scenes, truth = realistic_run
+    checked = 0
+    for scene_id, (geometry, _, _) in scenes.items():
+        measured = {obj.object_id: obj for obj in geometry.objects}
+        for item in truth[scene_id]["objects"]:
+            # Lamps (a 3 cm pole under a shade) from both sources; chairs, shelves and tables from the mesh
+            # (from noisy instance masks their extents are within 6-10%, see assets/dge/README.md).
+            thin = ("lamp", "chair", "shelf", "table") if source == "mesh" else ("lamp",)
+            if item["category"] not in thin:
+                continue
+            obj = measured[item["object_id"]]
+            height = item["extents"][2]
+            assert abs(obj.obb_extents[2] - height) <= THIN_TOLERANCE * height, (source, item["name"])
+            assert abs(obj.size - max(item["extents"])) <= THIN_TOLERANCE * max(item["extents"]), (
+                source,
+                item["name"],
+            )
+            checked += 1
+    assert checked >= 2
+
+
+def test_the_floor_and_the_walls_appear_in_frame_visibility(realistic_run):
+    source, scenes, _ = realistic_run
+    if source != "mesh":
+        pytest.skip("the instance masks do not label the room's surfaces")
+    for geometry, visibility, _ in scenes.values():
+        labels = {obj.object_id: obj.label for obj in geometry.objects}
+        seen = {labels[object_id] for object_id in visibility["object_id"]}
+        assert {"floor", "wall"} <= seen
+        floor_rows = visibility.filter(visibility["label"] == "floor")
+        assert floor_rows.height >= len(geometry.used_frames) // 2
+        assert float(floor_rows["visibility_ratio"].max()) > 0.5
+
+
+def _table(realistic_run) -> tuple[str, AccuracyTable]:
+    source, scenes, truth = realistic_run
+    table = AccuracyTable()
+    for scene_id, (_, _, tasks) in scenes.items():
+        table.add(tasks.iter_rows(named=True), SceneTruth.from_truth(truth[scene_id]))
+    logger.info("%s\n%s", source, table.markdown())
+    return source, table
+
+
+def test_answers_agree_with_the_oracle(realistic_run, request):
+    source, table = _table(realistic_run)
+    if source == "instance_masks":
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="box sizes fused from noisy instance-mask frames are 5-10% off (attribute_measurement)",
+                strict=False,
+            )
+        )
+    total = sum(count for task_type, count in table.rows.items() if task_type != "room_size")
+    wrong = sum(count for task_type, count in table.wrong.items() if task_type != "room_size")
+    assert total > 20
+    assert wrong <= MAX_WRONG_SHARE[source] * total, table.examples
+
+
+@pytest.mark.xfail(
+    reason="the room is the noisy cloud's hull: far-wall depth noise (about 6 cm at 6 m) makes it ~3% longer "
+    "per side; needs wall planes",
+    strict=True,
+)
+def test_room_size_agrees_with_the_oracle(realistic_run):
+    _, table = _table(realistic_run)
+    assert table.rows.get("room_size", 0) > 0 and table.wrong.get("room_size", 0) == 0
+
+
+def test_centroids_within_5_cm(realistic_run):
+    source, scenes, truth = realistic_run
+    for scene_id, (geometry, _, _) in scenes.items():
+        measured = {obj.object_id: obj for obj in geometry.objects}
+        for item in truth[scene_id]["objects"]:
+            centre = (
+                geometry.world_to_gravity[:3, :3] @ np.asarray(item["centroid"])
+                + geometry.world_to_gravity[:3, 3]
+            )
+            assert np.linalg.norm(measured[item["object_id"]].centroid - centre) <= 0.05, (
+                source,
+                item["name"],
+            )
