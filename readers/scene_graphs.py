@@ -163,16 +163,27 @@ def _vg_scene(
     log: QuarantineLog,
     folder: Path,
 ) -> dict:
+    """One raw-VG image's scene graph: its kept objects (with their attributes) and relations."""
+    kept, alias = _vg_objects(image_id, width, height, objects, log, folder / "objects.json")
+    _attach_vg_attributes(kept, alias, attributes)
+    return {
+        "image_id": image_id,
+        "image_width": width,
+        "image_height": height,
+        "objects": list(kept.values()),
+        "relationships": _vg_relations(image_id, relationships, alias, log, folder / "relationships.json"),
+    }
+
+
+def _vg_objects(
+    image_id: str, width: int, height: int, objects: list, log: QuarantineLog, source: Path
+) -> tuple[dict[str, dict], dict[str, str]]:
+    """The image's valid objects by id, and every id (merged ones included) mapped to its kept object."""
     kept: dict[str, dict] = {}
     alias: dict[str, str] = {}
     for obj in objects or []:
         if not isinstance(obj, dict) or "object_id" not in obj:
-            log.add(
-                f"{image_id}/?",
-                "malformed object: no object_id",
-                source_file=str(folder / "objects.json"),
-                payload=obj,
-            )
+            log.add(f"{image_id}/?", "malformed object: no object_id", source_file=str(source), payload=obj)
             continue
         object_id = str(obj["object_id"])
         name = _object_name(obj)
@@ -180,20 +191,10 @@ def _vg_scene(
             box_px = xywh_to_xyxy([obj["x"], obj["y"], obj["w"], obj["h"]])
             box = pixels_to_grid(box_px, width, height)
         except (KeyError, TypeError, ValueError, BoxError) as error:
-            log.add(
-                f"{image_id}/{object_id}",
-                f"bad box: {error}",
-                source_file=str(folder / "objects.json"),
-                payload=obj,
-            )
+            log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(source), payload=obj)
             continue
         if not name:
-            log.add(
-                f"{image_id}/{object_id}",
-                "bad object: no name",
-                source_file=str(folder / "objects.json"),
-                payload=obj,
-            )
+            log.add(f"{image_id}/{object_id}", "bad object: no name", source_file=str(source), payload=obj)
             continue
         clipped = [
             max(0.0, box_px[0]),
@@ -213,6 +214,11 @@ def _vg_scene(
         alias[object_id] = object_id
         for merged in obj.get("merged_object_ids", []) or []:
             alias.setdefault(str(merged), object_id)
+    return kept, alias
+
+
+def _attach_vg_attributes(kept: dict[str, dict], alias: dict[str, str], attributes: list) -> None:
+    """Add each attribute entry's (lower-cased, de-duplicated) attributes to the object it names."""
     for entry in attributes or []:
         if not isinstance(entry, dict):
             continue
@@ -228,18 +234,19 @@ def _vg_scene(
             text = str(attribute).strip().lower()
             if text and text not in kept[target]["attributes"]:
                 kept[target]["attributes"].append(text)
+
+
+def _vg_relations(
+    image_id: str, relationships: list, alias: dict[str, str], log: QuarantineLog, source: Path
+) -> list[dict]:
+    """The image's relations between kept objects; malformed, dangling or unnamed ones quarantined."""
     relations = []
     for relation in relationships or []:
         relation_id = (
             f"{image_id}/rel{relation.get('relationship_id', '?') if isinstance(relation, dict) else '?'}"
         )
         if not isinstance(relation, dict):
-            log.add(
-                relation_id,
-                "malformed relation",
-                source_file=str(folder / "relationships.json"),
-                payload=relation,
-            )
+            log.add(relation_id, "malformed relation", source_file=str(source), payload=relation)
             continue
         subject = relation.get("subject") or {}
         obj = relation.get("object") or {}
@@ -250,26 +257,15 @@ def _vg_scene(
             log.add(
                 relation_id,
                 "dangling relation: subject or object is not a kept object of the image",
-                source_file=str(folder / "relationships.json"),
+                source_file=str(source),
                 payload=relation,
             )
             continue
         if not predicate:
-            log.add(
-                relation_id,
-                "bad relation: empty predicate",
-                source_file=str(folder / "relationships.json"),
-                payload=relation,
-            )
+            log.add(relation_id, "bad relation: empty predicate", source_file=str(source), payload=relation)
             continue
         relations.append({"subject_id": subject_id, "predicate": predicate, "object_id": object_id})
-    return {
-        "image_id": image_id,
-        "image_width": width,
-        "image_height": height,
-        "objects": list(kept.values()),
-        "relationships": relations,
-    }
+    return relations
 
 
 VG150_H5 = "VG-SGG-with-attri.h5"
