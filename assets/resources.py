@@ -33,6 +33,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 from pydantic import Field
@@ -103,7 +104,7 @@ class SourcesResource(dg.ConfigurableResource):
         default=None,
         description="OmniSpatial folder holding data.json and <task_type>/ images (or hf://datasets/...).",
     )
-    omnispatial_split: str = Field(
+    omnispatial_split: Literal["train", "test", "hash"] = Field(
         default="hash", description="'train', 'test', or 'hash' (stable 80/20 split by image id)."
     )
     omnispatial_test_fraction: float = Field(
@@ -121,7 +122,9 @@ class SourcesResource(dg.ConfigurableResource):
         description="Visual Genome folder (raw v1.4 JSON or the VG150 h5 layout), or prompt-style Parquet "
         "(a file, or a folder such as a Hub snapshot with data/*.parquet).",
     )
-    visual_genome_layout: str = Field(default="auto", description="'auto', 'raw', 'vg150' or 'parquet'.")
+    visual_genome_layout: Literal["auto", "raw", "vg150", "parquet"] = Field(
+        default="auto", description="'auto', 'raw', 'vg150' or 'parquet'."
+    )
     visual_genome_images_dir: str | None = Field(
         default=None,
         description="Visual Genome images (the images, or VG_100K/ and VG_100K_2/ inside); default beside "
