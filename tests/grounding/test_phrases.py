@@ -7,8 +7,10 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 
+from assets.grounding.object_vocabulary import default_object_vocabulary
 from assets.grounding.phrases import (
     DropReason,
+    OfflinePhraseBackend,
     PhraseSettings,
     RuleBasedChunker,
     SpacyNounChunker,
@@ -18,6 +20,8 @@ from assets.grounding.phrases import (
     filter_phrases,
     is_skipped_task,
     load_offline_extractor,
+    object_phrase,
+    remove_non_object_text,
     render_phrase_prompt,
 )
 from data_contracts.object_phrases import ObjectPhrases
@@ -336,7 +340,7 @@ def test_table_from_the_offline_backend_satisfies_the_contract():
     frame = extraction.frame
     assert frame["phrases"].to_list() == [["red mug", "laptop"], [], []]
     assert frame["skipped"].to_list() == [False, True, False]
-    assert frame["extractor"].unique().to_list() == ["rules@1"]
+    assert frame["extractor"].unique().to_list() == ["rules@2+objects@1"]
     assert check_frame(frame, ObjectPhrases).passed
     assert len(extraction.quarantine) == 0
 
@@ -351,3 +355,97 @@ def test_openai_backend_needs_a_client():
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="backend"):
         PhraseSettings(backend="claude")
+
+
+class TestObjectVocabularyFilter:
+    """The offline backend keeps only phrases whose head names a physical object category."""
+
+    @pytest.mark.parametrize(
+        ("cleaned", "expected"),
+        [
+            ("bit", None),  # "a bit to the left"
+            ("distance remain constant", None),  # no object word at all
+            ("spoon relative", "spoon"),  # trailing non-object words cut
+            ("camera rotates", None),  # cut to "camera": the viewer, not an object
+            ("traffic lights", "traffic lights"),  # multi-word category, plural
+            ("wooden dining table", "wooden dining table"),  # multi-word category with a modifier
+            ("boy in orange clothes", "boy in orange clothes"),  # head before the preposition decides
+            ("armrest of couch", "couch"),  # an unknown part of a known object
+            ("cartesian plane", None),  # ends in an object word, names none
+            ("orange", None),  # a colour on its own
+            ("lamp shade", "lamp shade"),  # LVIS spells it "lampshade"
+        ],
+    )
+    def test_object_phrase(self, cleaned, expected):
+        assert object_phrase(cleaned, default_object_vocabulary())[0] == expected
+
+    def test_filter_with_the_vocabulary(self):
+        result = filter_phrases(
+            ["red cup", "bit", "cups", "the cup", "laptop screen", "the child's perspective", "side"],
+            default_object_vocabulary(),
+        )
+        assert result.kept == ["red cup", "laptop", "child"]  # "cup" repeats "red cup"
+        assert ("bit", DropReason.NOT_AN_OBJECT) in result.dropped
+
+    @pytest.mark.parametrize(
+        ("question", "options", "expected"),
+        [
+            (
+                "Move the spoon a bit relative to the cup: does the angle stay constant?",
+                [],
+                ["spoon", "cup"],
+            ),
+            (
+                "Which object is closer to the camera taking this photo, the lamp (highlighted by a red box) or "
+                "the sofa (highlighted by a blue box)?",
+                ["lamp", "sofa"],
+                ["lamp", "sofa"],
+            ),  # the drawn boxes are no objects
+            (
+                "Which of these objects (chair, table, bed, lamp) is the closest to the tv?",
+                [],
+                ["chair", "table", "bed", "lamp", "tv"],
+            ),  # list items start chunks
+            ("How many chair(s) are in this room?", [], ["chair"]),
+            ("Is the glass of water within arm's reach?", [], ["glass of water"]),  # idiom dropped
+            ("From the bird's eye view, is the pool left of the house?", [], ["pool", "house"]),
+            (
+                "Imagine you are the driver of the white car. Is the bus on your left?",
+                [],
+                ["driver of the white car", "bus"],
+            ),
+            (
+                "If you extended your right arm, which would you reach first?",
+                ["the mug", "the pen"],
+                ["mug", "pen"],
+            ),
+        ],
+    )
+    def test_rule_based_backend(self, question, options, expected):
+        backend = OfflinePhraseBackend(RuleBasedChunker(), default_object_vocabulary())
+        assert backend.phrases(question, options) == expected
+
+    def test_box_annotations_and_idioms_are_removed(self):
+        text = "Is the lamp (highlighted by a red box) outlined in a green rectangle, within arm's reach?"
+        assert "box" not in remove_non_object_text(text) and "arm" not in remove_non_object_text(text)
+
+    def test_the_vocabulary_can_be_switched_off(self):
+        questions = _questions([{"question_id": "q1", "question": "Is the cup a bit left of the laptop?"}])
+        kept = extract_object_phrases(questions, PhraseSettings(spacy_model="rules"), progress=False)
+        everything = extract_object_phrases(
+            questions, PhraseSettings(spacy_model="rules", object_vocabulary=False), progress=False
+        )
+        assert kept.frame["phrases"].to_list() == [["cup", "laptop"]]
+        assert everything.frame["phrases"].to_list() == [["cup", "bit", "laptop"]]
+        assert everything.frame["extractor"].to_list() == ["rules@2"]
+        assert kept.drop_reasons[DropReason.NOT_AN_OBJECT] == 1
+
+    def test_spacy_chunks_over_a_comma_list_are_split(self):
+        doc = _parsed(
+            ["chair", ",", "table", ",", "lamp"],
+            ["NOUN", "PUNCT", "NOUN", "PUNCT", "NOUN"],
+            ["compound", "punct", "compound", "punct", "ROOT"],
+            [4, 4, 4, 4, 4],
+        )
+        extractor = SpacyNounChunker(lambda text: doc, "spacy/test@0")
+        assert extractor.candidates("chair, table, lamp", []) == ["chair", "table", "lamp"]
