@@ -1,8 +1,13 @@
-"""Speed of the object-phrase stage (``object_phrases`` with the ``openai`` backend), end to end.
+"""Quality of the offline object-phrase extractor, and speed of the ``openai`` phrase stage end to end.
 
-`benchmarks/bench_llm.py` measures the client layer alone; this script measures the whole stage as
-the asset runs it: prompts rendered from the question table, requests through the client layer,
-answers parsed, the shared filter applied and the table built.
+0. Precision and recall of the offline (``spacy``) backend on the labelled spatial questions of
+   `tests/grounding/fixtures/phrase_questions.jsonl` (see its README), with and without the object
+   vocabulary: the rule-based chunker always, and the installed trained spaCy pipeline when there is
+   one (not under `--tiny`). Phrase match = the whole phrase; head match = the head noun.
+
+`benchmarks/bench_llm.py` measures the client layer alone; the next two measure the whole ``openai``
+stage as the asset runs it: prompts rendered from the question table, requests through the client
+layer, answers parsed, the shared filter applied and the table built.
 
 1. Throughput against the loopback OpenAI-compatible server (separate process) with a fixed latency
    (200 ms) at concurrency 32: the ideal is 160 questions/s; target at least 90% of it.
@@ -15,6 +20,7 @@ Usage::
 
     python benchmarks/bench_phrases.py [--latency 0.2] [--concurrency 32] [--questions 1600] [--cached-rows 10000]
     python benchmarks/bench_phrases.py --tiny    # seconds-long smoke run (explicit flags still win)
+    python benchmarks/bench_phrases.py --quality-only    # only the precision/recall figures
 """
 
 from __future__ import annotations
@@ -29,14 +35,25 @@ from pathlib import Path
 
 import polars as pl
 
-from assets.grounding.phrases import PhraseSettings, build_phrase_request, extract_object_phrases
+from assets.grounding.object_vocabulary import default_object_vocabulary
+from assets.grounding.phrase_quality import evaluate_extractor, load_labelled_questions
+from assets.grounding.phrases import (
+    OfflinePhraseBackend,
+    PhraseSettings,
+    RuleBasedChunker,
+    SpacyNounChunker,
+    build_phrase_request,
+    extract_object_phrases,
+    load_offline_extractor,
+)
 from llm import LLMClient, LLMClientConfig
 from llm.cache import CachedResponse
 from llm.records import TokenUsage
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"
-TINY = {"latency": 0.02, "concurrency": 4, "questions": 16, "cached_rows": 50}
+LABELLED_QUESTIONS = REPOSITORY_ROOT / "tests" / "grounding" / "fixtures" / "phrase_questions.jsonl"
+TINY = {"latency": 0.02, "concurrency": 4, "questions": 16, "cached_rows": 50, "spacy_quality": False}
 """Defaults under `--tiny`: a smoke run of a few seconds."""
 
 TEMPLATES = [
@@ -86,6 +103,44 @@ def make_questions(count: int) -> pl.DataFrame:
             }
         )
     return pl.DataFrame(rows)
+
+
+def _quality_extractors(with_spacy: bool) -> list:
+    """The rule-based chunker, and the installed trained spaCy pipeline when asked for and present."""
+    extractors = [RuleBasedChunker()]
+    if with_spacy:
+        installed = load_offline_extractor(None)
+        if isinstance(installed, SpacyNounChunker):
+            extractors.append(installed)
+        else:
+            sys.stdout.write("phrase quality: no trained spaCy pipeline installed; rules only\n")
+    return extractors
+
+
+def measure_quality(arguments: argparse.Namespace) -> dict:
+    """Precision and recall of the offline backend on the labelled questions (all, and the held-out split)."""
+    questions = load_labelled_questions(LABELLED_QUESTIONS)
+    summary = {}
+    for extractor in _quality_extractors(arguments.spacy_quality):
+        for vocabulary in (None, default_object_vocabulary()):
+            backend = OfflinePhraseBackend(extractor, vocabulary)
+            for split in ("all", "held_out"):
+                selected = [item for item in questions if split in ("all", item.split)]
+                started = time.perf_counter()
+                scores = evaluate_extractor(selected, backend.phrases)
+                elapsed = time.perf_counter() - started
+                phrase, head = scores["phrase"], scores["head"]
+                sys.stdout.write(
+                    f"phrase quality {backend.name:<40} {split:<8} {len(selected):>3} questions: phrase "
+                    f"P {phrase.precision:.3f} R {phrase.recall:.3f} (TP {phrase.true_positives}, FP "
+                    f"{phrase.false_positives}, FN {phrase.false_negatives}); head P {head.precision:.3f} "
+                    f"R {head.recall:.3f}; {1000 * elapsed / max(len(selected), 1):.2f} ms/question\n"
+                )
+                if split == "all":
+                    prefix = f"{extractor.name.split('@')[0].split('/')[0]}_{'objects' if vocabulary else 'all_nouns'}"
+                    summary[f"{prefix}_precision"] = round(phrase.precision, 4)
+                    summary[f"{prefix}_recall"] = round(phrase.recall, 4)
+    return summary
 
 
 def start_server(latency_s: float) -> tuple[subprocess.Popen, int]:
@@ -184,11 +239,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=1600, help="questions in the throughput run")
     parser.add_argument("--cached-rows", type=int, default=10_000, help="questions in the cached rebuild")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--quality-only", action="store_true", help="only the precision/recall figures")
+    parser.add_argument(
+        "--no-spacy-quality",
+        dest="spacy_quality",
+        action="store_false",
+        help="measure the rule-based chunker only, even when a trained spaCy pipeline is installed",
+    )
     parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
     if parser.parse_known_args(argv)[0].tiny:
         parser.set_defaults(**TINY)
     arguments = parser.parse_args(argv)
-    summary = {}
+    summary = measure_quality(arguments)
+    if arguments.quality_only:
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return 0
     with tempfile.TemporaryDirectory() as scratch:
         if not arguments.skip_throughput:
             summary.update(measure_throughput(arguments, Path(scratch)))
