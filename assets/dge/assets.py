@@ -37,7 +37,14 @@ from assets.dge.visibility import VisibilitySettings, build_frame_visibility
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview
 from assets.resources import StorageResource
-from assets.tables import contract_check_specs, finalize_table, json_metadata, quarantine_output, value_counts
+from assets.tables import (
+    contract_check_specs,
+    finalize_table,
+    json_metadata,
+    quarantine_output,
+    table_and_quarantine_outs,
+    value_counts,
+)
 from data_contracts import dge_tasks as dge_tasks_contract
 from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
@@ -47,7 +54,7 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-DGE_CODE_VERSION = "1"
+DGE_CODE_VERSION = "2"  # 2: objects keep every substantial cluster, visibility by ray casting
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
@@ -112,18 +119,14 @@ def _top_down(
 
 
 @dg.multi_asset(
-    outs={
-        SCENE_GEOMETRY: dg.AssetOut(
-            description="Per scan: fused voxel cloud, floor plane and gravity frame, room size, and per object its "
-            "cleaned points, axis-aligned and oriented boxes, centroid, size and point count.",
-            code_version=DGE_CODE_VERSION,
-        ),
-        f"{SCENE_GEOMETRY}_quarantine": dg.AssetOut(
-            description="Frames (empty or NaN depth, non-rigid pose, unreadable files) and objects (too few points) "
-            "left out of the scan's geometry, with the reason.",
-            code_version=DGE_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        SCENE_GEOMETRY,
+        "Per scan: fused voxel cloud, floor plane and gravity frame, room size, and per object its "
+        "cleaned points, axis-aligned and oriented boxes, centroid, size and point count.",
+        DGE_CODE_VERSION,
+        "Frames (empty or NaN depth, non-rigid pose, unreadable files) and objects (too few points) "
+        "left out of the scan's geometry, with the reason.",
+    ),
     ins={"rgbd_frames": dg.AssetIn(), "rgbd_scenes": dg.AssetIn()},
     deps=["raw_scan_files"],  # this scan's files: a new version of them (and only of them) rebuilds the scan
     partitions_def=scenes_partitions,
@@ -218,17 +221,13 @@ def _visibility_preview(frames: pl.DataFrame):
 
 
 @dg.multi_asset(
-    outs={
-        FRAME_VISIBILITY: dg.AssetOut(
-            description="Per frame and object in view: 2D box (0..1000 grid and pixels), visibility ratio "
-            "(depth-buffer occlusion test), in-frame share, truncated, occluded, camera position.",
-            code_version=DGE_CODE_VERSION,
-        ),
-        f"{FRAME_VISIBILITY}_quarantine": dg.AssetOut(
-            description="Frames whose files could not be read when computing visibility.",
-            code_version=DGE_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        FRAME_VISIBILITY,
+        "Per frame and object in view: 2D box (0..1000 grid and pixels), visibility ratio "
+        "(depth-buffer occlusion test), in-frame share, truncated, occluded, camera position.",
+        DGE_CODE_VERSION,
+        "Frames whose files could not be read when computing visibility.",
+    ),
     ins={SCENE_GEOMETRY: dg.AssetIn(), "rgbd_frames": dg.AssetIn(), "rgbd_scenes": dg.AssetIn()},
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(FRAME_VISIBILITY),
@@ -295,17 +294,13 @@ def _tasks_preview(tasks: pl.DataFrame):
 
 
 @dg.multi_asset(
-    outs={
-        DGE_TASKS: dg.AssetOut(
-            description="Exact spatial questions for 16 DGE task types from the scan's geometry, with frames, "
-            "options or numeric answer with unit, and the justifying facts (JSON).",
-            code_version=DGE_CODE_VERSION,
-        ),
-        f"{DGE_TASKS}_quarantine": dg.AssetOut(
-            description="Generated questions that broke the dge_tasks contract.",
-            code_version=DGE_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        DGE_TASKS,
+        "Exact spatial questions for 16 DGE task types from the scan's geometry, with frames, "
+        "options or numeric answer with unit, and the justifying facts (JSON).",
+        DGE_CODE_VERSION,
+        "Generated questions that broke the dge_tasks contract.",
+    ),
     ins={SCENE_GEOMETRY: dg.AssetIn(), FRAME_VISIBILITY: dg.AssetIn(), "rgbd_frames": dg.AssetIn()},
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(DGE_TASKS),
@@ -345,17 +340,13 @@ def dge_tasks_asset(
 
 
 @dg.multi_asset(
-    outs={
-        DGE_IMAGE_TASKS: dg.AssetOut(
-            description="DGE questions about single images (Visual Genome-like scene graphs) from estimated depth "
-            "(a depth file or a monocular depth model); every row is flagged geometry_source='estimated'.",
-            code_version=DGE_CODE_VERSION,
-        ),
-        f"{DGE_IMAGE_TASKS}_quarantine": dg.AssetOut(
-            description="Images whose depth could not be read, and rows that broke the contract.",
-            code_version=DGE_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        DGE_IMAGE_TASKS,
+        "DGE questions about single images (Visual Genome-like scene graphs) from estimated depth "
+        "(a depth file or a monocular depth model); every row is flagged geometry_source='estimated'.",
+        DGE_CODE_VERSION,
+        "Images whose depth could not be read, and rows that broke the contract.",
+    ),
     ins={"scene_graphs": dg.AssetIn()},
     check_specs=contract_check_specs(DGE_IMAGE_TASKS),
     group_name=GROUP,

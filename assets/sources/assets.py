@@ -28,6 +28,7 @@ from assets.tables import (
     contract_check_specs,
     finalize_table,
     quarantine_output,
+    table_and_quarantine_outs,
     value_counts,
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
@@ -54,17 +55,13 @@ def _scene_graph_preview(frame: pl.DataFrame):
 
 
 @dg.multi_asset(
-    outs={
-        "mcq_questions": dg.AssetOut(
-            description="Multiple-choice spatial questions (OmniSpatial, SpatiaLab) with images; "
-            "gold answer as a 0-based index and its letter.",
-            code_version=SOURCES_CODE_VERSION,
-        ),
-        "mcq_questions_quarantine": dg.AssetOut(
-            description="Questions rejected while reading the raw files, with the reason and source file.",
-            code_version=SOURCES_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        "mcq_questions",
+        "Multiple-choice spatial questions (OmniSpatial, SpatiaLab) with images; "
+        "gold answer as a 0-based index and its letter.",
+        SOURCES_CODE_VERSION,
+        "Questions rejected while reading the raw files, with the reason and source file.",
+    ),
     check_specs=contract_check_specs("mcq_questions"),
     group_name=GROUP,
     deps=["sample_world", "raw_mcq_files"],
@@ -116,17 +113,13 @@ def mcq_questions_asset(
 
 
 @dg.multi_asset(
-    outs={
-        "scene_graphs": dg.AssetOut(
-            description="Scene graphs: objects (canonical boxes, names, attributes) and relations per image.",
-            code_version=SOURCES_CODE_VERSION,
-        ),
-        "scene_graphs_quarantine": dg.AssetOut(
-            description="Images, objects and relations rejected while reading (missing images, zero-area boxes, "
-            "dangling relations).",
-            code_version=SOURCES_CODE_VERSION,
-        ),
-    },
+    outs=table_and_quarantine_outs(
+        "scene_graphs",
+        "Scene graphs: objects (canonical boxes, names, attributes) and relations per image.",
+        SOURCES_CODE_VERSION,
+        "Images, objects and relations rejected while reading (missing images, zero-area boxes, "
+        "dangling relations).",
+    ),
     check_specs=contract_check_specs("scene_graphs"),
     group_name=GROUP,
     deps=["sample_world", "raw_scene_graph_files"],
