@@ -18,14 +18,14 @@ Hashing a large folder is paid once: content hashes are kept in ``<storage root>
 keyed by absolute path, size and modification time, so a later observation reads a file again only
 when it changed on disk.
 
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp()); (folder / "a.txt").write_text("one")
+>>> import shutil, tempfile
+>>> root = Path(tempfile.mkdtemp()); (root / "raw").mkdir(); (root / "raw" / "a.txt").write_text("one")
 3
->>> with FileHashCache(folder / "hashes.sqlite") as cache:
-...     before = content_fingerprint([folder / "a.txt"], cache)
-...     (folder / "b.txt").write_text("one"); same = content_fingerprint([folder / "b.txt"], cache)
-3
->>> before == same  # same content, same path relative to its root
+>>> with FileHashCache(root / "hashes.sqlite") as cache:
+...     before = content_fingerprint([root / "raw"], cache)
+...     moved = shutil.copytree(root / "raw", root / "elsewhere" / "raw", copy_function=shutil.copy)
+...     after = content_fingerprint([moved], cache)
+>>> before == after  # same files at the same paths relative to their root
 True
 """
 

@@ -8,16 +8,15 @@
 Both are thin wrappers over :mod:`training.eval` (benchmarks, runner, reports). The default build
 is offline and fast: no model is configured, so materialising the group only builds the items table.
 
-The run configs are the asset side's one definition of each setting: the training-side settings
-(:class:`~training.eval.benchmarks.BenchmarkSources`, :class:`~training.eval.backends.GenerationSettings`,
-:class:`~training.eval.runner.EvalRunConfig`) are filled from the config fields of the same names
-(:func:`training_settings`), so no field is mapped by hand.
+Each setting is written once, in ``training.eval``: the ``eval_items`` config is a
+:class:`~training.eval.benchmarks.BenchmarkLocations`, the ``eval_report`` config is a
+:class:`~training.eval.runner.EvalRunSettings` and a :class:`~training.eval.backends.GenerationSettings`;
+the configs add only what the assets need besides.
 """
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 import dagster as dg
 import polars as pl
@@ -40,6 +39,7 @@ from data_contracts.images import decode_image
 from data_contracts.quarantine import QuarantineLog
 from training.eval.backends import GenerationSettings
 from training.eval.benchmarks import (
+    BenchmarkLocations,
     BenchmarkSources,
     attach_reference_boxes,
     eval_items_from_mcq,
@@ -50,64 +50,19 @@ from training.eval.benchmarks import (
     read_parquet_table,
 )
 from training.eval.reports import build_paper_tables, table_markdown
-from training.eval.runner import EvalRunConfig, run_evaluation
+from training.eval.runner import EvalRunConfig, EvalRunSettings, run_evaluation
 
 GROUP = "eval"
 EVAL_CODE_VERSION = "1"
 MCQ_BENCHMARKS = {"omnispatial": ("omnispatial", "sub_task_type"), "spatialab": ("spatialab", "task_type")}
 
-Settings = TypeVar("Settings")
 
-
-def training_settings(target: type[Settings], config: dg.Config, **values: Any) -> Settings:
-    """A training-side settings dataclass filled from the config fields of the same names; ``values`` win.
-
-    >>> from training.eval.backends import GenerationSettings
-    >>> training_settings(GenerationSettings, EvalReportConfig(max_new_tokens=4, temperature=0.5)).max_new_tokens
-    4
-    """
-    shared = {item.name for item in dataclasses.fields(target)} & set(type(config).model_fields)
-    return target(**({name: getattr(config, name) for name in shared} | values))
-
-
-class EvalItemsConfig(dg.Config):
+class EvalItemsConfig(dg.Config, BenchmarkLocations):
     """Which benchmarks to read and where their local copies are (empty paths: the defaults)."""
 
     benchmarks: list[str] = Field(
         default=["omnispatial", "spatialab"],
         description="Benchmarks: omnispatial, spatialab, cvbench, 3dsrbench, blink, stvqa_val, dge_heldout.",
-    )
-    omnispatial_root: str | None = Field(
-        default=None,
-        description="OmniSpatial test folder; default: the mcq_questions rows with split == 'test'.",
-    )
-    omnispatial_split: Literal["all", "test", "train"] = Field(
-        default="all", description="With omnispatial_root: all, test or train (hash split)."
-    )
-    spatialab_path: str | None = Field(
-        default=None, description="SpatiaLab table; default: the mcq_questions SpatiaLab rows."
-    )
-    spatialab_images_dir: str | None = Field(default=None, description="SpatiaLab images folder.")
-    cvbench_path: str | None = Field(default=None, description="CV-Bench folder or Parquet file.")
-    threedsrbench_path: str | None = Field(default=None, description="3DSRBench VLMEvalKit TSV.")
-    blink_path: str | None = Field(default=None, description="BLINK folder (<Subset>/val-*.parquet).")
-    blink_subsets: list[str] = Field(
-        default=["Relative_Depth", "Spatial_Relation"], description="BLINK subsets."
-    )
-    stvqa_path: str | None = Field(
-        default=None, description="The stvqa table; default the cache under the storage root."
-    )
-    stvqa_split: str = Field(default="val", description="STVQA split to evaluate.")
-    dge_tasks_path: str | None = Field(
-        default=None, description="The dge_tasks table; default the cache under the storage root."
-    )
-    dge_split: str = Field(default="test", description="Held-out DGE split.")
-    pseudo_gt_path: str | None = Field(
-        default=None,
-        description="Table with question_id and pseudo_gt (e.g. spatialcore_train) for reference boxes.",
-    )
-    circular: bool = Field(
-        default=False, description="Add CircularEval rotations of every multiple-choice item."
     )
 
 
@@ -141,14 +96,10 @@ def build_eval_items(
         else:
             from_files.append(name)
     if from_files:
-        sources = training_settings(
-            BenchmarkSources,
-            config,
+        sources = BenchmarkSources(
+            **config.model_dump(exclude={"benchmarks"}),
             storage_root=str(storage_root),
-            blink_subsets=tuple(config.blink_subsets),
-            circular=False,  # rotations and reference boxes are added below, to the mcq_questions items too
-            pseudo_gt_path=None,
-        )
+        ).model_copy(update={"circular": False, "pseudo_gt_path": None})  # both added below, to every item
         loaded, loaded_log = load_benchmarks(from_files, sources)
         frames.append(loaded)
         log.extend(loaded_log)
@@ -205,34 +156,11 @@ def eval_items_asset(
     yield dg.Output(quarantine, output_name="eval_items_quarantine", metadata=metadata)
 
 
-class EvalReportConfig(dg.Config):
+class EvalReportConfig(dg.Config, EvalRunSettings, GenerationSettings):
     """The model to evaluate; without `model` the report asset evaluates nothing (the default, offline build)."""
 
-    model: str | None = Field(
-        default=None, description="Model folder or name (API model name for the openai backend)."
-    )
-    adapter: str | None = Field(default=None, description="LoRA adapter folder.")
-    backend: Literal["transformers", "vllm", "openai"] = Field(
-        default="transformers", description="transformers, vllm or openai."
-    )
     benchmarks: list[str] = Field(
         default=[], description="Benchmarks to evaluate; empty: every benchmark in eval_items."
-    )
-    prompt_format: Literal["auto", "spatialcore", "spatialthinker"] = Field(
-        default="auto", description="spatialcore, spatialthinker or auto."
-    )
-    family: str | None = Field(
-        default=None, description="Box-convention family; read from the model config when empty."
-    )
-    run_name: str | None = Field(default=None, description="Name of the run in the report.")
-    limit: int | None = Field(default=None, description="Only the first N questions of each benchmark.")
-    max_new_tokens: int = Field(
-        default=2048, description="Completion token limit (hitting it counts as truncated)."
-    )
-    temperature: float = Field(default=0.0, description="0 is greedy decoding.")
-    batch_size: int = Field(default=8, description="Prompts per batch.")
-    grounding_analysis: bool = Field(
-        default=False, description="Score box entropies and plot Figures 4 and 5."
     )
     output_dir: str | None = Field(default=None, description="Output folder; default <storage root>/eval.")
     device: str | None = Field(default=None, description="transformers: device (the GPU when there is one).")
@@ -299,12 +227,11 @@ def eval_report(
         yield checked.check
         return
     benchmarks = config.benchmarks or sorted(counts)
-    run_config = training_settings(
-        EvalRunConfig,
-        config,
-        benchmarks=tuple(benchmarks),
+    run_config = EvalRunConfig(
+        **config.model_dump(include=set(EvalRunSettings.model_fields)),
+        benchmarks=benchmarks,
         output_dir=config.output_dir or str(storage.path / "eval"),
-        generation=training_settings(GenerationSettings, config),
+        generation=GenerationSettings(**config.model_dump(include=set(GenerationSettings.model_fields))),
         backend_options=_backend_options(config),
     )
     result = run_evaluation(run_config, items=eval_items)

@@ -181,7 +181,7 @@ def test_run_names():
         model="Qwen/Qwen3-VL-8B-Thinking", adapter="runs/spatialcore-8b/checkpoint-300"
     )
     assert config.resolved_run_name() == "Qwen3-VL-8B-Thinking+checkpoint-300"
-    with pytest.raises(ValueError, match="prompt format"):
+    with pytest.raises(ValueError, match="prompt_format"):
         runner.EvalRunConfig(model="m", prompt_format="plain")
 
 
@@ -199,5 +199,5 @@ def test_benchmark_locations_on_the_command_line():
         ]
     )
     config = config_from_args(args)
-    assert config.benchmarks == ("cvbench", "omnispatial")
+    assert config.benchmarks == ["cvbench", "omnispatial"]
     assert config.sources.cvbench_path == "hf://datasets/nyu-visionx/CV-Bench@main"

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
 from tqdm.auto import tqdm
 
 from data_contracts.images import decode_image, image_sha256
@@ -77,31 +78,21 @@ class AdapterNotAppliedError(RuntimeError):
     """The adapter given for an evaluation does not change the model's outputs."""
 
 
-@dataclass
-class GenerationSettings:
-    """Decoding settings shared by the backends.
+class GenerationSettings(BaseModel):
+    """Decoding settings shared by the backends (also the decoding fields of the ``eval_report`` run config)."""
 
-    Args:
-        max_new_tokens (`int`, defaults to `2048`): completion token limit; hitting it marks the
-            completion truncated.
-        temperature (`float`, defaults to `0.0`): 0 is greedy decoding.
-        top_p (`float`, defaults to `1.0`): nucleus sampling (with a temperature above 0).
-        batch_size (`int`, defaults to `8`): prompts per ``generate`` batch of the transformers backend
-            (vLLM schedules every prompt itself; the API backend uses its own concurrency).
-        seed (`int`, defaults to `0`): sampling seed.
-    """
-
-    max_new_tokens: int = 2048
-    temperature: float = 0.0
-    top_p: float = 1.0
-    batch_size: int = 8
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1 or self.batch_size < 1:
-            raise ValueError("max_new_tokens and batch_size must be at least 1")
-        if not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+    max_new_tokens: int = Field(
+        default=2048, ge=1, description="Completion token limit; hitting it marks the completion truncated."
+    )
+    temperature: float = Field(default=0.0, ge=0.0, allow_inf_nan=False, description="0 is greedy decoding.")
+    top_p: float = Field(default=1.0, description="Nucleus sampling (with a temperature above 0).")
+    batch_size: int = Field(
+        default=8,
+        ge=1,
+        description="Prompts per generate batch of the transformers backend (vLLM schedules every prompt "
+        "itself; the API backend uses its own concurrency).",
+    )
+    seed: int = Field(default=0, description="Sampling seed.")
 
 
 @dataclass

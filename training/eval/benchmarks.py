@@ -41,12 +41,12 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from PIL import Image, UnidentifiedImageError
+from pydantic import BaseModel, Field
 
 from data_contracts.eval_items import LETTERS, EvalItems
 from data_contracts.images import sniff_format
@@ -997,44 +997,56 @@ def attach_reference_boxes(
     ).drop("_pseudo_gt")
 
 
-@dataclass
-class BenchmarkSources:
-    """Where each benchmark's native files are. Empty fields fall back to the storage root.
+class BenchmarkLocations(BaseModel):
+    """Where each benchmark's native files are (also the fields of the ``eval_items`` run config).
 
-    Args:
-        storage_root (`str`, *optional*): storage root (default sample world, ``stvqa`` and
-            ``dge_tasks`` caches); defaults to ``$SPATIAL_DATA_ROOT`` or ``./data``.
-        omnispatial_root (`str`, *optional*): OmniSpatial folder; default ``<storage>/sample_world/omnispatial``.
-        omnispatial_split (`str`, *optional*): ``all``, ``test`` or ``train``; default ``all`` for a given
-            folder and ``test`` (the hash split) for the sample world.
-        spatialab_path (`str`, *optional*): SpatiaLab table; default the sample world's.
-        spatialab_images_dir (`str`, *optional*): SpatiaLab images; default ``images/`` beside the table.
-        cvbench_path, threedsrbench_path, blink_path (`str`, *optional*): local copies (required to load them).
-        blink_subsets (`tuple[str, ...]`): BLINK subsets to read.
-        stvqa_path (`str`, *optional*): the ``stvqa`` table; default ``<storage>/stvqa``.
-        stvqa_split (`str`, defaults to `"val"`): the STVQA split to evaluate.
-        dge_tasks_path (`str`, *optional*): the ``dge_tasks`` table; default ``<storage>/dge_tasks``.
-        dge_split (`str`, defaults to `"test"`): the held-out DGE split.
-        pseudo_gt_path (`str`, *optional*): a table with ``question_id`` and ``pseudo_gt`` (e.g.
-            ``spatialcore_train``) whose boxes become reference boxes for the grounding analysis.
-        circular (`bool`, defaults to `False`): add CircularEval rotations to multiple-choice items.
+    Every location is a local path or a Hub dataset (``hf://datasets/OWNER/NAME[@REVISION][/PATH]``);
+    empty fields fall back to the storage root.
     """
 
-    storage_root: str | None = None
-    omnispatial_root: str | None = None
-    omnispatial_split: str | None = None
-    spatialab_path: str | None = None
-    spatialab_images_dir: str | None = None
-    cvbench_path: str | None = None
-    threedsrbench_path: str | None = None
-    blink_path: str | None = None
-    blink_subsets: tuple[str, ...] = field(default_factory=lambda: BLINK_SPATIAL_SUBSETS)
-    stvqa_path: str | None = None
-    stvqa_split: str = "val"
-    dge_tasks_path: str | None = None
-    dge_split: str = "test"
-    pseudo_gt_path: str | None = None
-    circular: bool = False
+    omnispatial_root: str | None = Field(
+        default=None, description="OmniSpatial folder; default <storage root>/sample_world/omnispatial."
+    )
+    omnispatial_split: str | None = Field(
+        default=None,
+        description="all, test or train (hash split); default all for a given folder, test for the sample world.",
+    )
+    spatialab_path: str | None = Field(
+        default=None, description="SpatiaLab table or folder; default the sample world's."
+    )
+    spatialab_images_dir: str | None = Field(
+        default=None, description="SpatiaLab images; default img/ or images/ beside the table."
+    )
+    cvbench_path: str | None = Field(default=None, description="CV-Bench folder or Parquet file.")
+    threedsrbench_path: str | None = Field(
+        default=None, description="3DSRBench VLMEvalKit TSV (or its folder)."
+    )
+    blink_path: str | None = Field(default=None, description="BLINK folder (<Subset>/val-*.parquet).")
+    blink_subsets: list[str] = Field(
+        default_factory=lambda: list(BLINK_SPATIAL_SUBSETS), description="BLINK subsets to read."
+    )
+    stvqa_path: str | None = Field(default=None, description="The stvqa table; default <storage root>/stvqa.")
+    stvqa_split: str = Field(default="val", description="The STVQA split to evaluate.")
+    dge_tasks_path: str | None = Field(
+        default=None, description="The dge_tasks table; default <storage root>/dge_tasks."
+    )
+    dge_split: str = Field(default="test", description="The held-out DGE split.")
+    pseudo_gt_path: str | None = Field(
+        default=None,
+        description="A table with question_id and pseudo_gt (e.g. spatialcore_train) whose boxes become "
+        "reference boxes for the grounding analysis.",
+    )
+    circular: bool = Field(default=False, description="Add CircularEval rotations to multiple-choice items.")
+
+
+class BenchmarkSources(BenchmarkLocations):
+    """The benchmark locations and the storage root they fall back to."""
+
+    storage_root: str | None = Field(
+        default=None,
+        description="Storage root of the default sources and tables; default $SPATIAL_DATA_ROOT, "
+        "$DAGSTER_HOME/spatial_data or ./data.",
+    )
 
     def root(self) -> Path:
         """The storage root."""
@@ -1048,8 +1060,8 @@ class BenchmarkSources:
         >>> BenchmarkSources().with_locations({"cvbench": "hf://datasets/nyu-visionx/CV-Bench"}).cvbench_path
         'hf://datasets/nyu-visionx/CV-Bench'
         """
-        return replace(
-            self, **{BENCHMARK_LOCATION_FIELDS[name]: location for name, location in locations.items()}
+        return self.model_copy(
+            update={BENCHMARK_LOCATION_FIELDS[name]: location for name, location in locations.items()}
         )
 
 

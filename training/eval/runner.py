@@ -29,11 +29,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import polars as pl
+from pydantic import BaseModel, Field, field_validator
 from tqdm.auto import tqdm
 
 from data_contracts.eval_items import EvalItems
@@ -57,7 +58,6 @@ from training.prompts import build_messages
 
 logger = logging.getLogger(__name__)
 
-PROMPT_FORMAT_CHOICES = ("auto", "spatialcore", "spatialthinker")
 GROUNDING_INPUT_SCHEMA = {
     "run_name": pl.String,
     "item_id": pl.String,
@@ -73,51 +73,63 @@ GROUNDING_INPUT_SCHEMA = {
 }
 
 
-@dataclass
-class EvalRunConfig:
-    """Everything one evaluation run needs.
+class EvalRunSettings(BaseModel):
+    """What one evaluation run evaluates and how it reads the answers (also fields of the ``eval_report`` config)."""
 
-    Args:
-        model (`str`): model folder or name (the API model name for the ``openai`` backend).
-        adapter (`str`, *optional*): LoRA adapter folder.
-        backend (`str`, defaults to `"transformers"`): ``transformers``, ``vllm`` or ``openai``.
-        benchmarks (`tuple[str, ...]`): benchmark names (see :data:`training.eval.benchmarks.BENCHMARK_NAMES`).
-        output_dir (`str`, defaults to `"eval_results"`): output folder.
-        run_name (`str`, *optional*): name of the run in the reports; from the model and adapter names when omitted.
-        prompt_format (`str`, defaults to `"auto"`): ``spatialcore``, ``spatialthinker``, or ``auto``
-            (SpatialCORE for Qwen3-VL, SpatialThinker otherwise). Numeric items always use ``dge``.
-        family (`str`, *optional*): box-convention family; read from the model's config when omitted
-            (``qwen2_vl``, i.e. the 0..1000 grid, for API models).
-        limit (`int`, *optional*): evaluate only the first N questions of each benchmark.
-        generation ([`GenerationSettings`]): decoding settings.
-        grounding_analysis (`bool`, defaults to `False`): run the entropy scoring pass and write Figures 4 and 5.
-        sources ([`BenchmarkSources`]): where the benchmarks are.
-        backend_options (`dict`): extra keyword arguments of the backend (device, dtype, adapter_mode,
-            base_url, api_key_env, ...).
+    model: str | None = Field(
+        default=None, description="Model folder or name (the API model name for the openai backend)."
+    )
+    adapter: str | None = Field(default=None, description="LoRA adapter folder.")
+    backend: Literal["transformers", "vllm", "openai"] = Field(
+        default="transformers", description="transformers, vllm or openai."
+    )
+    run_name: str | None = Field(
+        default=None,
+        description="Name of the run in the reports; from the model and adapter names when empty.",
+    )
+    prompt_format: Literal["auto", "spatialcore", "spatialthinker"] = Field(
+        default="auto",
+        description="spatialcore, spatialthinker, or auto (SpatialCORE for Qwen3-VL, SpatialThinker otherwise); "
+        "numeric items always use dge.",
+    )
+    family: str | None = Field(
+        default=None,
+        description="Box-convention family; read from the model's config when empty (qwen2_vl, the 0..1000 "
+        "grid, for API models).",
+    )
+    limit: int | None = Field(default=None, description="Only the first N questions of each benchmark.")
+    grounding_analysis: bool = Field(
+        default=False, description="Run the entropy scoring pass and write Figures 4 and 5."
+    )
+
+
+PROMPT_FORMAT_CHOICES = get_args(EvalRunSettings.model_fields["prompt_format"].annotation)
+
+
+class EvalRunConfig(EvalRunSettings):
+    """Everything one evaluation run needs: the run settings, the benchmarks, decoding and where to write.
+
+    ``backend_options`` are extra keyword arguments of the backend (device, dtype, adapter_mode,
+    base_url, api_key_env, ...).
     """
 
-    model: str
-    adapter: str | None = None
-    backend: str = "transformers"
-    benchmarks: tuple[str, ...] = ("omnispatial",)
-    output_dir: str = "eval_results"
-    run_name: str | None = None
-    prompt_format: str = "auto"
-    family: str | None = None
-    limit: int | None = None
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
-    grounding_analysis: bool = False
-    sources: BenchmarkSources = field(default_factory=BenchmarkSources)
-    backend_options: dict[str, Any] = field(default_factory=dict)
+    model: str = Field(description="Model folder or name (the API model name for the openai backend).")
+    benchmarks: list[str] = Field(
+        default_factory=lambda: ["omnispatial"],
+        description="Benchmark names (see training.eval.benchmarks.BENCHMARK_NAMES) or aliases.",
+    )
+    output_dir: str = Field(default="eval_results", description="Output folder.")
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    sources: BenchmarkSources = Field(default_factory=BenchmarkSources)
+    backend_options: dict[str, Any] = Field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.prompt_format not in PROMPT_FORMAT_CHOICES:
-            raise ValueError(
-                f"prompt format must be one of {', '.join(PROMPT_FORMAT_CHOICES)}, got {self.prompt_format!r}"
-            )
-        self.benchmarks = tuple(normalize_benchmark_names(list(self.benchmarks)))
-        if not self.benchmarks:
+    @field_validator("benchmarks")
+    @classmethod
+    def _known_benchmarks(cls, value: list[str]) -> list[str]:
+        names = normalize_benchmark_names(list(value))
+        if not names:
             raise ValueError("no benchmark selected")
+        return names
 
     def resolved_run_name(self) -> str:
         """The run's name: given, or ``<model>`` / ``<model>+<adapter>``."""
@@ -489,7 +501,7 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
         "benchmarks": list(config.benchmarks),
         "items": items.height,
         "quarantined": len(quarantine),
-        "generation": asdict(config.generation),
+        "generation": config.generation.model_dump(),
         "grounding_analysis": config.grounding_analysis,
         "seconds": round(time.time() - started, 2),
         "predictions_cache": str(cache.folder),
