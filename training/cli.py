@@ -12,8 +12,10 @@ Every recipe key is a field of `training.config.SpatialGRPOArguments` (or
 `training.sft.SpatialSFTArguments`), TRL's `GRPOConfig` (`SFTConfig`), or
 `training.models.SpatialModelConfig`; TRL's parser reads the file and applies the flags on top.
 Progress and metrics go to the console and to the recipe's `report_to` (TensorBoard; W&B is added
-when installed). A missing table, a missing column, an unknown reward, format or model family, or
-a missing checkpoint end the command with a one-line error and exit status 2.
+when installed). A missing table, a missing column, an unknown reward, format or model family, a
+missing checkpoint, SFT targets that `max_length` would cut (`max_length_policy: error`), or a
+package the recipe needs and this environment lacks (flash-attn, vLLM, DeepSpeed: see
+`training.requirements`) end the command with a one-line error and exit status 2.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from data_contracts.boxes import UnknownModelFamilyError
 from data_contracts.storage import MissingTableError
 from training.config import RecipeError
 from training.data import MissingColumnError
+from training.requirements import MissingDependencyError, recipe_problem
 from training.sft import SequenceTooLongError
 
 logger = logging.getLogger("training.cli")
@@ -46,8 +49,29 @@ USER_ERRORS = (
     UnknownModelFamilyError,
     RecipeError,
     SequenceTooLongError,
+    MissingDependencyError,
     FileNotFoundError,
 )
+
+
+def _parse(parser, arguments: list[str]):
+    """The recipe's dataclasses; a value TRL or transformers refuses is a `RecipeError` (one line, exit 2).
+
+    For example a GPU recipe on a machine without a GPU (`bf16` needs one unless `--use_cpu true`).
+    """
+    try:
+        return parser.parse_args_and_config(arguments)
+    except ValueError as error:
+        raise RecipeError(f"the recipe cannot be used here: {error}") from error
+
+
+def check_requirements(training_args, model_args) -> None:
+    """Raise `MissingDependencyError` when the recipe needs a package this environment lacks."""
+    problem = recipe_problem(
+        model_args.attn_implementation, bool(getattr(training_args, "use_vllm", False)), training_args.use_cpu
+    )
+    if problem is not None:
+        raise MissingDependencyError(problem)
 
 
 def _add_wandb(training_args) -> None:
@@ -175,13 +199,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     try:
         if command == "grpo":
-            script_args, training_args, model_args = make_grpo_parser().parse_args_and_config(rest)
+            script_args, training_args, model_args = _parse(make_grpo_parser(), rest)
+            check_requirements(training_args, model_args)
             run_grpo(script_args, training_args, model_args)
         else:
             from training.grpo_trainer import resolve_checkpoint
             from training.sft import run_sft
 
-            script_args, training_args, model_args = make_sft_parser().parse_args_and_config(rest)
+            script_args, training_args, model_args = _parse(make_sft_parser(), rest)
+            check_requirements(training_args, model_args)
             training_args.resume_from_checkpoint = resolve_checkpoint(
                 training_args.output_dir, training_args.resume_from_checkpoint
             )
