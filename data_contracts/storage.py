@@ -29,6 +29,9 @@ What a reader can rely on, even with concurrent writers and writers killed at an
   partition files where some are empty loads with ``datasets.load_dataset("parquet",
   data_files=...)`` and with polars. (``datasets`` refuses any split with no rows at all, whatever
   the format: a table that is empty as a whole loads with ``streaming=True``, polars or pyarrow.)
+- **Readers.** :func:`read_table` opens each file once. Polars and pyarrow given a *path* open it
+  twice (footer, then data), so while a writer replaces the file they may fail ("Invalid thrift",
+  "page header reported the wrong page size"); read through one handle, or read when no build runs.
 
 Every file carries ``datasets`` feature metadata, so it also loads with
 ``datasets.load_dataset("parquet", data_files=...)`` and images decode as images.
@@ -336,7 +339,18 @@ def read_table(root: str | Path, table: str, partitions: list[str] | None = None
                 f"no Parquet cache for table {table!r} under {root} (missing: {missing}); "
                 "materialise the asset first"
             )
-    return pl.concat([pl.read_parquet(path) for path in files], how="diagonal_relaxed")
+    return pl.concat([read_parquet_file(path) for path in files], how="diagonal_relaxed")
+
+
+def read_parquet_file(path: str | Path) -> pl.DataFrame:
+    """Read one Parquet file through a single open handle.
+
+    Polars and pyarrow, given a path, open it twice (footer, then data); a writer renaming a new
+    version in between makes them read one file's footer with the other's pages. One handle always
+    reads one whole version.
+    """
+    with open(path, "rb") as handle:
+        return pl.read_parquet(handle)
 
 
 # --- sets of tables published together -------------------------------------------------------
