@@ -5,7 +5,8 @@ The public API, used by the LLM-backed assets (object phrases, STVQA generation 
 - :class:`LLMRequest` in, :class:`LLMResult` out, through :meth:`LLMClient.run_batch`;
 - :class:`LLMClientConfig` for plain Python use, :class:`assets.resources.LLMResource` for Dagster
   (imported from its module, so this package does not import Dagster);
-- :class:`UsageSummary` (`client.summary.as_metadata()`) for asset metadata;
+- :class:`UsageSummary` (`client.summary.as_metadata()`) for asset metadata, and the failure check of an
+  online asset (:class:`FailureBudgetSettings`, :func:`failure_budget_message`, :mod:`llm.failures`);
 - :class:`ResponseCache` and :func:`compute_cache_key` for inspection.
 
 See `llm/client.py` for the behaviour (caching, retries, quarantine) and an example.
@@ -13,13 +14,22 @@ See `llm/client.py` for the behaviour (caching, retries, quarantine) and an exam
 
 from llm.cache import CachedResponse, ResponseCache, compute_cache_key
 from llm.client import LLMClient, LLMClientConfig, UsageSummary
+from llm.failures import (
+    DEFAULT_MAX_FAILURE_FRACTION,
+    FailureBudgetSettings,
+    failure_budget_message,
+    failure_fraction,
+    failure_metadata,
+)
 from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
 from llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
 from llm.schema import ResponseFormatError, parse_json_text, validate_json
 
 __all__ = [
+    "DEFAULT_MAX_FAILURE_FRACTION",
     "DEFAULT_PRICE_TABLE",
     "CachedResponse",
+    "FailureBudgetSettings",
     "LLMClient",
     "LLMClientConfig",
     "LLMRequest",
@@ -31,6 +41,9 @@ __all__ = [
     "TokenUsage",
     "UsageSummary",
     "compute_cache_key",
+    "failure_budget_message",
+    "failure_fraction",
+    "failure_metadata",
     "parse_json_text",
     "validate_json",
 ]

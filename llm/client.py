@@ -12,13 +12,16 @@ pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a 
    are retried up to `max_retries` times with jittered exponential backoff, or after the server's
    `Retry-After` (a 429 also pauses the whole limiter); refused requests (400, 401, 403, 404, 422) are
    not retried;
-5. an answer that is not JSON of the request's schema is asked again `invalid_json_retries` times
-   (once by default), then quarantined with its raw text and the reason;
+5. an answer that is not JSON of the request's schema, or that the request's own `answer_check`
+   refuses (the pass@2 judge: not one option letter), is asked again `invalid_json_retries` times (once
+   by default), then quarantined with its raw text and the reason; a cached `ok` answer that the
+   `answer_check` refuses is asked again as well;
 6. every answer the provider returned (valid, or invalid after the re-asks) is committed to the cache
    as soon as it arrives, so a killed run resumes without paying twice. Transport failures are not
    cached: the next run tries them again;
 7. results come back in the order of the requests, and a :class:`UsageSummary` adds up requests,
-   cache hits, API calls, retries, failures, tokens and dollars for the asset metadata.
+   cache hits, API calls, retries, failures (and their first reasons), tokens and dollars for the asset
+   metadata; :mod:`llm.failures` turns it into the failure check of an online asset.
 
 A failure never raises out of `run_batch`: it becomes an `LLMResult` with `ok=False`, a `status` and an
 `error` (which never contains the API key), and the rest of the batch goes on.
@@ -73,6 +76,10 @@ from llm.schema import ResponseFormatError, parse_json_text, validate_json
 __all__ = ["LLMClient", "LLMClientConfig", "LLMClientSettings", "UsageSummary"]
 
 logger = logging.getLogger(__name__)
+
+MAX_FIRST_ERRORS = 3
+"""Distinct failure reasons a :class:`UsageSummary` keeps."""
+MAX_ERROR_CHARS = 300
 
 
 class LLMClientSettings(BaseModel):
@@ -184,8 +191,9 @@ class UsageSummary:
 
     `requests` counts results handed back; `api_calls` the HTTP calls made; `retries` the calls beyond
     the first of each request; `failures` the results with `ok=False`, split into `invalid_responses`,
-    `transport_failures` and `rejected`. Tokens and `cost_usd` are what this run paid;
-    `cached_cost_usd` is what the answers served from the cache cost when they were first bought.
+    `transport_failures` and `rejected`, and `first_errors` keeps the first distinct reasons
+    (:data:`MAX_FIRST_ERRORS`). Tokens and `cost_usd` are what this run paid; `cached_cost_usd` is what
+    the answers served from the cache cost when they were first bought.
     """
 
     provider: str = ""
@@ -203,6 +211,11 @@ class UsageSummary:
     cost_usd: float = 0.0
     cached_cost_usd: float = 0.0
     elapsed_s: float = 0.0
+    first_errors: list[str] = field(default_factory=list)
+
+    def _note_error(self, error: str) -> None:
+        if len(self.first_errors) < MAX_FIRST_ERRORS and error not in self.first_errors:
+            self.first_errors.append(error)
 
     def add(self, result: LLMResult) -> None:
         """Count one result."""
@@ -218,6 +231,7 @@ class UsageSummary:
             self.cost_usd += result.cost_usd
         if not result.ok:
             self.failures += 1
+            self._note_error(f"{result.status}: {result.error}"[:MAX_ERROR_CHARS])
             if result.status == ResultStatus.INVALID_RESPONSE:
                 self.invalid_responses += 1
             elif result.status == ResultStatus.TRANSPORT_ERROR:
@@ -229,6 +243,8 @@ class UsageSummary:
         """Add another summary's counters to this one (provider and model stay)."""
         for name in _SUMMARY_COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for error in other.first_errors:
+            self._note_error(error)
 
     @classmethod
     def from_results(cls, results: Sequence[LLMResult], provider: str = "", model: str = "") -> UsageSummary:
@@ -267,11 +283,13 @@ class UsageSummary:
             "cached_cost_usd": round(self.cached_cost_usd, 6),
             "elapsed_s": round(self.elapsed_s, 3),
         }
+        if self.first_errors:
+            values["first_errors"] = " | ".join(self.first_errors)
         return {prefix + name: value for name, value in values.items()}
 
 
 _SUMMARY_COUNTERS = tuple(
-    item.name for item in fields(UsageSummary) if item.name not in ("provider", "model")
+    item.name for item in fields(UsageSummary) if item.name not in ("provider", "model", "first_errors")
 )
 
 
@@ -415,7 +433,7 @@ class LLMClient:
         pending: list[int] = []
         for key, index in first_index_of_key.items():
             entry = cached.get(key)
-            if entry is not None and (entry.status == ResultStatus.OK or not self.config.requery_quarantined):
+            if entry is not None and self._usable_from_cache(entry, requests[index]):
                 results[index] = self._result_from_cache(entry, requests[index])
             else:
                 pending.append(index)
@@ -450,6 +468,13 @@ class LLMClient:
             batch_summary.cost_usd,
         )
         return finished
+
+    def _usable_from_cache(self, entry: CachedResponse, request: LLMRequest) -> bool:
+        """A cached answer is returned as it is, except a quarantined one under `requery_quarantined` and an
+        `ok` one that the request's `answer_check` refuses (cached before the check existed)."""
+        if entry.status != ResultStatus.OK:
+            return not self.config.requery_quarantined
+        return request.answer_check is None or request.answer_check(entry.data) is None
 
     def _run_pending(
         self,
@@ -556,11 +581,19 @@ class LLMClient:
     def _interpret(reply: ProviderReply, request: LLMRequest) -> Any:
         """The answer's data: the stripped text without a schema, else parsed and validated JSON."""
         if request.schema is None:
-            return reply.raw_text.strip()
+            return LLMClient._checked(reply.raw_text.strip(), request)
         value = reply.parsed if reply.parsed is not None else parse_json_text(reply.raw_text)
         problems = validate_json(value, request.schema)
         if problems:
             raise ResponseFormatError("response does not match the schema: " + "; ".join(problems))
+        return LLMClient._checked(value, request)
+
+    @staticmethod
+    def _checked(value: Any, request: LLMRequest) -> Any:
+        """The value, unless the request's `answer_check` refuses it (then `ResponseFormatError`)."""
+        problem = request.answer_check(value) if request.answer_check is not None else None
+        if problem:
+            raise ResponseFormatError(problem)
         return value
 
     def _backoff(self, retry_number: int, retry_after_s: float | None) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -30,6 +30,15 @@ class ResultStatus:
     """No usable answer after the allowed retries (timeouts, 429, 5xx, broken or non-JSON bodies)."""
     REJECTED = "rejected"
     """The API refused the request outright (400, 401, 403, 404, 422...): retrying cannot help."""
+
+
+RERUN_HINTS = {
+    ResultStatus.INVALID_RESPONSE: "cached as quarantined: a re-run asks again only with requery_quarantined: true "
+    "on the LLM resource",
+    ResultStatus.TRANSPORT_ERROR: "not cached: a re-run asks again",
+    ResultStatus.REJECTED: "not cached: a re-run asks again once the key, model or request is fixed",
+}
+"""How a failed request of each status is asked again."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,11 @@ class LLMRequest:
         sample_index (`int`, *optional*, defaults to `0`): tells apart repeated samples of the same prompt
             (pass@k answering), which would otherwise share one cache entry. Not sent to the API.
         request_id (`str`, *optional*): the caller's row id, copied onto the result; not part of the cache key.
+        answer_check (`Callable[[Any], str | None]`, *optional*): a further check of an answer that parsed
+            (and matched the schema): returns why the answer is unusable, or `None`. An unusable answer is
+            asked again like one outside the schema and quarantined as `invalid_response` after the
+            client's `invalid_json_retries` re-asks; a cached `ok` answer that fails the check is asked again
+            too. Not part of the cache key (the pass@2 judge checks that a reply is one option letter).
 
     Example:
         >>> request = LLMRequest("object_phrases", "v1", "List the objects in: Is the cup left of the laptop?",
@@ -95,6 +109,7 @@ class LLMRequest:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     sample_index: int = 0
     request_id: str | None = None
+    answer_check: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.images, tuple):
@@ -150,24 +165,43 @@ class LLMResult:
     cache_key: str
     request_id: str | None = None
 
+    def rerun_hint(self, resource: str | None = None) -> str:
+        """How this failed request is asked again, as a bracketed clause ("" for a good answer)."""
+        hint = RERUN_HINTS.get(self.status)
+        if self.ok or hint is None:
+            return ""
+        if resource:
+            hint = hint.replace("the LLM resource", f"the {resource} resource")
+        return f" ({hint})"
+
     @property
     def retries(self) -> int:
         """API calls beyond the first."""
         return max(self.attempts - 1, 0)
 
-    def quarantine_row(self, source_asset: str, record_id: str | None = None, source_file: str = "") -> dict:
+    def quarantine_row(
+        self,
+        source_asset: str,
+        record_id: str | None = None,
+        source_file: str = "",
+        resource: str | None = None,
+    ) -> dict:
         """A row for a `<asset>_quarantine` table: `(source_asset, record_id, source_file, reason, payload_json)`.
 
         Args:
             source_asset (`str`): the asset that made the request.
             record_id (`str`, *optional*): the row's id; defaults to `request_id`, then the cache key.
             source_file (`str`, *optional*): the input file behind the row, if any.
+            resource (`str`, *optional*): the Dagster resource key of the client (named in the reason).
+
+        The reason says how the request is asked again (:data:`RERUN_HINTS`; `resource` names the LLM
+        resource whose ``requery_quarantined`` setting re-asks quarantined answers).
 
         Example:
             >>> result = LLMResult(False, "invalid_response", None, "not json", "response is not valid JSON",
             ...                    False, TokenUsage(3, 2), 2, 0.0, 0.0, "abc", "q1")
-            >>> result.quarantine_row("object_phrases")["reason"]
-            'invalid_response: response is not valid JSON'
+            >>> result.quarantine_row("object_phrases", resource="phrase_llm")["reason"]
+            'invalid_response: response is not valid JSON (cached as quarantined: a re-run asks again only with requery_quarantined: true on the phrase_llm resource)'
         """
         payload = {
             "status": self.status,
@@ -181,6 +215,6 @@ class LLMResult:
             "source_asset": source_asset,
             "record_id": record_id or self.request_id or self.cache_key,
             "source_file": source_file,
-            "reason": f"{self.status}: {self.error}",
+            "reason": f"{self.status}: {self.error}{self.rerun_hint(resource)}",
             "payload_json": json.dumps(payload, ensure_ascii=False),
         }
