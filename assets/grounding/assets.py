@@ -18,7 +18,10 @@ add only the asset's own knobs (which questions, where the review files go).
 
 Resources: ``storage``, ``sources``, and two LLM resources of the client layer,
 ``phrase_llm`` (object phrases, `backend: openai`) and ``sft_reasoning_llm`` (cold-start traces,
-`reasoning: llm`); the offline defaults never call them.
+`reasoning: llm`); the offline defaults never call them. An asset that calls a model fails
+(``dagster.Failure``, one sentence: what failed, the first errors, how to re-run) when more than its
+``max_failure_fraction`` of the requests failed (:mod:`llm.failures`); below that the failed rows are
+quarantined and the counts go into the metadata.
 
 Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpartitioned assets up to
 ``object_phrases``, then every shard (on one machine or several), then the assets downstream of it.
@@ -34,6 +37,8 @@ import polars as pl
 from pydantic import Field
 
 from assets.grounding import audit as audit_module
+from assets.grounding import cold_start as cold_start_module
+from assets.grounding import phrases as phrases_module
 from assets.grounding.annotations import CocoInstances
 from assets.grounding.cold_start import REASONING_PROMPT_VERSION, ColdStartSettings, build_cold_start
 from assets.grounding.corruption import CorruptionSettings, corrupt_pseudo_gt
@@ -73,7 +78,7 @@ from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
 from data_contracts import sft_cold_start as sft_contract
 from data_contracts import spatialcore_train as train_contract
 from data_contracts.quarantine import QuarantineLog
-from llm import LLMClient
+from llm import FailureBudgetSettings, LLMClient, failure_budget_message, failure_metadata
 
 GROUP = "grounding"
 GROUNDING_CODE_VERSION = "1"
@@ -92,6 +97,19 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
 def _llm_client(resource: LLMResource, needed: bool) -> AbstractContextManager[LLMClient | None]:
     """A client of the resource when the backend calls a model, else None."""
     return resource.get_client() if needed else nullcontext()
+
+
+def _failure_check(
+    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
+) -> dict:
+    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed."""
+    if client is None:
+        return {}
+    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
+    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
+    if message is not None:
+        raise dg.Failure(description=message, metadata={**client.summary.as_metadata(), **metadata})
+    return metadata
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -143,6 +161,7 @@ def object_phrases_asset(
     with _llm_client(phrase_llm, config.calls_model) as client:
         extraction = extract_object_phrases(questions, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
+        usage.update(_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
     frame = extraction.frame
     with_phrases = int((frame["phrases"].list.len() > 0).sum()) if frame.height else 0
     checked = finalize_table(
@@ -520,6 +539,7 @@ def sft_cold_start_asset(
     with _llm_client(sft_reasoning_llm, config.calls_model) as client:
         frame, log, backend = build_cold_start(spatialcore_train, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
+        usage.update(_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))
     checked = finalize_table(
         frame,
         sft_contract.SftColdStart,

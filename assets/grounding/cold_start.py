@@ -16,14 +16,17 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import polars as pl
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from data_contracts.quarantine import QuarantineLog
+from llm.failures import FailureBudgetSettings
 from training.sft import SFT_COLD_START_SAMPLES, build_sft_frame
 
 logger = logging.getLogger(__name__)
 
 ASSET_NAME = "sft_cold_start"
+RESOURCE_KEY = "sft_reasoning_llm"
+"""The Dagster resource of the ``llm`` reasoning backend's client."""
 REASONING_PROMPT_NAME = "sft_reasoning"
 REASONING_PROMPT_VERSION = "v1"
 REASONING_SCHEMA: dict[str, Any] = {
@@ -42,7 +45,7 @@ never say that the answer or the boxes were given. Do not write the final letter
 Answer with JSON only: {"reasoning": "..."}."""
 
 
-class ColdStartSettings(BaseModel):
+class ColdStartSettings(FailureBudgetSettings):
     """What the cold-start set holds (the ``sft_cold_start`` run config extends this model).
 
     >>> ColdStartSettings().samples
@@ -130,7 +133,7 @@ def llm_reasoning(
     for result in results:
         text = result.data.get("reasoning") if result.ok and isinstance(result.data, dict) else None
         if not isinstance(text, str) or not text.strip():
-            row = result.quarantine_row(ASSET_NAME)
+            row = result.quarantine_row(ASSET_NAME, resource=RESOURCE_KEY)
             reason = row["reason"] if not result.ok else "invalid_response: answer has no reasoning text"
             log.add(row["record_id"], reason, payload=json.loads(row["payload_json"]))
             continue

@@ -43,7 +43,7 @@ from typing import Any, Literal, Protocol
 
 import polars as pl
 import pyarrow as pa
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from assets.grounding.object_vocabulary import (
     VOCABULARY_VERSION,
@@ -83,10 +83,13 @@ from assets.grounding.vocabulary import (
     words,
 )
 from data_contracts.quarantine import QuarantineLog
+from llm.failures import FailureBudgetSettings
 
 logger = logging.getLogger(__name__)
 
 ASSET_NAME = "object_phrases"
+RESOURCE_KEY = "phrase_llm"
+"""The Dagster resource of the ``openai`` backend's client."""
 PHRASES_PROMPT_NAME = "object_phrases"
 PHRASES_PROMPT_VERSION = "v1"
 """Bump whenever the prompt text or the schema changes, so cached answers of the old prompt are not reused."""
@@ -801,7 +804,7 @@ def build_phrase_request(
 # --------------------------------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------------------------------
-class PhraseSettings(BaseModel):
+class PhraseSettings(FailureBudgetSettings):
     """Settings of the phrase stage (the ``object_phrases`` run config extends this model).
 
     >>> PhraseSettings(backend="openai").calls_model
@@ -994,7 +997,9 @@ class LLMPhraseBackend:
         for index, result in zip(pending, results, strict=True):
             phrases = _phrase_list(result.data) if result.ok else None
             if phrases is None:
-                row = result.quarantine_row(ASSET_NAME, record_id=records[index]["question_id"])
+                row = result.quarantine_row(
+                    ASSET_NAME, record_id=records[index]["question_id"], resource=RESOURCE_KEY
+                )
                 reason = row["reason"] if not result.ok else "invalid_response: answer has no phrase list"
                 log.add(row["record_id"], reason, payload=json.loads(row["payload_json"]))
                 continue
