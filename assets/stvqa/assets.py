@@ -31,6 +31,11 @@ Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_ll
 ``stvqa_judge_llm`` (:class:`assets.resources.LLMResource`; only used by the ``anthropic`` and
 ``openai`` backends, but always bound). The bodies are thin: the work is in
 :mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`.
+
+A shard that calls a model fails (``dagster.Failure``, one sentence: what failed, the first errors, how
+to re-run) when more than its ``max_failure_fraction`` of the requests failed (endpoint down, bad key,
+garbage answers; :mod:`llm.failures`), so an empty or tiny table never materialises green and feeds
+``stvqa``; below the threshold the failed rows are quarantined and the counts go into the metadata.
 """
 
 from collections import Counter
@@ -46,6 +51,8 @@ from pydantic import Field
 from assets.partitions import stvqa_shard_partitions
 from assets.previews import draw_boxes, gallery
 from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.stvqa import generate as generate_module
+from assets.stvqa import pass_at_2 as pass_at_2_module
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, count_by, generate_candidates
 from assets.stvqa.geometry import ImageGeometry, load_geometry
@@ -62,12 +69,12 @@ from assets.tables import (
 )
 from data_contracts import stvqa as stvqa_contract
 from data_contracts import stvqa_candidates, stvqa_validated
-from llm import LLMClient
+from llm import FailureBudgetSettings, LLMClient, failure_budget_message, failure_metadata
 
 GROUP = "stvqa"
 STVQA_CODE_VERSION = "1"
-GENERATOR_RESOURCE_KEY = "stvqa_generator_llm"
-JUDGE_RESOURCE_KEY = "stvqa_judge_llm"
+GENERATOR_RESOURCE_KEY = generate_module.RESOURCE_KEY
+JUDGE_RESOURCE_KEY = pass_at_2_module.RESOURCE_KEY
 PREVIEW_ITEMS = 3
 
 
@@ -144,6 +151,25 @@ def _usage(client: LLMClient | None) -> dict[str, Any]:
     return client.summary.as_metadata() if client is not None else {"llm_cost_usd": 0.0}
 
 
+def _output_settings(config: dg.Config) -> dict[str, Any]:
+    """The settings that shape a shard's rows (its data version): all but the failure threshold, which only
+    decides whether the shard materialises."""
+    return config.model_dump(exclude={"max_failure_fraction"})
+
+
+def _failure_check(
+    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
+) -> dict[str, Any]:
+    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed."""
+    if client is None:
+        return {}
+    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
+    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
+    if message is not None:
+        raise dg.Failure(description=message, metadata={**_usage(client), **metadata})
+    return metadata
+
+
 def _gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
     """Images of the first questions with their ground-truth boxes drawn, tiled."""
     tiles = []
@@ -197,10 +223,13 @@ def stvqa_candidates_asset(
     with _llm_client(stvqa_generator_llm, config.model, config.calls_model) as client:
         output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
         usage = _usage(client)
+        usage.update(
+            _failure_check(client, config, f"stvqa_candidates shard {shard}", GENERATOR_RESOURCE_KEY)
+        )
     images = {row["image_id"]: row["image"] for row in rows.select("image_id", "image").iter_rows(named=True)}
     version = dg.DataVersion(
         shard_fingerprint(
-            rows, config.model_dump(), STVQA_CODE_VERSION, output.prompt_version, geometry_source
+            rows, _output_settings(config), STVQA_CODE_VERSION, output.prompt_version, geometry_source
         )
     )
     checked = finalize_table(
@@ -251,7 +280,8 @@ def stvqa_candidates_asset(
             "Candidate questions kept by pass@2: a strong model (or the scene-graph solver) answered right in at "
             "least one of up to 2 + 2 tries.",
             STVQA_CODE_VERSION,
-            quarantine_description="Questions that could not be answered at all (transport failures, missing "
+            quarantine_description="Questions that got no answer letter at all (transport failures, refusals, "
+            "replies that are no option letter after the re-asks, missing "
             "scene graphs).",
         ),
         "stvqa_pass_at_2_attempts": dg.AssetOut(
@@ -280,13 +310,14 @@ def stvqa_validated_asset(
     with _llm_client(stvqa_judge_llm, config.model, config.calls_model) as client:
         output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
         usage = _usage(client)
+        usage.update(_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
     images = {
         row["image_id"]: row["image"] for row in scene_rows.select("image_id", "image").iter_rows(named=True)
     }
     version = dg.DataVersion(
         shard_fingerprint(
             scene_rows,
-            config.model_dump(),
+            _output_settings(config),
             STVQA_CODE_VERSION,
             ANSWER_PROMPT_VERSION,
             stvqa_candidates.select("question_id", "answer", "options").sort("question_id").rows(),

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self
 
 import polars as pl
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
 from assets.stvqa.balance import RunningBalance, select_questions
@@ -61,17 +61,19 @@ from assets.stvqa.vocabulary import LEVEL_TARGETS, category_targets
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_candidates import StvqaCandidates
 from data_contracts.validation import polars_schema
-from llm import LLMClient, LLMRequest, LLMResult
+from llm import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE_GENERATOR_VERSION = "stvqa-templates-v1"
 SOURCE_ASSET = "stvqa_candidates"
+RESOURCE_KEY = "stvqa_generator_llm"
+"""The Dagster resource of the ``anthropic`` backend's client."""
 GENERATION_TEMPERATURE = 0.0
 """Sampling temperature of a generation call (SpatialThinker generates at 0)."""
 
 
-class QuestionGenerationSettings(BaseModel):
+class QuestionGenerationSettings(FailureBudgetSettings):
     """Settings of question generation; the ``stvqa_candidates`` run config extends this model.
 
     >>> QuestionGenerationSettings(backend="anthropic").calls_model
@@ -392,7 +394,10 @@ class ModelProposer:
             if not result.ok:
                 log.quarantine.rows.append(
                     result.quarantine_row(
-                        SOURCE_ASSET, record_id=scene.image_id, source_file=log.source_file or ""
+                        SOURCE_ASSET,
+                        record_id=scene.image_id,
+                        source_file=log.source_file or "",
+                        resource=RESOURCE_KEY,
                     )
                 )
                 log.stats["llm_answers_quarantined"] += 1

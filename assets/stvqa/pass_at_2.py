@@ -11,15 +11,19 @@ Backends, chosen once by the ``backend`` setting (:func:`pass_at_2_answerer`), e
 
 - ``openai`` (:class:`ModelAnswerer`; GPT-4o by default, through any OpenAI-compatible server): the image at high detail,
   the question with lettered options, "reply with only the letter". An answer counts only when the
-  whole reply is one letter of the options (``"B"``, ``"(B)"``, ``"B."``); anything else is an
-  unparseable attempt, never read as ``"A"``. Tries are told apart by the request's `sample_index`, so
-  each has its own cache entry; sample at a non-zero temperature for tries to differ.
+  whole reply is one letter of the options (``"B"``, ``"(B)"``, ``"B."``), never read as ``"A"`` from
+  anything else. A reply that is not (truncated, garbage, a sentence) is asked again by the client
+  layer like an answer outside a schema (the request's ``answer_check``), and after the re-asks it is an
+  ``unparseable`` attempt, quarantined in the response cache rather than cached as a good answer (a
+  re-run asks it again with ``requery_quarantined``). Tries are told apart by the request's
+  `sample_index`, so each has its own cache entry; sample at a non-zero temperature for tries to differ.
 - ``solver`` (:class:`SolverAnswerer`; offline, the default): :func:`~assets.stvqa.templates.solve_question` answers template
   questions from the scene graph. It is deterministic, so it checks consistency rather than
   difficulty: every template question must survive, and a question it cannot read is not kept.
 
-A question whose every attempt failed to get an answer at all (transport errors, refusals, a scene
-graph that is missing or broken) is quarantined with the reason rather than filtered out.
+A question whose every attempt failed to get a letter (transport errors, refusals, unparseable replies
+after the re-asks, a scene graph that is missing or broken) is quarantined with the reason and how to
+ask again, rather than filtered out as answered wrongly.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self
 
 import polars as pl
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
 from assets.stvqa.geometry import ImageGeometry
@@ -42,22 +46,27 @@ from assets.stvqa.templates import solve_question
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_validated import StvqaPassAtTwoAttempts, StvqaValidated
 from data_contracts.validation import polars_schema
-from llm import LLMClient, LLMRequest, LLMResult
+from llm import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult, ResultStatus
 
 logger = logging.getLogger(__name__)
 
 SOURCE_ASSET = "stvqa_validated"
+RESOURCE_KEY = "stvqa_judge_llm"
+"""The Dagster resource of the ``openai`` backend's client."""
 SOLVER_MODEL = "scene-graph-solver"
 ANSWER_MAX_TOKENS = 5
 """Completion limit of an answer: one letter."""
 _LETTER_REPLY = re.compile(r"^[\s*_`\"']*\(?\s*([A-Da-d])\s*\)?[.:]?[\s*_`\"']*$")
 
 ATTEMPT_STATUSES = ("answered", "unparseable", "abstained", "error")
-"""``answered``: a letter; ``unparseable``: a reply that is not one letter of the options; ``abstained``:
-the solver could not read or settle the question; ``error``: no reply (transport failure, refusal)."""
+"""``answered``: a letter; ``unparseable``: a reply that is not one letter of the options, even after the
+re-asks; ``abstained``: the solver could not read or settle the question; ``error``: no reply (transport
+failure, refusal)."""
+NO_ANSWER_STATUSES = ("unparseable", "error")
+"""Attempts that got no letter from the model: a question with only these is quarantined, not filtered."""
 
 
-class PassAt2Settings(BaseModel):
+class PassAt2Settings(FailureBudgetSettings):
     """Settings of the pass@2 filter; the ``stvqa_validated`` run config extends this model.
 
     >>> PassAt2Settings(backend="openai").calls_model
@@ -133,9 +142,28 @@ def parse_answer_letter(text: str | None, option_count: int) -> str | None:
     return letter if "ABCD".index(letter) < option_count else None
 
 
+def letter_check(option_count: int):
+    """The judge requests' ``answer_check``: why a reply is not one option letter, or None.
+
+    >>> check = letter_check(3)
+    >>> check("(B)") is None, check("The answer is")
+    (True, "reply is not one option letter (A-C): 'The answer is'")
+    """
+    last = "ABCD"[option_count - 1]
+
+    def check(text: Any) -> str | None:
+        if isinstance(text, str) and parse_answer_letter(text, option_count) is not None:
+            return None
+        return f"reply is not one option letter (A-{last}): {str(text)[:80]!r}"
+
+    return check
+
+
 def _attempt_from_result(result: LLMResult, option_count: int) -> _Attempt:
     if not result.ok:
-        return _Attempt(None, "error", result.raw_text, result.error, result.cached, result.cost_usd)
+        status = "unparseable" if result.status == ResultStatus.INVALID_RESPONSE else "error"
+        error = f"{result.status}: {result.error}{result.rerun_hint(RESOURCE_KEY)}"
+        return _Attempt(None, status, result.raw_text, error, result.cached, result.cost_usd)
     text = result.data if isinstance(result.data, str) else result.raw_text
     letter = parse_answer_letter(text, option_count)
     return _Attempt(
@@ -221,6 +249,7 @@ class ModelAnswerer:
             },
             sample_index=try_index,
             request_id=row["question_id"],
+            answer_check=letter_check(len(row["options"])),
         )
 
     def answer(
@@ -411,7 +440,7 @@ def run_pass_at_2(
         for try_index, attempt in tried:
             statuses[attempt.status] += 1
             attempt_rows.append(_attempt_row(row, try_index, attempt, settings, answerer.model))
-        if all(attempt.status == "error" for _, attempt in tried):
+        if all(attempt.status in NO_ANSWER_STATUSES for _, attempt in tried):
             last_error = tried[-1][1].error if tried else "no attempt was made"
             quarantine.add(
                 row["question_id"],

@@ -89,7 +89,7 @@ def test_openai_pass_at_2_rounds(
             return first["answer"]  # right on the first try
         if question == second["question"]:
             return second["answer"] if count == 2 else wrong[question]  # right on the third try
-        return "A bit unsure" if count == 0 else wrong[question]  # never right
+        return "A bit unsure" if count == 0 else wrong[question]  # garbage, asked again, then never right
 
     server = llm_server_factory("openai", responder=_scripted_judge(script))
     client = make_llm_client(server, max_concurrency=1)  # tries arrive in order, so the script can count them
@@ -97,16 +97,16 @@ def test_openai_pass_at_2_rounds(
         sample, sample_scene_graphs, PassAt2Settings(backend="openai"), client=client, progress=False
     )
 
-    assert server.hits == 2 + 4 + 4
+    assert server.hits == 2 + 4 + 5  # the garbage reply is asked again once
     assert output.validated["question_id"].to_list() == [first["question_id"], second["question_id"]]
     kept = {row["question_id"]: row for row in output.validated.iter_rows(named=True)}
     assert kept[first["question_id"]]["pass_at_2_attempts"] == 2
     assert kept[second["question_id"]]["first_correct_attempt"] == 3
     assert output.stats == {**output.stats, "kept": 2, "filtered_out": 1, "retention": round(2 / 3, 4)}
     attempts = output.attempts.filter(pl.col("question_id") == third["question_id"]).sort("attempt")
-    assert attempts["status"].to_list() == ["unparseable", "answered", "answered", "answered"]
+    assert attempts["status"].to_list() == ["answered"] * 4  # "A bit unsure" is never read as "A"
     assert attempts["round"].to_list() == [1, 1, 2, 2]
-    assert attempts["answer"].to_list()[0] is None  # "A bit unsure" is never read as "A"
+    assert attempts["answer"].to_list() == [wrong[third["question"]]] * 4
     body = server.requests[0].body
     image_block = body["messages"][-1]["content"][0]
     assert image_block["image_url"]["detail"] == "high" and request_images(body)[0].startswith(b"\xff\xd8")
@@ -115,7 +115,46 @@ def test_openai_pass_at_2_rounds(
     # re-thresholding needs no new calls
     strict = rethreshold(output.attempts, min_correct=1, max_attempts=2)
     assert strict["question_id"].to_list() == [first["question_id"]]
-    assert server.hits == 10
+    assert server.hits == 11
+
+
+def test_replies_that_stay_unparseable_are_quarantined_with_how_to_ask_again(
+    llm_server_factory, make_llm_client, template_candidates, sample_scene_graphs
+):
+    sample = template_candidates.head(2)
+    first, second = sample.iter_rows(named=True)
+
+    def script(question, count):
+        if question == first["question"]:
+            return "The answer is" if count == 0 else first["answer"]  # truncated, right when asked again
+        return "The correct option"  # truncated every time
+
+    server = llm_server_factory("openai", responder=_scripted_judge(script))
+    client = make_llm_client(server, max_concurrency=1)
+    output = run_pass_at_2(
+        sample, sample_scene_graphs, PassAt2Settings(backend="openai"), client=client, progress=False
+    )
+    assert output.validated["question_id"].to_list() == [first["question_id"]]
+    assert output.validated["first_correct_attempt"].to_list() == [1]
+    garbage = output.attempts.filter(pl.col("question_id") == second["question_id"])
+    assert garbage.height == 4 and set(garbage["status"]) == {"unparseable"}
+    assert garbage["raw_text"].to_list() == ["The correct option"] * 4
+    assert all(
+        "requery_quarantined: true on the stvqa_judge_llm resource" in error for error in garbage["error"]
+    )
+    reason = output.quarantine.to_frame()["reason"].to_list()
+    assert len(reason) == 1 and reason[0].startswith("pass@2 got no answer in 4 attempts: invalid_response")
+    assert output.stats["filtered_out"] == 0  # not scored as a wrong answer
+    assert server.hits == 3 + 4 * 2 and client.summary.invalid_responses == 4  # every bad reply asked twice
+
+    # once the judge answers again, requery_quarantined asks only the quarantined tries
+    fixed = llm_server_factory("openai", responder=_scripted_judge(lambda question, count: second["answer"]))
+    requery = make_llm_client(fixed, requery_quarantined=True)
+    again = run_pass_at_2(
+        sample, sample_scene_graphs, PassAt2Settings(backend="openai"), client=requery, progress=False
+    )
+    assert set(again.validated["question_id"]) == {first["question_id"], second["question_id"]}
+    assert fixed.hits == 2 and requery.summary.cache_hits == 2  # only the quarantined tries are paid
 
 
 def test_transport_failures_are_quarantined(
