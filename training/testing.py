@@ -123,7 +123,9 @@ def _train_byte_level_bpe(vocab_size: int) -> tuple[dict[str, int], list[tuple[s
     return model_state["vocab"], merges
 
 
-def build_tiny_tokenizer(bpe_vocab_size: int = 400, thinking: bool = True) -> Qwen2Tokenizer:
+def build_tiny_tokenizer(
+    bpe_vocab_size: int = 400, thinking: bool = True, pad_vocab_to: int | None = None
+) -> Qwen2Tokenizer:
     """Build a Qwen2 tokenizer (byte-level BPE, single-digit numbers) with Qwen's special tokens.
 
     Args:
@@ -132,12 +134,23 @@ def build_tiny_tokenizer(bpe_vocab_size: int = 400, thinking: bool = True) -> Qw
         thinking (`bool`, *optional*, defaults to `True`):
             Attach the Qwen3-VL-Thinking chat template (generation prompt opens `<think>`); otherwise
             Qwen2.5-VL's template.
+        pad_vocab_to (`int`, *optional*):
+            Fill the BPE vocabulary with filler words (`" tok<N>"`, never produced by encoding) up to this
+            size before the special tokens, so that a real-size model (Qwen's 151,643 BPE entries) can
+            emit and decode any id, e.g. for GPU benchmarks with random weights.
 
     >>> tokenizer = build_tiny_tokenizer()
     >>> tokenizer.tokenize("[123]")
     ['[', '1', '2', '3', ']']
+    >>> large = build_tiny_tokenizer(pad_vocab_to=1000)
+    >>> len(large) - len(tokenizer), large.decode([999])
+    (600, ' tok999')
     """
     vocab, merges = _train_byte_level_bpe(bpe_vocab_size)
+    if pad_vocab_to is not None:
+        vocab = dict(vocab)
+        for index in range(len(vocab), pad_vocab_to):
+            vocab[f"\u0120tok{index}"] = index
     tokenizer = Qwen2Tokenizer(
         vocab=vocab,
         merges=merges,

@@ -1,0 +1,131 @@
+"""The GPU check (`benchmarks/gpu/`): its pure parts here, and the whole script in its CPU dry run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.rewards.parsing import parse_spatialcore
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+BENCH_DIR = REPOSITORY_ROOT / "benchmarks" / "gpu"
+
+
+@pytest.fixture(scope="module")
+def gpu_bench():
+    spec = importlib.util.spec_from_file_location("gpu_bench", BENCH_DIR / "gpu_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sample(pattern_generator: random.Random, gpu_bench) -> str:
+    """A completion as the regex allows it (the forms vLLM's structured outputs can emit)."""
+
+    def box():
+        x1, y1 = (pattern_generator.randint(100, 499) for _ in range(2))
+        x2, y2 = (pattern_generator.randint(500, 999) for _ in range(2))
+        label = pattern_generator.choice(gpu_bench.LABELS)
+        return f'{{"bbox_2d": [{x1}, {y1}, {x2}, {y2}], "label": "{label}"}}\n'
+
+    reasoning = "".join(pattern_generator.choice("abc ") for _ in range(pattern_generator.randint(16, 64)))
+    return box() + box() + reasoning + "</think>" + pattern_generator.choice("ABCD")
+
+
+def test_forced_completions_carry_two_scored_boxes(gpu_bench):
+    generator = random.Random(0)
+    for _ in range(50):
+        text = _sample(generator, gpu_bench)
+        assert re.fullmatch(gpu_bench.COMPLETION_REGEX, text)
+        parse = parse_spatialcore(text)
+        assert len(parse.grounding_boxes) == 2 and parse.answer_letter in "ABCD"
+    assert not re.fullmatch(
+        gpu_bench.COMPLETION_REGEX, '{"bbox_2d": [500, 1, 2, 3], "label": "x"}\n</think>A'
+    )
+
+
+def test_table_reports_the_ratios_and_failures(gpu_bench):
+    results = {
+        "grounding": {
+            "status": "ok",
+            "device": "cuda",
+            "dtype": "float16",
+            "images": 64,
+            "images_per_second": {"1": 10.0, "16": 40.0},
+            "speedup": 4.0,
+        },
+        "grpo_on": {
+            "status": "ok",
+            "device": "cuda",
+            "generation": "vLLM colocate",
+            "entropy_source": "logprob_pass",
+            "step_time_s": 10.5,
+            "peak_memory_gib": 60.0,
+            "boxes_per_completion": 2.0,
+        },
+        "grpo_off": {
+            "status": "ok",
+            "device": "cuda",
+            "generation": "vLLM colocate",
+            "entropy_source": "none",
+            "step_time_s": 10.0,
+            "peak_memory_gib": 60.0,
+            "boxes_per_completion": 2.0,
+        },
+        "eval": {"status": "failed", "reason": "RuntimeError: no GPU"},
+    }
+    table = gpu_bench.format_table(results)
+    assert re.search(r"batched / one at a time \| 4\.00x", table)
+    assert re.search(r"step time ratio +\| 1\.050", table)
+    assert re.search(r"peak memory ratio +\| 1\.000", table)
+    assert re.search(r"spatial-eval \(vLLM\) .*\| failed .*\| RuntimeError: no GPU", table)
+
+
+def test_4b_folder_has_the_real_shapes(gpu_bench, tmp_path):
+    from transformers import AutoConfig, AutoTokenizer
+
+    folder = gpu_bench.write_qwen3_vl_4b_folder(tmp_path / "model")
+    config = AutoConfig.from_pretrained(folder)
+    assert (config.text_config.hidden_size, config.text_config.num_hidden_layers) == (2560, 36)
+    assert config.text_config.vocab_size == 151936 and config.vision_config.depth == 24
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert gpu_bench.QWEN_BPE_SIZE < len(tokenizer) <= config.text_config.vocab_size
+    assert tokenizer.convert_tokens_to_ids("<|image_pad|>") == config.image_token_id
+    assert tokenizer.decode([151000]) == " tok151000"  # any id a random policy emits decodes
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_run_script_dry_run_prints_one_table(tmp_path):
+    result = subprocess.run(
+        ["bash", str(BENCH_DIR / "run.sh"), "--dry-run", str(tmp_path)],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=880,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for part in ("grounding", "grpo_on", "grpo_off", "eval"):
+        summary = json.loads((tmp_path / f"{part}.json").read_text())
+        assert summary["status"] == "ok", (part, summary, (tmp_path / f"{part}.log").read_text()[-3000:])
+    table = result.stdout
+    assert table.splitlines()[0].split(" | ")[0].strip() == "part"
+    for row in (
+        r"Grounding DINO \(Swin-T\) .*\| batched / one at a time \| [0-9.]+x",
+        r"GRPO 3 steps, confidence on .*entropies: generation .*\| median step time +\| [0-9.]+ s",
+        r"GRPO 3 steps, confidence off .*entropies: none .*\| median step time +\| [0-9.]+ s",
+        r"confidence on / off .*\| step time ratio +\| [0-9.]+",
+        r"confidence on / off .*\| peak memory ratio +\| [0-9.]+",
+        r"spatial-eval \(vLLM\) .*\| 4 items +\| [0-9.]+ s",
+    ):
+        assert re.search(row, table), row
