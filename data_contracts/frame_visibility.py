@@ -15,9 +15,9 @@ import polars as pl
 
 from data_contracts.columns import grid_box_column, grid_box_is_valid, pixel_box_column
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: boxes from rays cast against the segmented mesh
 
-BOX_SOURCES = ["instance_mask", "points"]
+BOX_SOURCES = ["instance_mask", "mesh_rays", "points"]
 
 
 def _vector(size: int, description: str) -> dy.List:
@@ -98,8 +98,8 @@ class FrameVisibility(dy.Schema):
     bbox_source = dy.String(
         nullable=True,
         description="Where the box comes from: 'instance_mask' (the object's pixels in the frame's instance "
-        "image) or 'points' (the visible projected points, each widened by its footprint); null together with "
-        "bbox.",
+        "image), 'mesh_rays' (the pixels whose ray first hits one of the object's mesh segments) or 'points' "
+        "(the visible projected points, each widened by its footprint); null together with bbox.",
     )
     centroid_depth_m = dy.Float64(
         nullable=False,
@@ -136,7 +136,7 @@ class FrameVisibility(dy.Schema):
 
     @dy.rule()
     def known_box_source(cls) -> pl.Expr:
-        """A box comes from the instance mask or from the projected points."""
+        """A box comes from the instance mask, the mesh rays or the projected points."""
         return cls.bbox_source.col.is_null() | cls.bbox_source.col.is_in(BOX_SOURCES)
 
     @dy.rule()
