@@ -52,6 +52,8 @@ install() {
 }
 
 export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
+# The caches go to ./data, where spatial-train and spatial-eval look when run from here with no flags.
+export SPATIAL_DATA_ROOT="${SPATIAL_DATA_ROOT:-$PWD/data}"
 mkdir -p "$DAGSTER_HOME"
 # The instance settings (run queue, run monitoring) from the template, unless the instance has its own.
 [ -s "$DAGSTER_HOME/dagster.yaml" ] || cp pipelines/deploy/dagster.yaml "$DAGSTER_HOME/dagster.yaml"

@@ -1,4 +1,5 @@
-"""A small world built the way ``./dev.sh build`` builds it: ``DAGSTER_HOME`` set, no path flags."""
+"""A small world built the way ``./dev.sh build`` builds it: ``DAGSTER_HOME`` and ``SPATIAL_DATA_ROOT`` set
+as dev.sh sets them (``./.dagster_home``, ``./data``), no path flags."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class DevBuild:
 
 @pytest.fixture(scope="session")
 def dev_build(tmp_path_factory) -> DevBuild:
-    """``spatial-build --scenes 2 --views 3`` from a fresh working folder with ``DAGSTER_HOME`` set (as dev.sh does).
+    """``spatial-build --scenes 2 --views 3`` from a fresh working folder with dev.sh's environment.
 
     Shared by the tests of this folder; those that change files leave the data valid.
     """
@@ -35,8 +36,8 @@ def dev_build(tmp_path_factory) -> DevBuild:
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", str(dagster_home))
-        patch.delenv("SPATIAL_DATA_ROOT", raising=False)
+        patch.setenv("SPATIAL_DATA_ROOT", str(workdir / "data"))
         patch.chdir(workdir)
         assert main(["--scenes", "2", "--views", "3", "--quiet"]) == 0
         instance = dg.DagsterInstance.from_config(str(dagster_home))  # the template reads $DAGSTER_HOME
-    return DevBuild(instance, dagster_home, dagster_home / "spatial_data", workdir)
+    return DevBuild(instance, dagster_home, workdir / "data", workdir)

@@ -46,8 +46,11 @@ def _free_port() -> int:
 def dagster_ui(dev_build):
     """``dagster dev`` over the instance of the session's build; yields its base URL."""
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(dev_build.dagster_home)}
-    env.pop("SPATIAL_DATA_ROOT", None)
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(dev_build.dagster_home),
+        "SPATIAL_DATA_ROOT": str(dev_build.storage),
+    }
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port)],
         cwd=ROOT,

@@ -1,7 +1,8 @@
 """Build, then train, with no path flags: ``spatial-train`` reads what ``spatial-build`` wrote.
 
-Exactly the README's sequence: ``./dev.sh build`` (``DAGSTER_HOME`` set, no ``--storage-root``), the
-tiny model of the smoke recipe, then ``spatial-train grpo --config training/recipes/smoke.yaml``.
+Exactly the README's sequence: ``./dev.sh build`` (dev.sh's environment, no ``--storage-root``), then,
+in a plain shell in the same folder (neither ``DAGSTER_HOME`` nor ``SPATIAL_DATA_ROOT`` set), the tiny
+model of the smoke recipe and ``spatial-train grpo --config training/recipes/smoke.yaml``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def test_train_on_what_the_build_wrote(dev_build, monkeypatch):
     from training.testing import main as testing
 
     assert pl.read_parquet(dev_build.storage / "spatialcore_train.parquet").height > 0
-    monkeypatch.setenv("DAGSTER_HOME", str(dev_build.dagster_home))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("SPATIAL_DATA_ROOT", raising=False)
     monkeypatch.chdir(dev_build.workdir)
     assert testing(["tiny-model", "outputs/tiny-qwen3-vl"]) == 0
