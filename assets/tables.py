@@ -23,6 +23,8 @@ import polars as pl
 from assets.previews import markdown_image, markdown_preview, save_preview
 from data_contracts.quarantine import Quarantine, QuarantineLog
 from data_contracts.validation import split_valid
+from llm.client import LLMClient
+from llm.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
 
 CONTRACT_CHECK = "contract"
 
@@ -198,3 +200,19 @@ def value_counts(frame: pl.DataFrame, column: str) -> dict[str, int]:
 def json_metadata(value: Any) -> dg.MetadataValue:
     """JSON metadata that tolerates numpy scalars."""
     return dg.MetadataValue.json(json.loads(json.dumps(value, default=float)))
+
+
+def llm_failure_check(
+    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
+) -> dict:
+    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed.
+
+    The failure says what failed and how to re-run (the response cache keeps every good answer).
+    """
+    if client is None:
+        return {}
+    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
+    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
+    if message is not None:
+        raise dg.Failure(description=message, metadata={**client.summary.as_metadata(), **metadata})
+    return metadata

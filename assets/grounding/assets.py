@@ -69,6 +69,7 @@ from assets.tables import (
     contract_check_specs,
     finalize_table,
     json_metadata,
+    llm_failure_check,
     quarantine_output,
     table_and_quarantine_outs,
 )
@@ -78,7 +79,7 @@ from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
 from data_contracts import sft_cold_start as sft_contract
 from data_contracts import spatialcore_train as train_contract
 from data_contracts.quarantine import QuarantineLog
-from llm import FailureBudgetSettings, LLMClient, failure_budget_message, failure_metadata
+from llm import LLMClient
 
 GROUP = "grounding"
 GROUNDING_CODE_VERSION = "1"
@@ -97,19 +98,6 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
 def _llm_client(resource: LLMResource, needed: bool) -> AbstractContextManager[LLMClient | None]:
     """A client of the resource when the backend calls a model, else None."""
     return resource.get_client() if needed else nullcontext()
-
-
-def _failure_check(
-    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
-) -> dict:
-    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed."""
-    if client is None:
-        return {}
-    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
-    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
-    if message is not None:
-        raise dg.Failure(description=message, metadata={**client.summary.as_metadata(), **metadata})
-    return metadata
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -161,7 +149,7 @@ def object_phrases_asset(
     with _llm_client(phrase_llm, config.calls_model) as client:
         extraction = extract_object_phrases(questions, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
-        usage.update(_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
+        usage.update(llm_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
     frame = extraction.frame
     with_phrases = int((frame["phrases"].list.len() > 0).sum()) if frame.height else 0
     checked = finalize_table(
@@ -539,7 +527,7 @@ def sft_cold_start_asset(
     with _llm_client(sft_reasoning_llm, config.calls_model) as client:
         frame, log, backend = build_cold_start(spatialcore_train, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
-        usage.update(_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))
+        usage.update(llm_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))
     checked = finalize_table(
         frame,
         sft_contract.SftColdStart,

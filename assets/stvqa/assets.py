@@ -63,13 +63,14 @@ from assets.tables import (
     contract_check_specs,
     finalize_table,
     json_metadata,
+    llm_failure_check,
     quarantine_output,
     table_and_quarantine_outs,
     upstream_table_location,
 )
 from data_contracts import stvqa as stvqa_contract
 from data_contracts import stvqa_candidates, stvqa_validated
-from llm import FailureBudgetSettings, LLMClient, failure_budget_message, failure_metadata
+from llm import LLMClient
 
 GROUP = "stvqa"
 STVQA_CODE_VERSION = "1"
@@ -157,19 +158,6 @@ def _output_settings(config: dg.Config) -> dict[str, Any]:
     return config.model_dump(exclude={"max_failure_fraction"})
 
 
-def _failure_check(
-    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
-) -> dict[str, Any]:
-    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed."""
-    if client is None:
-        return {}
-    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
-    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
-    if message is not None:
-        raise dg.Failure(description=message, metadata={**_usage(client), **metadata})
-    return metadata
-
-
 def _gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
     """Images of the first questions with their ground-truth boxes drawn, tiled."""
     tiles = []
@@ -224,7 +212,7 @@ def stvqa_candidates_asset(
         output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
         usage = _usage(client)
         usage.update(
-            _failure_check(client, config, f"stvqa_candidates shard {shard}", GENERATOR_RESOURCE_KEY)
+            llm_failure_check(client, config, f"stvqa_candidates shard {shard}", GENERATOR_RESOURCE_KEY)
         )
     images = {row["image_id"]: row["image"] for row in rows.select("image_id", "image").iter_rows(named=True)}
     version = dg.DataVersion(
@@ -310,7 +298,7 @@ def stvqa_validated_asset(
     with _llm_client(stvqa_judge_llm, config.model, config.calls_model) as client:
         output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
         usage = _usage(client)
-        usage.update(_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
+        usage.update(llm_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
     images = {
         row["image_id"]: row["image"] for row in scene_rows.select("image_id", "image").iter_rows(named=True)
     }
