@@ -9,13 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV="${SPATIAL_VENV:-.venv}"
-EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev}"
+EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev,postgres}"
 
 install_system_packages() {
   # open3d needs libusb at import time; the UI test reads the Dagster UI in Debian's chromium.
   local missing=()
   ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || missing+=(libusb-1.0-0)
   command -v chromium >/dev/null || missing+=(chromium)
+  # The PostgreSQL instance test (tests/pipelines/test_postgres.py) starts a server from these binaries.
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
   if [ ${#missing[@]} -gt 0 ]; then
     local sudo=""
     if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
@@ -42,6 +44,10 @@ install_python_packages() {
   if [ ! -f "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip
     "$VENV/bin/python" -m pip install -q -e ".[${EXTRAS}]"
+    # dagster-postgres 0.29.27 pins dagster 1.13.27 (no 0.29.28 on the registry); its API matches 1.13.28.
+    if [[ ",$EXTRAS," == *,postgres,* ]]; then
+      "$VENV/bin/python" -m pip install -q --no-deps "dagster-postgres==0.29.27"
+    fi
     touch "$stamp"
   fi
 }
