@@ -1,4 +1,4 @@
-"""Every partitions definition of the graph, in one place.
+"""Every partitions definition of the graph, and the concurrency pools, in one place.
 
 - ``scenes_partitions``: one dynamic partition per RGB-D scan (``scene_geometry``,
   ``frame_visibility``, ``dge_tasks``). New scans are added by the raw-files sensor and by
@@ -34,3 +34,10 @@ def register_scene_partitions(instance: dg.DagsterInstance, storage_root: str | 
     if new:
         instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
     return scene_ids
+
+
+LLM_POOL = "llm"
+"""Concurrency pool of the steps that call a model API (size it by the provider's rate limit:
+``dagster instance concurrency set llm N``)."""
+DETECTOR_POOL = "detector"
+"""Concurrency pool of the steps that run the detector (one slot per GPU)."""

@@ -62,7 +62,7 @@ from assets.grounding.training_table import (
     build_spatialcore_train,
     select_training_questions,
 )
-from assets.partitions import grounding_shard_partitions
+from assets.partitions import DETECTOR_POOL, LLM_POOL, grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
 from assets.resources import LLMResource, SourcesResource, StorageResource
 from assets.tables import (
@@ -136,6 +136,7 @@ class ObjectPhrasesConfig(dg.Config, PhraseSettings):
     ),
     check_specs=contract_check_specs("object_phrases"),
     group_name=GROUP,
+    pool=LLM_POOL,
 )
 def object_phrases_asset(
     context: dg.AssetExecutionContext,
@@ -208,6 +209,7 @@ def _shard_preview(frame: pl.DataFrame, questions: pl.DataFrame):
     check_specs=contract_check_specs("pseudo_gt_boxes"),
     partitions_def=grounding_shard_partitions,
     group_name=GROUP,
+    pool=DETECTOR_POOL,
 )
 def pseudo_gt_boxes_asset(
     context: dg.AssetExecutionContext,
@@ -516,6 +518,7 @@ class SftColdStartConfig(dg.Config, ColdStartSettings):
     ),
     check_specs=contract_check_specs("sft_cold_start"),
     group_name=GROUP,
+    pool=LLM_POOL,
 )
 def sft_cold_start_asset(
     context: dg.AssetExecutionContext,

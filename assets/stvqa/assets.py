@@ -48,7 +48,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.partitions import stvqa_shard_partitions
+from assets.partitions import LLM_POOL, stvqa_shard_partitions
 from assets.previews import draw_boxes, gallery
 from assets.resources import LLMResource, SourcesResource, StorageResource
 from assets.stvqa import generate as generate_module
@@ -192,6 +192,7 @@ def _retention_by_category(before: pl.DataFrame, after: pl.DataFrame) -> dict[st
     partitions_def=stvqa_shard_partitions,
     check_specs=contract_check_specs("stvqa_candidates"),
     group_name=GROUP,
+    pool=LLM_POOL,
 )
 def stvqa_candidates_asset(
     context: dg.AssetExecutionContext,
@@ -280,6 +281,7 @@ def stvqa_candidates_asset(
     partitions_def=stvqa_shard_partitions,
     check_specs=contract_check_specs("stvqa_validated", "stvqa_pass_at_2_attempts"),
     group_name=GROUP,
+    pool=LLM_POOL,
 )
 def stvqa_validated_asset(
     context: dg.AssetExecutionContext,
