@@ -44,9 +44,9 @@ def _expected_outputs(context: dg.OutputContext) -> tuple[str, set[str]] | None:
 
 
 class ParquetIOManager(dg.ConfigurableIOManager):
-    """Stores ``polars.DataFrame`` outputs as Parquet under ``root`` and loads them back.
+    """Stores `polars.DataFrame` outputs as Parquet under `root` and loads them back.
 
-    Outputs that are ``None`` (assets that write files themselves and return ``MaterializeResult``)
+    Outputs that are `None` (assets that write files themselves and return `MaterializeResult`)
     write nothing here but still count as delivered. The outputs of one step become visible together
     (see the module docstring).
     """
