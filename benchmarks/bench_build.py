@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/bench_build.py            # the default world (12 scenes x 6 views)
-    python benchmarks/bench_build.py --tiny     # smoke run: 1 scene x 2 views
+    python benchmarks/bench_build.py --tiny     # smoke run: 1 scene x 2 views, the sources only
 
 Each case runs ``spatial-build`` as a user does (a subprocess with its own ``DAGSTER_HOME`` and an
 empty storage root), one after the other in the same run of this script, so the machine's load
@@ -34,7 +34,7 @@ SUMMARY = re.compile(
 )
 
 
-def _build(name: str, dagster_yaml: str, scenes: int, views: int, work: Path) -> dict:
+def _build(name: str, dagster_yaml: str, scenes: int, views: int, work: Path, select: str) -> dict:
     home, storage = work / name / "dagster_home", work / name / "data"
     home.mkdir(parents=True)
     (home / "dagster.yaml").write_text(dagster_yaml)
@@ -46,6 +46,8 @@ def _build(name: str, dagster_yaml: str, scenes: int, views: int, work: Path) ->
         str(scenes),
         "--views",
         str(views),
+        "--select",
+        select,
         "--quiet",
     ]
     environment = {**os.environ, "DAGSTER_HOME": str(home)}
@@ -65,14 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenes", type=int, default=None, help="Sample world scenes (default 12).")
     parser.add_argument("--views", type=int, default=None, help="Views per scene (default 6).")
-    parser.add_argument("--tiny", action="store_true", help="1 scene x 2 views (a smoke run).")
+    parser.add_argument("--select", default="*", help="Asset selection to build (default: everything).")
+    parser.add_argument(
+        "--tiny", action="store_true", help="1 scene x 2 views, only the sources (a smoke run)."
+    )
     args = parser.parse_args(argv)
     scenes = args.scenes or (1 if args.tiny else 12)
     views = args.views or (2 if args.tiny else 6)
+    select = "*rgbd_frames" if args.tiny and args.select == "*" else args.select
     cases = {"dagster defaults": "", "shipped template": TEMPLATE.read_text()}
     with tempfile.TemporaryDirectory() as folder:
         results = {
-            name: _build(name.replace(" ", "_"), yaml, scenes, views, Path(folder))
+            name: _build(name.replace(" ", "_"), yaml, scenes, views, Path(folder), select)
             for name, yaml in cases.items()
         }
     sys.stdout.write(f"spatial-build, {scenes} scenes x {views} views, {os.cpu_count()} cores\n")
