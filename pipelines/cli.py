@@ -31,6 +31,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import sqlalchemy.exc
 
 logger = logging.getLogger("spatial_build")
 
@@ -165,10 +166,16 @@ def _observe_raw_files(
 
     resources = defs.resources
     scenes = scan_folders(resources["sources"], resources["storage"])
-    known = set(instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
-    new = [scene for scene in scenes if scene not in known]
-    if new:
-        instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
+    for attempt in range(3):
+        known = set(instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
+        new = [scene for scene in scenes if scene not in known]
+        if not new:
+            break
+        try:
+            instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
+            break
+        except sqlalchemy.exc.IntegrityError:  # a concurrent build added some of them first: read again
+            logger.info("scene partitions added concurrently (attempt %d); reading them again", attempt + 1)
     return _execute(defs, OBSERVE_RAW_FILES_JOB, None, instance, _run_config(args, False), tags)
 
 

@@ -3,8 +3,9 @@
 It renders synthetic indoor scenes with open3d ray casting and writes them in the real on-disk
 formats (OmniSpatial-like, SpatiaLab-like, Visual-Genome-like, ScanNet-like, COCO instances), so the
 whole graph runs on a fresh machine with no keys, weights or downloads. A rebuild with the same
-configuration is skipped: the generator is deterministic and its output folder records the
-configuration it was built from.
+configuration is skipped: the generator is deterministic, and its output folder records the
+configuration it was built from and a manifest of every file (size and SHA-256), so a damaged or
+half-written world is rebuilt.
 """
 
 import hashlib
@@ -15,11 +16,9 @@ import dagster as dg
 from pydantic import Field
 
 from assets.resources import SourcesResource, StorageResource
-from assets.sample_world import SampleWorldConfig, generate_sample_world
+from assets.sample_world import SampleWorldConfig, ensure_sample_world
 from assets.sample_world.config import GENERATOR_VERSION
-from assets.sample_world.generator import config_record
-
-STAMP_FILE = "sample_world_config.json"
+from assets.sample_world.generator import stamp_config
 
 
 class SampleWorldAssetConfig(dg.Config):
@@ -35,14 +34,12 @@ class SampleWorldAssetConfig(dg.Config):
     )
 
 
-def _stamp(config: SampleWorldConfig) -> dict:
-    return {"generator_version": GENERATOR_VERSION, **config_record(config)}
+def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict, bool, str]:
+    """Generate the sample world into ``root`` unless it already holds the same configuration, complete.
 
-
-def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict, bool]:
-    """Generate the sample world into ``root`` unless it already holds the same configuration.
-
-    Returns ``(summary, rebuilt, version)``; the version is a hash of the configuration.
+    A world is reused only when its stamp names this configuration and every file matches the stamp's
+    manifest (see :func:`assets.sample_world.ensure_sample_world`). Returns ``(summary, rebuilt,
+    version)``; the version is a hash of the configuration.
     """
     world_config = SampleWorldConfig(
         root=root,
@@ -53,15 +50,9 @@ def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict
         height=config.height,
         show_progress=False,
     )
-    stamp = _stamp(world_config)
-    version = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:16]
-    stamp_path = root / STAMP_FILE
-    if not config.force and stamp_path.exists() and json.loads(stamp_path.read_text()).get("config") == stamp:
-        return json.loads(stamp_path.read_text())["summary"], False, version
-    summary = generate_sample_world(world_config)
-    summary_dict = json.loads(json.dumps(summary.as_dict(), default=str))
-    stamp_path.write_text(json.dumps({"config": stamp, "summary": summary_dict}, indent=2, sort_keys=True))
-    return summary_dict, True, version
+    version = hashlib.sha256(json.dumps(stamp_config(world_config), sort_keys=True).encode()).hexdigest()[:16]
+    summary, rebuilt = ensure_sample_world(world_config, force=config.force)
+    return json.loads(json.dumps(summary.as_dict(), default=str)), rebuilt, version
 
 
 @dg.asset(group_name="sources", code_version=GENERATOR_VERSION)
