@@ -42,6 +42,7 @@ Example (against an OpenAI-compatible server):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import sqlite3
@@ -675,17 +676,6 @@ class LLMClient:
     def _copy_for_duplicate(original: LLMResult | None, request: LLMRequest) -> LLMResult:
         if original is None:
             raise RuntimeError("a duplicate request has no result for its first occurrence")
-        return LLMResult(
-            ok=original.ok,
-            status=original.status,
-            data=original.data,
-            raw_text=original.raw_text,
-            error=original.error,
-            cached=True,
-            usage=original.usage,
-            attempts=0,
-            cost_usd=0.0,
-            original_cost_usd=original.original_cost_usd,
-            cache_key=original.cache_key,
-            request_id=request.request_id,
+        return dataclasses.replace(
+            original, cached=True, attempts=0, cost_usd=0.0, request_id=request.request_id
         )
