@@ -37,8 +37,6 @@ from pipelines.io_manager import ParquetIOManager
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 SMALL_WORLD = ["--scenes", "2", "--views", "3"]
-SOURCES_STAMP = "sample_world_config.json"
-"""The ``sample_world`` asset's own stamp (it records build times: compared by its configuration)."""
 KILLED_BUILD_SELECTION = " or ".join(
     f"key:{key}"
     for key in (
@@ -169,12 +167,12 @@ def _world_files(world: Path) -> dict[str, bytes]:
     return {
         path.relative_to(world).as_posix(): path.read_bytes()
         for path in sorted(world.rglob("*"))
-        if path.is_file() and path.name not in (MANIFEST_FILE, SOURCES_STAMP)
+        if path.is_file() and path.name != MANIFEST_FILE
     }
 
 
 def _snapshot(root: Path) -> dict[str, object]:
-    """Every file under ``root``: its bytes; the two stamps by what they certify (not build times).
+    """Every file under ``root``: its bytes; the manifest stamp by what it certifies (not build times).
 
     SQLite caches (the raw-file hash cache) are named, not compared: their pages record when and in
     which order entries came, and SQLite repairs them itself after a kill.
@@ -189,8 +187,6 @@ def _snapshot(root: Path) -> dict[str, object]:
         elif path.name == MANIFEST_FILE:
             stamp = json.loads(path.read_text())
             snapshot[relative] = {"config": stamp["config"], "files": stamp["files"]}
-        elif path.name == SOURCES_STAMP:
-            snapshot[relative] = json.loads(path.read_text())["config"]
         else:
             snapshot[relative] = path.read_bytes()
     return snapshot
