@@ -24,7 +24,6 @@ import csv
 import io
 import logging
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -35,6 +34,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from assets.previews import draw_boxes
+from data_contracts.storage import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,8 @@ def write_review_files(audit: pl.DataFrame, folder: str | Path) -> Path:
         picture = draw_boxes(
             row["image"], [row["bbox_2d"]], [f"{row['label']} {row['validity']:.2f}"], max_side=640
         )
-        picture.save(target / "images" / name, format="PNG")
+        with atomic_write(target / "images" / name) as handle:
+            picture.save(handle, format="PNG")
         previous = existing.get(row["audit_id"], {})
         kept += bool(previous.get("correct"))
         rows.append(
@@ -199,12 +200,12 @@ def write_review_files(audit: pl.DataFrame, folder: str | Path) -> Path:
                 "note": previous.get("note", ""),
             }
         )
-    temporary = verdicts_path.with_name(f".{verdicts_path.name}.tmp")
-    with temporary.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(VERDICT_COLUMNS))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(temporary, verdicts_path)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(VERDICT_COLUMNS))
+    writer.writeheader()
+    writer.writerows(rows)
+    with atomic_write(verdicts_path) as handle:
+        handle.write(text.getvalue().encode("utf-8"))
     logger.info(
         "audit: %d boxes to review in %s (%d verdicts kept from before)", len(rows), verdicts_path, kept
     )
