@@ -137,23 +137,29 @@ def depth_normals_camera(
     """
     sampled = depth_m[::stride, ::stride].astype(np.float64)
     height, width = sampled.shape
-    rows, cols = np.mgrid[0:height, 0:width]
     z = np.where(np.isfinite(sampled) & (sampled > 0), sampled, np.nan)
-    x = (cols * stride - intrinsics[0, 2]) * z / intrinsics[0, 0]
-    y = (rows * stride - intrinsics[1, 2]) * z / intrinsics[1, 1]
-    grid = np.stack([x, y, z], axis=-1)
-    du = np.full_like(grid, np.nan)
-    dv = np.full_like(grid, np.nan)
-    du[:, 1:-1] = grid[:, 2:] - grid[:, :-2]
-    dv[1:-1, :] = grid[2:, :] - grid[:-2, :]
+    x = (np.arange(width)[None, :] * stride - intrinsics[0, 2]) * z / intrinsics[0, 0]
+    y = (np.arange(height)[:, None] * stride - intrinsics[1, 2]) * z / intrinsics[1, 1]
+    normals = np.full((height, width, 3), np.nan)
+    if height < 3 or width < 3:
+        return normals
+    # Central differences of the interior pixels (the border has no neighbour on one side: NaN).
+    inner = (slice(1, -1), slice(1, -1))
+    du = [axis[1:-1, 2:] - axis[1:-1, :-2] for axis in (x, y, z)]
+    dv = [axis[2:, 1:-1] - axis[:-2, 1:-1] for axis in (x, y, z)]
     # A neighbour on another surface (a depth jump) would tilt the normal: drop those pixels.
     with np.errstate(invalid="ignore"):
-        jump = (np.abs(du[..., 2]) > max_relative_jump * z) | (np.abs(dv[..., 2]) > max_relative_jump * z)
-    du[jump] = np.nan
-    normals = np.cross(du, dv)
-    norm = np.linalg.norm(normals, axis=-1, keepdims=True)
+        jump = (np.abs(du[2]) > max_relative_jump * z[inner]) | (np.abs(dv[2]) > max_relative_jump * z[inner])
+    du = [np.where(jump, np.nan, axis) for axis in du]
+    cross = (
+        du[1] * dv[2] - du[2] * dv[1],
+        du[2] * dv[0] - du[0] * dv[2],
+        du[0] * dv[1] - du[1] * dv[0],
+    )
+    norm = np.sqrt(cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2])
     with np.errstate(divide="ignore", invalid="ignore"):
-        normals = normals / norm
-    facing = np.sum(normals * grid, axis=-1) > 0
-    normals[facing] *= -1.0
+        unit = [axis / norm for axis in cross]
+    facing = unit[0] * x[inner] + unit[1] * y[inner] + unit[2] * z[inner] > 0
+    for index, axis in enumerate(unit):
+        normals[1:-1, 1:-1, index] = np.where(facing, -axis, axis)
     return normals

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -140,17 +141,26 @@ class ObjectInFrame:
 
 
 class PreparedObjects:
-    """Objects plus one KD-tree over all their points (with each point's owner), built once per scene."""
+    """Objects plus one KD-tree over all their points (with each point's owner), built once per scene when
+    first needed (visibility from the mesh's rays never asks)."""
 
     def __init__(self, objects: list[ObjectGeometry]):
         self.objects = objects
-        with_points = [obj for obj in objects if len(obj.points)]
-        if with_points:
-            self.owners = np.concatenate([np.full(len(obj.points), obj.object_id) for obj in with_points])
-            self.tree: cKDTree | None = cKDTree(np.concatenate([obj.points for obj in with_points]))
-        else:
-            self.owners = np.zeros(0, dtype=np.int64)
-            self.tree = None
+        self._with_points = [obj for obj in objects if len(obj.points)]
+
+    @cached_property
+    def owners(self) -> np.ndarray:
+        """The owning object id of each point of :attr:`tree`."""
+        if not self._with_points:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.full(len(obj.points), obj.object_id) for obj in self._with_points])
+
+    @cached_property
+    def tree(self) -> cKDTree | None:
+        """One KD-tree over every object's points (None without points)."""
+        if not self._with_points:
+            return None
+        return cKDTree(np.concatenate([obj.points for obj in self._with_points]))
 
     def nearest_owner(self, points: np.ndarray, radius: float) -> np.ndarray:
         """The object owning the nearest stored point within ``radius`` of each point (-1: none)."""
