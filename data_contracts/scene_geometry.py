@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"
 
 GEOMETRY_SOURCES = ["scanned", "estimated"]
 OBJECT_POINT_SOURCES = ["mesh", "instance_masks", "none"]
@@ -48,6 +48,39 @@ OBJECT_FIELDS = {
     "points": _flat_floats(),
     "normals": _flat_floats(),
     "point_areas": _flat_floats(),
+    "observed_views": dy.Int64(
+        nullable=False,
+        min=0,
+        description="Frames in which the object contributed valid depth points: at least 5 (and 3%) of its "
+        "tested points project into the frame unoccluded by the scene cloud.",
+    ),
+    "extent_coverage": dy.Float64(
+        nullable=False,
+        min=0.0,
+        max=1.0,
+        description="Share of the oriented box's five exposed sides (four vertical sides and the top) that some "
+        "frame saw (facing the camera, most of a 3 x 3 grid on the side unoccluded): 1 for an object seen "
+        "from all around, at most 0.6 for one seen in a single frame, 0 when never seen.",
+    ),
+    "depth_noise_m": dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="Depth noise at the object's distance, metres: the larger of the Kinect-style model "
+        "sigma(z) = 0.0012 + 0.0019 (z - 0.4)^2 at its median depth in the frames that saw it and the spread "
+        "of its points about their local planes (0 for mesh samples).",
+    ),
+    "position_uncertainty_m": dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="1-sigma-like uncertainty of the centroid, metres: depth_noise_m / sqrt(max(observed_views, "
+        "1)) + (1 - extent_coverage) * size_m / 4.",
+    ),
+    "size_uncertainty_m": dy.Float64(
+        nullable=False,
+        min=0.0,
+        description="1-sigma-like uncertainty of each box extent and of size_m, metres: 2 * depth_noise_m / "
+        "sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2.",
+    ),
 }
 
 DROPPED_OBJECT_FIELDS = {
@@ -188,7 +221,8 @@ class SceneGeometry(dy.Schema):
         "from +x to the length axis), centroid (the oriented box's centre), size_m (its largest extent), and "
         "the stored points (at most 6000 by default, seeded subsample) as flattened x, y, z triples with "
         "normals (0, 0, 0 where unknown) and point_areas (the surface area in square metres each point stands "
-        "for).",
+        "for); measurement confidence: observed_views, extent_coverage, depth_noise_m, position_uncertainty_m "
+        "and size_uncertainty_m (see their field descriptions).",
     )
     dropped_objects = dy.List(
         dy.Struct(DROPPED_OBJECT_FIELDS, nullable=False),

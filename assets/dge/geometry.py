@@ -31,6 +31,7 @@ import polars as pl
 from pydantic import Field
 
 from assets.dge.camera import rotate_vectors, transform_points
+from assets.dge.confidence import CameraView, ConfidenceSettings, DepthBuffer, measurement_confidence
 from assets.dge.floor import (
     FloorNotFoundError,
     FloorPlane,
@@ -61,11 +62,12 @@ class SceneBuildError(RuntimeError):
     """A scene that cannot be built at all (no usable frame); the message names the scene and why."""
 
 
-class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings):
-    """Settings of :func:`build_scan_geometry`: fusion, floor and object settings plus the scene's own.
+class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings, ConfidenceSettings):
+    """Settings of :func:`build_scan_geometry`: fusion, floor, object and confidence settings plus the scene's own.
 
-    It *is a* :class:`~assets.dge.fusion.FusionSettings`, :class:`~assets.dge.floor.FloorSettings`
-    and :class:`~assets.dge.objects.ObjectSettings`, so each stage reads its knobs from it.
+    It *is a* :class:`~assets.dge.fusion.FusionSettings`, :class:`~assets.dge.floor.FloorSettings`,
+    :class:`~assets.dge.objects.ObjectSettings` and :class:`~assets.dge.confidence.ConfidenceSettings`,
+    so each stage reads its knobs from it.
     """
 
     object_points_source: Literal["auto", "mesh", "instance_masks"] = Field(
@@ -203,6 +205,11 @@ def _object_struct(obj: ObjectGeometry) -> dict[str, Any]:
         "points": obj.points.astype(np.float32).reshape(-1).tolist(),
         "normals": np.nan_to_num(obj.normals, nan=0.0).astype(np.float32).reshape(-1).tolist(),
         "point_areas": obj.point_areas.astype(np.float32).tolist(),
+        "observed_views": int(obj.observed_views),
+        "extent_coverage": float(obj.extent_coverage),
+        "depth_noise_m": float(obj.depth_noise_m),
+        "position_uncertainty_m": float(obj.position_uncertainty_m),
+        "size_uncertainty_m": float(obj.size_uncertainty_m),
     }
 
 
@@ -220,6 +227,11 @@ def _object_from_struct(item: Mapping[str, Any]) -> ObjectGeometry:
         points=np.asarray(item["points"], dtype=np.float64).reshape(-1, 3),
         normals=np.asarray(item["normals"], dtype=np.float64).reshape(-1, 3),
         point_areas=np.asarray(item["point_areas"], dtype=np.float64),
+        observed_views=int(item.get("observed_views", 0)),
+        extent_coverage=float(item.get("extent_coverage", 0.0)),
+        depth_noise_m=float(item.get("depth_noise_m", 0.0)),
+        position_uncertainty_m=float(item.get("position_uncertainty_m", np.inf)),
+        size_uncertainty_m=float(item.get("size_uncertainty_m", np.inf)),
     )
 
 
@@ -502,6 +514,55 @@ def _measure_objects(
     return objects
 
 
+def camera_views(
+    records: list[FrameRecord], used_frames: list[int], world_to_gravity: np.ndarray
+) -> list[CameraView]:
+    """The used frames' depth cameras in the gravity frame."""
+    used = set(used_frames)
+    return [
+        CameraView(
+            record.frame_index,
+            world_to_gravity @ record.pose,
+            record.depth_intrinsics,
+            int(record.depth_size[0]),
+            int(record.depth_size[1]),
+        )
+        for record in records
+        if record.frame_index in used
+    ]
+
+
+def add_measurement_confidence(
+    objects: list[ObjectGeometry],
+    cloud: np.ndarray,
+    views: list[CameraView],
+    settings: SceneGeometrySettings,
+) -> None:
+    """Fill in each object's measurement confidence (:mod:`assets.dge.confidence`) from the views' depth buffers of
+    the stored cloud (voxel ``stored_cloud_voxel_m``)."""
+    buffers = [
+        DepthBuffer.build(view, cloud, settings.confidence_buffer_width, settings.stored_cloud_voxel_m)
+        for view in views
+    ]
+    for obj in objects:
+        confidence = measurement_confidence(
+            obj.points,
+            obj.obb_center,
+            obj.obb_extents,
+            obj.obb_yaw,
+            buffers,
+            obj.point_spread_m,
+            obj.object_id,
+            settings,
+            seed=settings.object_seed,
+        )
+        obj.observed_views = confidence.observed_views
+        obj.extent_coverage = confidence.extent_coverage
+        obj.depth_noise_m = confidence.depth_noise_m
+        obj.position_uncertainty_m = confidence.position_uncertainty_m
+        obj.size_uncertainty_m = confidence.size_uncertainty_m
+
+
 def build_scan_geometry(
     frames: pl.DataFrame,
     scene: Mapping[str, Any],
@@ -532,6 +593,9 @@ def build_scan_geometry(
     context = ScanContext(scene_id, scene, labels, fused, world_to_gravity, config, log)
     dropped = DroppedObjects(scene_id, log)
     objects = _measure_objects(context, source, dropped)
+    add_measurement_confidence(
+        objects, stored_points, camera_views(records, fused.used_frames, world_to_gravity), config
+    )
     logger.info(
         "scene %s: %d frames used, %d quarantined, %d objects measured, %d dropped",
         scene_id,

@@ -33,7 +33,7 @@ import numpy as np
 import open3d as o3d
 import pydantic
 from pydantic import ConfigDict, Field
-from scipy.spatial import ConvexHull, QhullError
+from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,13 @@ class ObjectSettings(pydantic.BaseModel):
         "their points at each end of each gravity-frame axis: the extremes of a noisy cloud are its noise "
         "(a cabinet 3 m away grows by 10 cm at both ends otherwise). Mesh samples are not trimmed.",
     )
+    surface_neighbors: int = Field(
+        default=24,
+        description="Neighbours of the local plane fitted around each point of a noisy (instance-mask) object: "
+        "the point is measured at its projection onto that plane, which removes the depth noise across the "
+        "surface (a face seen head-on is spread along the view ray, which made boxes 5-10% too large), and the "
+        "spread about the planes is the object's measured depth noise.",
+    )
     min_object_points: int = Field(
         default=30, description="Objects with fewer points after cleaning are quarantined."
     )
@@ -117,6 +124,14 @@ class ObjectGeometry:
     points: np.ndarray  # (N, 3) stored (possibly subsampled) points
     normals: np.ndarray  # (N, 3), NaN where unknown
     point_areas: np.ndarray  # (N,) surface area each stored point stands for, m^2
+    point_spread_m: float = 0.0  # spread of the points about their local planes (0 for mesh samples)
+    # Measurement confidence (assets.dge.confidence), filled in by the scene build; the defaults mean
+    # "never observed".
+    observed_views: int = 0
+    extent_coverage: float = 0.0
+    depth_noise_m: float = 0.0
+    position_uncertainty_m: float = math.inf
+    size_uncertainty_m: float = math.inf
 
     @property
     def size(self) -> float:
@@ -280,6 +295,42 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
     return kept[np.isin(labels[voxel_of_point], substantial)]
 
 
+def local_plane_projection(
+    points: np.ndarray, neighbors: int, min_planarity: float = 4.0
+) -> tuple[np.ndarray, float]:
+    """Each point projected onto the plane fitted to its ``neighbors`` nearest points, and the spread about them.
+
+    Only planar neighbourhoods move (their second covariance eigenvalue at least ``min_planarity``
+    times the smallest): a small curved object (a bottle, a ball) narrower than a neighbourhood
+    keeps its points. The spread is the median standard deviation of the planar neighbourhoods
+    across their planes (corrected for the three fitted degrees of freedom): the noise of a surface
+    scanned with noisy depth.
+
+    >>> rng = np.random.default_rng(0)
+    >>> flat = np.column_stack([rng.uniform(0, 1, (2000, 2)), rng.normal(0, 0.01, 2000)])
+    >>> projected, spread = local_plane_projection(flat, 24)
+    >>> bool(np.std(projected[:, 2]) < 0.004), round(spread, 2)
+    (True, 0.01)
+    """
+    points = np.asarray(points, dtype=np.float64)
+    k = min(neighbors, len(points))
+    if k < 4:
+        return points.copy(), 0.0
+    _, index = cKDTree(points).query(points, k=k)
+    neighbourhood = points[index]
+    mean = neighbourhood.mean(axis=1)
+    centred = neighbourhood - mean[:, None, :]
+    covariance = np.einsum("nki,nkj->nij", centred, centred) / k
+    eigenvalues, eigenvectors = np.linalg.eigh(covariance)
+    normal = eigenvectors[:, :, 0]
+    offset = np.einsum("ni,ni->n", points - mean, normal)
+    planar = eigenvalues[:, 1] >= min_planarity * np.maximum(eigenvalues[:, 0], 1e-12)
+    spread = math.sqrt(
+        max(float(np.median(eigenvalues[planar, 0])) if planar.any() else 0.0, 0.0) * k / (k - 3)
+    )
+    return points - np.where(planar, offset, 0.0)[:, None] * normal, spread
+
+
 def voxel_point_areas(normals: np.ndarray, voxel_size: float) -> np.ndarray:
     """Surface area per voxel-downsampled point: ``voxel**2 / |n|_1`` (``voxel**2`` without a normal).
 
@@ -313,11 +364,16 @@ def measure_object(
             f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_object_points}"
         )
     measured = kept
+    surface = points[kept]
+    spread = 0.0
+    if noisy:
+        surface, spread = local_plane_projection(points[kept], config.surface_neighbors)
     if noisy and config.extent_trim_share > 0:
-        low = np.quantile(points[kept], config.extent_trim_share, axis=0)
-        high = np.quantile(points[kept], 1.0 - config.extent_trim_share, axis=0)
-        measured = kept[np.all((points[kept] >= low) & (points[kept] <= high), axis=1)]
-    cleaned = points[measured]
+        low = np.quantile(surface, config.extent_trim_share, axis=0)
+        high = np.quantile(surface, 1.0 - config.extent_trim_share, axis=0)
+        inside = np.all((surface >= low) & (surface <= high), axis=1)
+        measured, surface = kept[inside], surface[inside]
+    cleaned = surface
     aabb_min, aabb_max = cleaned.min(axis=0), cleaned.max(axis=0)
     obb_center, obb_extents, obb_yaw = yaw_oriented_box(
         cleaned, normals[measured], np.asarray(point_areas)[measured]
@@ -341,6 +397,7 @@ def measure_object(
         points=points[stored],
         normals=normals[stored],
         point_areas=areas,
+        point_spread_m=spread,
     )
 
 

@@ -5,6 +5,7 @@ import json
 import polars as pl
 import pytest
 
+from assets.dge.geometry import ScanGeometry
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.scene_geometry import SceneGeometry
@@ -120,3 +121,36 @@ def test_scene_geometry_rules(scan_geometries):
     assert not check_frame(unknown_source, SceneGeometry).passed
     wrong_count = frame.with_columns(pl.col("num_objects") - 1)
     assert not check_frame(wrong_count, SceneGeometry).passed
+
+
+MEASUREMENT_CONFIDENCE = {
+    "observed_views": pl.Int64,
+    "extent_coverage": pl.Float64,
+    "depth_noise_m": pl.Float64,
+    "position_uncertainty_m": pl.Float64,
+    "size_uncertainty_m": pl.Float64,
+}
+
+
+def _geometry_frame_with(row: dict, **changes) -> pl.DataFrame:
+    objects = [dict(item) for item in row["objects"]]
+    objects[0].update(changes)
+    return pl.DataFrame([{**row, "objects": objects}], schema=polars_schema(SceneGeometry))
+
+
+def test_scene_geometry_carries_measurement_confidence(scan_geometries):
+    geometry = next(iter(scan_geometries.values()))
+    frame = geometry.to_frame()
+    fields = {field.name: field.dtype for field in frame.schema["objects"].inner.fields}
+    for name, dtype in MEASUREMENT_CONFIDENCE.items():
+        assert fields[name] == dtype, name
+    row = geometry.to_row()
+    assert all(item["observed_views"] >= 1 for item in row["objects"])
+    assert check_frame(_geometry_frame_with(row), SceneGeometry).passed
+    assert not check_frame(_geometry_frame_with(row, extent_coverage=1.5), SceneGeometry).passed
+    assert not check_frame(_geometry_frame_with(row, size_uncertainty_m=-0.1), SceneGeometry).passed
+    assert not check_frame(_geometry_frame_with(row, observed_views=-1), SceneGeometry).passed
+    restored = ScanGeometry.from_row(row)
+    for before, after in zip(geometry.objects, restored.objects, strict=True):
+        assert after.observed_views == before.observed_views
+        assert after.size_uncertainty_m == pytest.approx(before.size_uncertainty_m)
