@@ -38,10 +38,12 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from data_contracts.origin import REAL as REAL_ORIGIN
+from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
 from data_contracts.storage import llm_cache_path, resolve_storage_root
 from llm.client import LLMClient, LLMClientConfig, LLMClientSettings
 from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
-from readers.common import resolve_location
+from readers.common import MissingInputError, resolve_location
 
 logger = logging.getLogger(__name__)
 PARENT_POLL_SECONDS = 1.0
@@ -90,7 +92,22 @@ class StorageResource(dg.ConfigurableResource):
 
 
 class SourcesResource(dg.ConfigurableResource):
-    """Paths of the raw data sets. Empty fields read the sample world under the storage root.
+    """Paths of the raw data sets. A kind of source with no path configured reads the sample world.
+
+    Synthetic data is used only for a kind of source that has no real data set configured at all,
+    never mixed into a kind that has one. The kinds:
+
+    - multiple-choice questions (`mcq_questions`): OmniSpatial and SpatiaLab. When either
+      `omnispatial_root` or `spatialab_path` is set, the sample world gives no questions: the other
+      one is simply left out (its rows would be synthetic questions labelled as the real benchmark).
+    - scene graphs (`scene_graphs`): `visual_genome_root`.
+    - RGB-D scans (`rgbd_frames`, `rgbd_scenes`): `scannet_root`.
+    - COCO boxes of the OmniSpatial images (`coco_instances_path`): they describe the questions' images,
+      so the sample world's boxes are used only while the questions are the sample world's; with real
+      questions and no `coco_instances_path`, asking for them fails with one sentence.
+
+    Every row of the source tables has an `origin` column, `sample_world` or `real`, so the two can
+    always be told apart downstream.
 
     Every path field also takes a Hugging Face Hub dataset, `hf://datasets/OWNER/NAME[@REVISION][/PATH]`,
     fetched into the local Hub cache (only read from it with `HF_HUB_OFFLINE=1`) and read like a
@@ -154,18 +171,39 @@ class SourcesResource(dg.ConfigurableResource):
         """The sample world folder."""
         return Path(self.sample_world_root) if self.sample_world_root else storage.path / "sample_world"
 
-    def omnispatial(self, storage: StorageResource) -> Path:
-        """OmniSpatial folder (the sample world's when unset)."""
+    def real_questions(self) -> bool:
+        """True when a real multiple-choice source (OmniSpatial or SpatiaLab) is configured."""
+        return bool(self.omnispatial_root or self.spatialab_path)
+
+    def questions_origin(self) -> str:
+        """``origin`` of the rows of ``mcq_questions``: ``real`` or ``sample_world``."""
+        return REAL_ORIGIN if self.real_questions() else SAMPLE_WORLD_ORIGIN
+
+    def scene_graphs_origin(self) -> str:
+        """``origin`` of the rows of ``scene_graphs``."""
+        return REAL_ORIGIN if self.visual_genome_root else SAMPLE_WORLD_ORIGIN
+
+    def scans_origin(self) -> str:
+        """``origin`` of the rows of ``rgbd_frames`` and ``rgbd_scenes``."""
+        return REAL_ORIGIN if self.scannet_root else SAMPLE_WORLD_ORIGIN
+
+    def omnispatial(self, storage: StorageResource) -> Path | None:
+        """OmniSpatial folder; the sample world's when no real question source is configured, else None
+        when `omnispatial_root` is unset."""
         if self.omnispatial_root:
             return resolve_location(self.omnispatial_root, "omnispatial_root")
+        if self.real_questions():
+            return None
         return self.sample_world(storage) / "omnispatial"
 
     def spatialab(self, storage: StorageResource) -> Path | None:
-        """SpatiaLab table or folder (the sample world's when unset and present)."""
+        """SpatiaLab table or folder; the sample world's when no real question source is configured, else
+        None when `spatialab_path` is unset."""
         if self.spatialab_path:
             return resolve_location(self.spatialab_path, "spatialab_path")
-        default = self.sample_world(storage) / "spatialab" / "spatialab.json"
-        return default if default.exists() or not self.omnispatial_root else None
+        if self.real_questions():
+            return None
+        return self.sample_world(storage) / "spatialab" / "spatialab.json"
 
     def spatialab_images(self) -> Path | None:
         """SpatiaLab images folder when set (else the reader looks beside the table)."""
@@ -192,9 +230,20 @@ class SourcesResource(dg.ConfigurableResource):
         return self.sample_world(storage) / "scannet" / "scans"
 
     def coco_instances(self, storage: StorageResource) -> Path:
-        """COCO instances file (the sample world's when unset)."""
+        """COCO instances file (the sample world's when unset and the questions are the sample world's).
+
+        Raises:
+            MissingInputError: with real questions and no `coco_instances_path` (the sample world's
+                boxes describe only its own images).
+        """
         if self.coco_instances_path:
             return resolve_location(self.coco_instances_path, "coco_instances_path")
+        if self.real_questions():
+            raise MissingInputError(
+                "the questions come from a real data set but `coco_instances_path` is not set: the sample "
+                "world's COCO boxes describe only its own images; set `coco_instances_path` to the COCO "
+                "instances JSON of the OmniSpatial images, or use another grounding backend"
+            )
         return self.sample_world(storage) / "coco" / "instances.json"
 
     def raw_inputs(self, storage: StorageResource) -> dict[str, list[Path]]:
@@ -207,8 +256,10 @@ class SourcesResource(dg.ConfigurableResource):
         spatialab_inputs = (
             [] if spatialab is None else [spatialab if spatialab.is_dir() else spatialab.parent]
         )
+        omnispatial = self.omnispatial(storage)
         return {
-            "mcq_questions": [self.omnispatial(storage), *spatialab_inputs]
+            "mcq_questions": [path for path in [omnispatial] if path is not None]
+            + spatialab_inputs
             + [path for path in [self.spatialab_images()] if path is not None],
             "scene_graphs": [self.visual_genome(storage)]
             + [path for path in [self.visual_genome_images()] if path is not None],
@@ -216,8 +267,8 @@ class SourcesResource(dg.ConfigurableResource):
         }
 
     def uses_sample_world(self) -> bool:
-        """True when at least one source falls back to the sample world."""
-        return not (self.omnispatial_root and self.visual_genome_root and self.scannet_root)
+        """True when at least one kind of source falls back to the sample world."""
+        return not (self.real_questions() and self.visual_genome_root and self.scannet_root)
 
 
 class ModelPriceConfig(dg.Config):

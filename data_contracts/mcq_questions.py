@@ -3,6 +3,8 @@
 Sources: OmniSpatial (``answer`` is a 0-based index) and SpatiaLab (``Answer`` is 1-based); both are
 normalised here to a 0-based ``answer_index`` and the gold letter ``answer`` derived from it (the
 gold is never read back out of option text).
+
+``origin`` (1.1.0) says whether the question is the sample world's or a real data set's.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import dataframely as dy
 import polars as pl
 
 from data_contracts.columns import image_column
+from data_contracts.origin import origin_column
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin
 LETTERS = "ABCDEFGH"
 
 
@@ -72,6 +75,7 @@ class McqQuestions(dy.Schema):
         "(20% test, questions about one image stay together), or the configured label; SpatiaLab: always 'test'.",
     )
     source = dy.String(nullable=False, description="Source data set: 'omnispatial' or 'spatialab'.")
+    origin = origin_column("questions")
 
     @dy.rule()
     def answer_index_in_options(cls) -> pl.Expr:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-CONTRACT_VERSION = "1.0.0"
+from data_contracts.origin import origin_column
+
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin
 
 
 def _matrix(size: int, description: str) -> dy.List:
@@ -88,6 +90,7 @@ class RgbdFrames(dy.Schema):
         description="Reader that produced the row: always 'scannet' (ScanNet SensReader layout, the sample "
         "world's scans included).",
     )
+    origin = origin_column("frames")
 
     @dy.rule()
     def focal_lengths_positive(cls) -> pl.Expr:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-CONTRACT_VERSION = "1.0.0"
+from data_contracts.origin import origin_column
+
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin
 
 
 class RgbdScenes(dy.Schema):
@@ -55,6 +57,7 @@ class RgbdScenes(dy.Schema):
         description="Reader that produced the row: always 'scannet' (ScanNet SensReader layout, the sample "
         "world's scans included).",
     )
+    origin = origin_column("scans")
 
     @dy.rule()
     def object_ids_unique(cls) -> pl.Expr:

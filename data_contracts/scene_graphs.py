@@ -8,6 +8,8 @@ the usual validation images are carved from train by the consumer), a prompt-sty
 ``split`` column or file name, ``train`` for raw Visual Genome (which has no split) unless configured.
 Training questions must never come from ``test`` images; the ``scene_graphs`` source asset leaves
 them out unless asked to keep them.
+
+``origin`` (1.2.0) says whether the image is the sample world's or a real data set's.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import dataframely as dy
 import polars as pl
 
 from data_contracts.columns import all_grid_boxes_valid, grid_box_column, image_column, pixel_box_column
+from data_contracts.origin import origin_column
 
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.2.0"
 SPLITS = ["train", "val", "test"]
 
 OBJECT_FIELDS = {
@@ -84,6 +87,7 @@ class SceneGraphs(dy.Schema):
         description="Layout read: 'visual_genome' (raw v1.4 JSON, also the sample world), 'vg150' (the h5 "
         "split) or 'vg150_prompt' (prompt-style Parquet).",
     )
+    origin = origin_column("scene graphs")
     split = dy.String(
         nullable=False,
         regex="^(?:" + "|".join(SPLITS) + ")$",

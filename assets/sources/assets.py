@@ -6,6 +6,11 @@
 | ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`read_scene_graphs` |
 | ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans | :func:`read_scannet` |
 
+Every row carries its ``origin``: ``sample_world`` when its kind of source fell back to the built-in
+sample world, ``real`` when it was read from a configured data set. The sample world is used only
+for a kind of source with no real data set configured (see :class:`assets.resources.SourcesResource`),
+so synthetic and real rows of one kind never mix.
+
 Every asset writes its rejected records to a ``*_quarantine`` table, carries a blocking contract
 check, and depends on the observable source asset of its raw files (:mod:`assets.raw_files`), whose
 content version is what Dagster's automation compares, so unchanged inputs leave downstream assets
@@ -42,6 +47,15 @@ GROUP = "sources"
 SOURCES_CODE_VERSION = "2"
 
 
+def with_origin(frame: pl.DataFrame, origin: str) -> pl.DataFrame:
+    """``frame`` with an ``origin`` column (``sample_world`` or ``real``) on every row.
+
+    >>> with_origin(pl.DataFrame({"a": [1, 2]}), "real")["origin"].to_list()
+    ['real', 'real']
+    """
+    return frame.with_columns(origin=pl.lit(origin, dtype=pl.String))
+
+
 def _mcq_preview(frame: pl.DataFrame):
     return gallery([draw_boxes(row["image"], []) for row in frame.head(3).iter_rows(named=True)])
 
@@ -69,15 +83,24 @@ def _scene_graph_preview(frame: pl.DataFrame):
 def mcq_questions_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read OmniSpatial (``data.json``, 0-based answers) and, when present, SpatiaLab (1-based answers)."""
+    """Read OmniSpatial (``data.json``, 0-based answers) and SpatiaLab (1-based answers): the configured
+    ones, or both of the sample world's when neither is configured."""
+    log = QuarantineLog("mcq_questions")
+    frames = []
     omnispatial_root = sources.omnispatial(storage)
-    frame, log = read_omnispatial(
-        omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
-    )
-    require_rows(
-        frame.height, log, what="OmniSpatial", location=omnispatial_root, config_field="omnispatial_root"
-    )
-    frames = [frame]
+    if omnispatial_root is not None:
+        frame, omnispatial_log = read_omnispatial(
+            omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
+        )
+        require_rows(
+            frame.height,
+            omnispatial_log,
+            what="OmniSpatial",
+            location=omnispatial_root,
+            config_field="omnispatial_root",
+        )
+        frames.append(frame)
+        log.extend(omnispatial_log)
     spatialab = sources.spatialab(storage)
     if spatialab is not None:
         spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images())
@@ -90,7 +113,8 @@ def mcq_questions_asset(
         )
         frames.append(spatialab_frame)
         log.extend(spatialab_log)
-    combined = pl.concat(frames)
+    origin = sources.questions_origin()
+    combined = with_origin(pl.concat(frames), origin)
     checked = finalize_table(
         combined,
         mcq_questions.McqQuestions,
@@ -101,11 +125,12 @@ def mcq_questions_asset(
         preview_image=_mcq_preview,
         storage_root=storage.path,
         extra_metadata={
+            "origin": origin,
             "rows_by_source": dg.MetadataValue.json(value_counts(combined, "source")),
             "rows_by_split": dg.MetadataValue.json(value_counts(combined, "split")),
         },
     )
-    context.log.info("mcq_questions: %d rows, %d quarantined", checked.frame.height, len(log))
+    context.log.info("mcq_questions: %d %s rows, %d quarantined", checked.frame.height, origin, len(log))
     yield dg.Output(checked.frame, output_name="mcq_questions", metadata=checked.metadata)
     yield checked.check
     quarantine, metadata = quarantine_output(log)
@@ -156,6 +181,8 @@ def scene_graphs_asset(
             f"{read.excluded_by_split} left out; check the config fields `scene_graph_splits` and "
             "`visual_genome_split`."
         )
+    origin = sources.scene_graphs_origin()
+    frame = with_origin(frame, origin)
     checked = finalize_table(
         frame,
         scene_graphs.SceneGraphs,
@@ -167,6 +194,7 @@ def scene_graphs_asset(
         storage_root=storage.path,
         extra_metadata={
             "layout": layout,
+            "origin": origin,
             "objects": int(frame["objects"].list.len().sum() or 0),
             "relationships": int(frame["relationships"].list.len().sum() or 0),
             "rows_by_split": dg.MetadataValue.json(value_counts(frame, "split")),
@@ -208,8 +236,9 @@ def rgbd_asset(
     require_rows(
         tables.scenes.height, tables.quarantine, what="ScanNet", location=root, config_field="scannet_root"
     )
+    origin = sources.scans_origin()
     frames = finalize_table(
-        tables.frames,
+        with_origin(tables.frames, origin),
         rgbd_frames.RgbdFrames,
         rgbd_frames.CONTRACT_VERSION,
         asset_key="rgbd_frames",
@@ -226,13 +255,13 @@ def rgbd_asset(
     )
     scene_log = QuarantineLog("rgbd_scenes")
     scenes = finalize_table(
-        tables.scenes,
+        with_origin(tables.scenes, origin),
         rgbd_scenes.RgbdScenes,
         rgbd_scenes.CONTRACT_VERSION,
         asset_key="rgbd_scenes",
         quarantine=scene_log,
         preview_columns=["scene_id", "num_frames", "objects"],
-        extra_metadata={"frames": frames.frame.height},
+        extra_metadata={"frames": frames.frame.height, "origin": origin},
     )
     tables.quarantine.extend(scene_log)
     context.log.info(

@@ -25,6 +25,7 @@ def mcq_row(**overrides):
         "sub_task_type": "Egocentric",
         "split": "train",
         "source": "omnispatial",
+        "origin": "real",
     }
     row.update(overrides)
     return row
@@ -66,6 +67,14 @@ class TestMcqQuestions:
         )
         assert not report.passed and report.num_valid == 0
 
+    def test_origin_is_sample_world_or_real(self):
+        rows = [mcq_row(question_id="a", origin="sample_world"), mcq_row(question_id="b", origin="synthetic")]
+        valid, invalid, _ = split_valid(
+            frame_of(mcq_questions.McqQuestions, rows), mcq_questions.McqQuestions
+        )
+        assert valid["question_id"].to_list() == ["a"] and invalid["question_id"].to_list() == ["b"]
+        assert "origin" in invalid["reason"][0]
+
     def test_missing_column_is_reported(self):
         frame = frame_of(mcq_questions.McqQuestions, [mcq_row()]).drop("split")
         report = check_frame(frame, mcq_questions.McqQuestions)
@@ -87,6 +96,7 @@ def test_scene_graph_rules():
         "image_width": 8,
         "image_height": 6,
         "source": "vg",
+        "origin": "real",
         "split": "train",
         "objects": [obj("a", [0, 0, 10, 10]), obj("b", [5, 5, 20, 20])],
         "relationships": [{"subject_id": "a", "predicate": "left of", "object_id": "b"}],
@@ -120,6 +130,7 @@ def test_rgbd_rules():
         "depth_intrinsics": [2.5, 0, 2, 0, 2.5, 1.5, 0, 0, 1],
         "pose": [1.0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1],
         "source": "scannet",
+        "origin": "sample_world",
     }
     projective = {**row, "frame_index": 1, "pose": [1.0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0.5, 1]}
     valid, _, counts = split_valid(
@@ -135,6 +146,7 @@ def test_rgbd_rules():
         "objects": [{"object_id": 0, "label": "chair"}, {"object_id": 0, "label": "mug"}],
         "num_frames": 1,
         "source": "x",
+        "origin": "sample_world",
     }
     _, _, counts = split_valid(frame_of(rgbd_scenes.RgbdScenes, [scene]), rgbd_scenes.RgbdScenes)
     assert counts == {"object_ids_unique": 1}

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from assets.sources.assets import with_origin
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.validation import check_frame
 from readers.common import MissingInputError
@@ -23,7 +24,7 @@ class TestOmniSpatial:
         records = json.loads((small_world / "omnispatial" / "data.json").read_text())
         frame, log = read_omnispatial(small_world / "omnispatial")
         assert frame.height == len(records) and len(log) == 0
-        assert check_frame(frame, mcq_questions.McqQuestions).passed
+        assert check_frame(with_origin(frame, "sample_world"), mcq_questions.McqQuestions).passed
         by_id = {(r["task_type"], r["id"]): r for r in records}
         for row in frame.iter_rows(named=True):
             source, task_type, record_id = row["question_id"].split("/")
@@ -103,7 +104,7 @@ class TestVisualGenome:
         frame, log = read_visual_genome(small_world / "visual_genome")
         objects = json.loads((small_world / "visual_genome" / "objects.json").read_text())
         assert frame.height == len(objects) and len(log) == 0
-        assert check_frame(frame, scene_graphs.SceneGraphs).passed
+        assert check_frame(with_origin(frame, "sample_world"), scene_graphs.SceneGraphs).passed
         assert frame["relationships"].list.len().sum() > 0
         assert any(len(o["attributes"]) for objs in frame["objects"] for o in objs)
 
@@ -133,7 +134,7 @@ class TestVisualGenome:
         assert reasons["dangling relation"] >= 1
         assert reasons["missing image"] == 1
         assert frame.height == len(image_data) - 1
-        assert check_frame(frame, scene_graphs.SceneGraphs).passed
+        assert check_frame(with_origin(frame, "sample_world"), scene_graphs.SceneGraphs).passed
 
 
 class TestScanNet:
@@ -141,8 +142,8 @@ class TestScanNet:
         tables = read_scannet(small_world / "scannet" / "scans")
         truth = _truth(small_world)
         assert tables.scenes.height == len(truth["scenes"])
-        assert check_frame(tables.frames, rgbd_frames.RgbdFrames).passed
-        assert check_frame(tables.scenes, rgbd_scenes.RgbdScenes).passed
+        assert check_frame(with_origin(tables.frames, "sample_world"), rgbd_frames.RgbdFrames).passed
+        assert check_frame(with_origin(tables.scenes, "sample_world"), rgbd_scenes.RgbdScenes).passed
         for scene in tables.scenes.iter_rows(named=True):
             indices = tables.frames.filter(tables.frames["scene_id"] == scene["scene_id"])[
                 "frame_index"

@@ -21,7 +21,7 @@ import pytest
 from PIL import Image
 
 from assets.resources import SourcesResource, StorageResource
-from assets.sources.assets import SOURCE_ASSETS
+from assets.sources.assets import SOURCE_ASSETS, with_origin
 from data_contracts import mcq_questions
 from data_contracts.storage import read_table
 from data_contracts.validation import check_frame
@@ -132,7 +132,7 @@ class TestSpatiaLabRelease:
         for location in (tmp_path / "SpatiaLab", tmp_path / "SpatiaLab" / "data.json"):  # folder or table
             frame, log = read_spatialab(location)
             assert len(log) == 0 and frame.height == len(records)
-            assert check_frame(frame, mcq_questions.McqQuestions).passed
+            assert check_frame(with_origin(frame, "real"), mcq_questions.McqQuestions).passed
         first = frame.filter(pl.col("question_id") == "spatialab/1").row(0, named=True)
         assert (first["answer"], first["options"][first["answer_index"]]) == ("B", "the 2 books")
 
@@ -180,7 +180,9 @@ class TestOmniSpatialRelease:
             "omnispatial/Perspective_Taking/0_0",
             "omnispatial/Perspective_Taking/0_1",
         ]
-        assert check_frame(frame, mcq_questions.McqQuestions).passed  # question_id is the primary key
+        assert check_frame(
+            with_origin(frame, "real"), mcq_questions.McqQuestions
+        ).passed  # question_id is the primary key
 
     def test_source_asset_keeps_both_questions(self, small_world, tmp_path):
         records = _omnispatial_release(tmp_path / "OmniSpatial-test")

@@ -26,6 +26,7 @@ def _row(question_id, answer_index, answer):
         "sub_task_type": "s",
         "split": "train",
         "source": "x",
+        "origin": "real",
     }
 
 

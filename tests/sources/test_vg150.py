@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from assets.resources import SourcesResource, StorageResource
-from assets.sources.assets import SOURCE_ASSETS
+from assets.sources.assets import SOURCE_ASSETS, with_origin
 from data_contracts import scene_graphs
 from data_contracts.images import read_image_file
 from data_contracts.storage import read_table
@@ -209,7 +209,7 @@ def test_vg150_split_is_kept_and_test_images_never_reach_scene_graphs(small_worl
     codes = [2 if index % 2 else 0 for index in range(count)]  # 0 train, 2 test (the h5 convention)
     image_data = _write_vg150(small_world, tmp_path / "vg150", split_codes=codes)
     frame, log = read_vg150(tmp_path / "vg150")
-    assert len(log) == 0 and check_frame(frame, scene_graphs.SceneGraphs).passed
+    assert len(log) == 0 and check_frame(with_origin(frame, "real"), scene_graphs.SceneGraphs).passed
     expected = {
         str(info["image_id"]): "test" if code == 2 else "train"
         for info, code in zip(image_data, codes, strict=True)
