@@ -63,6 +63,9 @@ def facts():
     }
     seen = {(f, o): SeenFact(1.0, 1.0, (100, 100, 200, 200)) for f in (0, 1, 2) for o in objects}
     seen[(1, 0)] = SeenFact(0.4, 1.0, (100, 100, 200, 200))
+    seen[(0, 0)] = SeenFact(
+        1.0, 1.0, (400, 700, 600, 950)
+    )  # visible box centred at (0.5, 0.825) of the image
     return SceneFacts("scene_x", objects, cameras, seen, room_area_m2=20.0)
 
 
@@ -103,7 +106,7 @@ CASES = [
         "camera_region_position",
         {"frame": 0, "object_id": 0, "options": ["bottom centre", "top left", "middle centre", "top right"]},
         "bottom centre",
-    ),  # below the camera
+    ),  # the visible box's centre is at (0.5, 0.825): bottom row, centre column
 ]
 
 

@@ -58,7 +58,7 @@ from assets.dge.tasks.facts import (
     room_area,
     scene_facts_from_tables,
 )
-from assets.dge.tasks.generation import GeneratedTask, generate_tasks, task_id_for
+from assets.dge.tasks.generation import GeneratedTask, GenerationReport, generate_tasks, task_id_for
 from assets.dge.tasks.registry import REGISTRY, evaluate_spec
 from assets.dge.tasks.rows import build_scene_tasks, tasks_to_frame
 from assets.dge.tasks.sampling import CandidatePool, cover_frames, frames_showing, nameable_objects
@@ -75,6 +75,7 @@ __all__ = [
     "CandidatePool",
     "Evaluation",
     "GeneratedTask",
+    "GenerationReport",
     "ObjectFact",
     "SceneFacts",
     "SeenFact",

@@ -3,17 +3,26 @@
 An evaluator returns an :class:`Evaluation` (frames, options and chosen option or a number with its
 unit, the justifying values, and whether the answer is clear under the geometry's own
 uncertainty); :func:`assets.dge.tasks.registry.evaluate_spec` adds the task type and the question
-text to make a :class:`TaskAnswer`. Numeric answers are rounded: metres to 2 decimals, centimetres
-to integers, square metres to 1 decimal, counts to integers.
+text to make a :class:`TaskAnswer`.
+
+Precision policy (stated in each numeric question, see :func:`precision_phrase`): centimetres to the
+nearest centimetre from 10 cm up and to 1 decimal below 10 cm, metres to 2 decimals (the nearest
+centimetre), square metres to 1 decimal, counts as integers.
+
+Measurement confidence: when the geometry carries per-object uncertainty, comparisons use margins
+of ``margin_sigmas`` combined standard deviations (never below the floors) instead of the fixed
+margins, and objects measured too poorly for a question are withheld with the reason (see
+:func:`size_problem`, :func:`position_problem`, :func:`distance_margin`, :func:`direction_margin`).
 
 >>> numeric([0], 2.345, "m", {}).numeric_answer
 2.35
->>> format_number(85.6, "cm")
-'86'
+>>> format_number(85.6, "cm"), format_number(2.57, "cm")
+('86', '2.6')
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +35,10 @@ DECIMALS_BY_UNIT: dict[str | None, int] = {"m": 2, "cm": 0, "m^2": 1, None: 0}
 
 Spec = dict[str, Any]
 """A question's JSON-able description: object ids, frame indices, options (see each task type)."""
+
+
+NOT_VISIBLE = "object not clearly visible in the frames"
+"""Withholding reason shared by every task type."""
 
 
 class SpecError(ValueError):
@@ -62,13 +75,44 @@ class TaskAnswer:
     reason: str = ""
 
 
-def round_answer(value: float, unit: str | None) -> float:
-    """A numeric answer rounded to its unit's decimals (integers stay integral floats).
+FINE_CM_BELOW = 10.0
+"""Centimetre answers below this are given to 1 decimal (a 2.57 cm height is 2.6, not 3)."""
 
-    >>> round_answer(31.52, "m^2"), round_answer(85.6, "cm"), round_answer(3, None)
-    (31.5, 86.0, 3.0)
+
+def decimals_for(value: float, unit: str | None) -> int:
+    """Decimals kept in a numeric answer of this size and unit (see the module's precision policy).
+
+    >>> decimals_for(85.6, "cm"), decimals_for(2.57, "cm"), decimals_for(2.345, "m")
+    (0, 1, 2)
     """
-    digits = DECIMALS_BY_UNIT[unit]
+    if unit == "cm" and abs(float(value)) < FINE_CM_BELOW:
+        return 1
+    return DECIMALS_BY_UNIT[unit]
+
+
+def precision_phrase(value: float, unit: str | None) -> str:
+    """How precisely the question asks for the answer, as said in its wording.
+
+    >>> precision_phrase(85.6, "cm"), precision_phrase(2.57, "cm"), precision_phrase(2.3, "m")
+    ('to the nearest centimetre', 'to 1 decimal place', 'to 2 decimal places (the nearest centimetre)')
+    """
+    digits = decimals_for(value, unit)
+    if unit == "cm" and digits == 0:
+        return "to the nearest centimetre"
+    if unit == "m":
+        return "to 2 decimal places (the nearest centimetre)"
+    if digits == 0:
+        return "as a whole number"
+    return f"to {digits} decimal place{'s' if digits > 1 else ''}"
+
+
+def round_answer(value: float, unit: str | None) -> float:
+    """A numeric answer rounded to its precision (integers stay integral floats).
+
+    >>> round_answer(31.52, "m^2"), round_answer(85.6, "cm"), round_answer(3, None), round_answer(2.57, "cm")
+    (31.5, 86.0, 3.0, 2.6)
+    """
+    digits = decimals_for(value, unit)
     rounded = round(float(value), digits)
     return float(int(rounded)) if digits == 0 else rounded
 
@@ -79,7 +123,74 @@ def format_number(value: float, unit: str | None) -> str:
     >>> format_number(2.345, "m"), format_number(85.6, "cm"), format_number(31.52, "m^2"), format_number(3, None)
     ('2.35', '86', '31.5', '3')
     """
-    return f"{round_answer(value, unit):.{DECIMALS_BY_UNIT[unit]}f}"
+    return f"{round_answer(value, unit):.{decimals_for(value, unit)}f}"
+
+
+def first_failure(*checks: tuple[bool, str]) -> str:
+    """The reason of the first check that fails, or ``""`` when every one passes (the answer is clear).
+
+    >>> first_failure((True, "a"), (False, "too close")), first_failure((True, "a"))
+    ('too close', '')
+    """
+    return next((reason for passed, reason in checks if not passed), "")
+
+
+def combined_position_sigma(objects: Iterable[ObjectFact]) -> float | None:
+    """Root sum of squares of the objects' centroid standard deviations (None when one is unknown)."""
+    sigmas = [obj.position_uncertainty_m for obj in objects]
+    if not sigmas or any(sigma is None for sigma in sigmas):
+        return None
+    return math.sqrt(sum(sigma * sigma for sigma in sigmas))
+
+
+def distance_margin(objects: Iterable[ObjectFact], fixed_m: float, settings: TaskSettings) -> float:
+    """Least gap between two compared distances or depths of these objects.
+
+    ``margin_sigmas`` combined standard deviations (at least ``distance_margin_floor_m``) when every
+    object carries its uncertainty, else the fixed margin.
+    """
+    sigma = combined_position_sigma(objects)
+    if sigma is None:
+        return fixed_m
+    return max(settings.margin_sigmas * sigma, settings.distance_margin_floor_m)
+
+
+def direction_margin(
+    objects: Iterable[ObjectFact], reference_m: float, fixed_deg: float, settings: TaskSettings
+) -> float:
+    """Least angle (degrees) to a direction boundary, from the objects' uncertainty seen ``reference_m`` away.
+
+    ``margin_sigmas`` combined standard deviations as an angle at that distance (at least
+    ``direction_margin_floor_deg``) when every object carries its uncertainty, else ``fixed_deg``.
+    """
+    sigma = combined_position_sigma(objects)
+    if sigma is None or reference_m <= 0:
+        return fixed_deg
+    spread = math.degrees(math.atan2(settings.margin_sigmas * sigma, reference_m))
+    return max(spread, settings.direction_margin_floor_deg)
+
+
+def position_problem(objects: Iterable[ObjectFact], settings: TaskSettings) -> str:
+    """Why an object's position is too uncertain for a distance or direction question (``""`` when fine)."""
+    for obj in objects:
+        sigma = obj.position_uncertainty_m
+        if sigma is not None and sigma > settings.max_position_uncertainty_m:
+            return "position too uncertain"
+    return ""
+
+
+def size_problem(obj: ObjectFact, size_m: float, settings: TaskSettings) -> str:
+    """Why an object is measured too poorly for a size question (``""`` when fine or unknown)."""
+    if obj.observed_views is not None and obj.observed_views < settings.min_observed_views:
+        return "too few views of the object"
+    if obj.extent_coverage is not None and obj.extent_coverage < settings.min_extent_coverage:
+        return "object's extent not covered by the frames"
+    if (
+        obj.size_uncertainty_m is not None
+        and obj.size_uncertainty_m > settings.max_size_uncertainty_relative * size_m
+    ):
+        return "size too uncertain"
+    return ""
 
 
 def numeric(
@@ -90,7 +201,8 @@ def numeric(
     clear: bool = True,
     reason: str = "",
 ) -> Evaluation:
-    """A numeric evaluation (the value rounded to its unit)."""
+    """A numeric evaluation (the value rounded to its precision, which ``values["precision"]`` records)."""
+    values = {**values, "precision": precision_phrase(value, unit)}
     return Evaluation(list(frames), [], None, round_answer(value, unit), unit, values, clear, reason)
 
 

@@ -28,6 +28,22 @@ def shuffled_options(task_id: str, options: list[str]) -> list[str]:
     return [options[i] for i in rng.permutation(len(options))]
 
 
+def place_answer(options: list[str], answer: str, position: int) -> list[str]:
+    """The options with the answer moved to ``position`` (swapped with the option there).
+
+    Generation places the k-th question of a type in a scene at letter ``(offset + k) mod n`` (the
+    offset drawn per scene and type), so gold letters are spread evenly within a scene, not only on
+    average over many.
+
+    >>> place_answer(["a", "b", "c", "d"], "a", 2)
+    ['c', 'b', 'a', 'd']
+    """
+    placed = list(options)
+    current, target = placed.index(answer), position % len(placed)
+    placed[current], placed[target] = placed[target], placed[current]
+    return placed
+
+
 @runtime_checkable
 class BalanceRule(Protocol):
     """How a task type's clear answers are offered."""

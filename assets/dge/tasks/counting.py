@@ -7,7 +7,7 @@ read from the images; labels with an unmeasured instance are not asked about.
 >>> from assets.dge.tasks.facts import ObjectFact, SceneFacts
 >>> cups = {i: ObjectFact(i, "cup", np.zeros(3), np.zeros(3)) for i in (0, 1)}
 >>> object_count_wording({"label": "cup", "frames": [0]}, SceneFacts("s", cups, {}, {}, None))
-'How many cups are there in this room? The images show the same room from different viewpoints. Answer with a number.'
+'How many cups are there in this room? The images show the same room from different viewpoints. Answer with a whole number.'
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from assets.dge.tasks.answers import Evaluation, Spec, all_visible, numeric
+from assets.dge.tasks.answers import Evaluation, Spec, all_visible, first_failure, numeric
 from assets.dge.tasks.balance import NUMERIC
 from assets.dge.tasks.facts import SceneFacts
 from assets.dge.tasks.sampling import CandidatePool
@@ -47,14 +47,16 @@ def evaluate_object_count(spec: Spec, facts: SceneFacts, settings: TaskSettings)
     frames = spec["frames"]
     members = sorted(o for o, obj in facts.objects.items() if obj.label == label)
     count = len(members)
-    clear = label not in facts.unmeasured_labels and all_visible(facts, frames, members, settings)
+    reason = first_failure(
+        (count > 0, "no object with the label"),
+        (label not in facts.unmeasured_labels, "an instance of the label was not measured"),
+        (
+            all_visible(facts, frames, members, settings),
+            "not every instance is clearly visible in the frames",
+        ),
+    )
     return numeric(
-        frames,
-        count,
-        None,
-        {"label": label, "object_ids": members, "count": count},
-        clear and count > 0,
-        "" if clear else "not every instance is clearly visible in the frames",
+        frames, count, None, {"label": label, "object_ids": members, "count": count}, not reason, reason
     )
 
 
@@ -62,7 +64,7 @@ def object_count_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """How many <label>s."""
     return (
         f"How many {pluralize(spec['label'])} are there in this room? The images show the same room from "
-        "different viewpoints. Answer with a number."
+        "different viewpoints. Answer with a whole number."
     )
 
 

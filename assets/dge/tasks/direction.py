@@ -3,13 +3,18 @@
 - ``relative_direction_scene``: standing at <A> facing <B>, the quadrant of <C> (seen from above);
 - ``relative_direction_image``: <A> left or right of <B> in the image (horizontal viewing angles);
 - ``camera_object_position``: <A> (shown in image 1) relative to the camera of image 2;
-- ``camera_region_position``: the cell of a 3x3 grid over the image that holds <A>'s centre.
+- ``camera_region_position``: the cell of a 3x3 grid over the image (rows top/middle/bottom,
+  columns left/centre/right, each a third of the image) holding the centre of the box around <A>'s
+  visible part (its 2D box in the frame, not its projected 3D centre).
 
-Each is clear only when the answer stays away from the boundary between two answers by the
-settings' margin.
+Each is clear only when the answer stays away from the boundary between two answers by the margin:
+derived from the objects' centroid uncertainty when the geometry carries it, else the settings'
+fixed margin.
 
 >>> image_region(0.5, 0.9)[0], image_region(1.2, 0.5)
 ('bottom centre', (None, 0.0))
+>>> box_centre((0, 600, 200, 1000))
+(0.1, 0.8)
 """
 
 from __future__ import annotations
@@ -22,17 +27,21 @@ import numpy as np
 
 from assets.dge.tasks.angles import DIRECTIONS_4, QUADRANTS, direction_of, quadrant_of, signed_angle_deg
 from assets.dge.tasks.answers import (
+    NOT_VISIBLE,
     Evaluation,
     Spec,
     all_visible,
     camera_of,
     choice,
     clearly_visible,
+    direction_margin,
+    first_failure,
     object_fact,
     object_name,
+    position_problem,
 )
-from assets.dge.tasks.balance import SHUFFLED
-from assets.dge.tasks.facts import CameraFact, SceneFacts
+from assets.dge.tasks.balance import ANSWER_AND_THREE_DISTRACTORS, SHUFFLED
+from assets.dge.tasks.facts import SceneFacts
 from assets.dge.tasks.sampling import (
     CandidatePool,
     draw_object_groups,
@@ -45,7 +54,6 @@ from assets.dge.tasks.task_type import TaskType
 REGION_ROWS = ["top", "middle", "bottom"]
 REGION_COLUMNS = ["left", "centre", "right"]
 REGIONS = [f"{row} {column}" for row in REGION_ROWS for column in REGION_COLUMNS]
-REGION_OPTIONS = 4
 
 
 def image_region(u: float, v: float) -> tuple[str | None, float]:
@@ -61,15 +69,10 @@ def image_region(u: float, v: float) -> tuple[str | None, float]:
     return f"{REGION_ROWS[row]} {REGION_COLUMNS[column]}", margin
 
 
-def centre_region(camera: CameraFact, centroid: np.ndarray) -> tuple[str | None, float, list[float] | None]:
-    """Image region of a point, its margin to the grid lines, and its image coordinates as fractions (None behind)."""
-    point = camera.to_camera(centroid)
-    if point[2] <= 0:
-        return None, 0.0, None
-    u = (camera.intrinsics[0, 0] * point[0] / point[2] + camera.intrinsics[0, 2] + 0.5) / camera.width
-    v = (camera.intrinsics[1, 1] * point[1] / point[2] + camera.intrinsics[1, 2] + 0.5) / camera.height
-    region, margin = image_region(u, v)
-    return region, margin, [float(u), float(v)]
+def box_centre(bbox: tuple[int, int, int, int]) -> tuple[float, float]:
+    """Centre of a canonical ``[x1, y1, x2, y2]`` box (0..1000 grid) as fractions of the image."""
+    x1, y1, x2, y2 = bbox
+    return (x1 + x2) / 2000.0, (y1 + y2) / 2000.0
 
 
 def sample_relative_direction_scene(pool: CandidatePool) -> Iterator[Spec]:
@@ -79,29 +82,24 @@ def sample_relative_direction_scene(pool: CandidatePool) -> Iterator[Spec]:
 
 
 def sample_camera_object_position(pool: CandidatePool) -> Iterator[Spec]:
-    """A random visible object, one of the three frames that show most of it, and another random frame."""
+    """A random visible object, one of the three frames that show most of it, and another random frame.
+
+    Half of the second frames are drawn from those that do not show the object (where it is more
+    often behind or to the side), so that "in front" does not dominate the answers.
+    """
     for _ in range(pool.draws if pool.visible and len(pool.frames) >= 2 else 0):
         object_id = pool.pick(pool.visible)
         showing = pool.pick(pool.showing[object_id][:3])
-        yield {
-            "object_id": object_id,
-            "frames": [showing, pool.pick([f for f in pool.frames if f != showing])],
-        }
+        others = [f for f in pool.frames if f != showing]
+        hidden = [f for f in others if f not in pool.showing[object_id]]
+        use_hidden = hidden and pool.rng.uniform() < 0.5
+        yield {"object_id": object_id, "frames": [showing, pool.pick(hidden if use_hidden else others)]}
 
 
 def sample_camera_region_position(pool: CandidatePool) -> Iterator[Spec]:
-    """A random visible object in a frame that shows it, with its region and three random other regions."""
+    """A random visible object in a frame that shows it (the balance rule picks three other regions)."""
     for frame, object_id in draw_object_in_frame(pool):
-        region, _, _ = centre_region(pool.facts.cameras[frame], pool.facts.objects[object_id].centroid)
-        if region is None:
-            continue
-        others = [option for option in REGIONS if option != region]
-        picked = [others[i] for i in pool.rng.choice(len(others), size=REGION_OPTIONS - 1, replace=False)]
-        yield {
-            "frame": frame,
-            "object_id": object_id,
-            "options": sorted([region, *picked], key=REGIONS.index),
-        }
+        yield {"frame": frame, "object_id": object_id}
 
 
 def evaluate_relative_direction_scene(spec: Spec, facts: SceneFacts, settings: TaskSettings) -> Evaluation:
@@ -112,18 +110,28 @@ def evaluate_relative_direction_scene(spec: Spec, facts: SceneFacts, settings: T
     towards = there - origin
     angle = signed_angle_deg(forward, towards)
     label, boundary = quadrant_of(angle)
-    clear = (
-        boundary >= settings.direction_margin_deg
-        and np.linalg.norm(forward) >= settings.min_direction_distance_m
-        and np.linalg.norm(towards) >= settings.min_direction_distance_m
-        and all_visible(facts, spec["frames"], [standing, facing, target], settings)
+    involved = [facts.objects[o] for o in (standing, facing, target)]
+    reference = float(min(np.linalg.norm(forward), np.linalg.norm(towards)))
+    margin = direction_margin(involved, reference, settings.direction_margin_deg, settings)
+    problem = position_problem(involved, settings)
+    reason = first_failure(
+        (all_visible(facts, spec["frames"], [standing, facing, target], settings), NOT_VISIBLE),
+        (not problem, problem),
+        (reference >= settings.min_direction_distance_m, "reference distance too short"),
+        (boundary >= margin, "direction within the margin of a boundary"),
     )
     return choice(
         spec["frames"],
         QUADRANTS,
         label,
-        {"object_ids": [standing, facing, target], "angle_deg": angle, "boundary_margin_deg": boundary},
-        clear,
+        {
+            "object_ids": [standing, facing, target],
+            "angle_deg": angle,
+            "boundary_margin_deg": boundary,
+            "margin_deg": margin,
+        },
+        not reason,
+        reason,
     )
 
 
@@ -132,20 +140,25 @@ def evaluate_relative_direction_image(spec: Spec, facts: SceneFacts, settings: T
     frame = spec["frame"]
     a, b = spec["objects"]
     camera = camera_of(facts, frame)
-    angles = []
+    angles, depths = [], []
     for o in (a, b):
         point = camera.to_camera(object_fact(facts, o).centroid)
         angles.append(math.degrees(math.atan2(point[0], point[2])))
+        depths.append(float(np.hypot(point[0], point[2])))
     gap = abs(angles[0] - angles[1])
-    clear = gap >= settings.image_direction_margin_deg and all(
-        clearly_visible(facts, frame, o, settings) for o in (a, b)
+    involved = [facts.objects[a], facts.objects[b]]
+    margin = direction_margin(involved, min(depths), settings.image_direction_margin_deg, settings)
+    reason = first_failure(
+        (all(clearly_visible(facts, frame, o, settings) for o in (a, b)), NOT_VISIBLE),
+        (gap >= margin, "viewing angles within the margin"),
     )
     return choice(
         [frame],
         ["left", "right"],
         "left" if angles[0] < angles[1] else "right",
-        {"object_ids": [a, b], "horizontal_angles_deg": angles, "gap_deg": gap},
-        clear,
+        {"object_ids": [a, b], "horizontal_angles_deg": angles, "gap_deg": gap, "margin_deg": margin},
+        not reason,
+        reason,
     )
 
 
@@ -158,40 +171,54 @@ def evaluate_camera_object_position(spec: Spec, facts: SceneFacts, settings: Tas
     camera_of(facts, show)  # the frame that shows the object must exist too
     heading = camera.heading
     if heading is None:
-        return choice(spec["frames"], DIRECTIONS_4, None, {}, False, "no heading")
+        return choice(spec["frames"], DIRECTIONS_4, None, {}, False, "camera looks straight up or down")
     offset = (centroid - camera.position)[:2]
     angle = signed_angle_deg(heading, offset)
     label, boundary = direction_of(angle)
-    clear = (
-        boundary >= settings.direction_margin_deg
-        and np.linalg.norm(offset) >= settings.min_direction_distance_m
-        and clearly_visible(facts, show, object_id, settings)
+    reference = float(np.linalg.norm(offset))
+    margin = direction_margin([facts.objects[object_id]], reference, settings.direction_margin_deg, settings)
+    problem = position_problem([facts.objects[object_id]], settings)
+    reason = first_failure(
+        (clearly_visible(facts, show, object_id, settings), NOT_VISIBLE),
+        (not problem, problem),
+        (reference >= settings.min_direction_distance_m, "reference distance too short"),
+        (boundary >= margin, "direction within the margin of a boundary"),
     )
     return choice(
         spec["frames"],
         DIRECTIONS_4,
         label,
-        {"object_id": object_id, "angle_deg": angle, "boundary_margin_deg": boundary},
-        clear,
+        {"object_id": object_id, "angle_deg": angle, "boundary_margin_deg": boundary, "margin_deg": margin},
+        not reason,
+        reason,
     )
 
 
 def evaluate_camera_region_position(spec: Spec, facts: SceneFacts, settings: TaskSettings) -> Evaluation:
-    """The grid cell of the image holding the object's centre."""
+    """The grid cell of the image holding the centre of the object's visible 2D box."""
     frame, object_id = spec["frame"], spec["object_id"]
-    centroid = object_fact(facts, object_id).centroid
-    region, margin, uv = centre_region(camera_of(facts, frame), centroid)
-    clear = (
-        region is not None
-        and margin >= settings.region_margin
-        and clearly_visible(facts, frame, object_id, settings)
+    object_fact(facts, object_id)  # the object must exist
+    camera_of(facts, frame)  # and so must the frame
+    options = list(spec.get("options", REGIONS))
+    seen = facts.seen_in(frame, object_id)
+    if seen is None or seen.bbox is None:
+        return choice([frame], options, None, {}, False, NOT_VISIBLE)
+    u, v = box_centre(seen.bbox)
+    region, margin = image_region(u, v)
+    reason = first_failure(
+        (clearly_visible(facts, frame, object_id, settings), NOT_VISIBLE),
+        (
+            region is not None and margin >= settings.region_margin,
+            "box centre within the margin of a grid line",
+        ),
     )
     return choice(
         [frame],
-        spec["options"],
+        options,
         region,
-        {"object_id": object_id, "centre_uv_fraction": uv, "margin": margin},
-        clear,
+        {"object_id": object_id, "box_centre_fraction": [u, v], "margin": margin},
+        not reason,
+        reason,
     )
 
 
@@ -199,15 +226,18 @@ def relative_direction_scene_wording(spec: Mapping[str, Any], facts: SceneFacts)
     """Standing at <A> facing <B>: quadrant of <C>."""
     standing, facing, target = (object_name(facts, spec[key]) for key in ("standing", "facing", "target"))
     return (
-        f"Imagine you are standing at the {standing} and facing the {facing}. "
-        f"Is the {target} to your front-left, front-right, back-left or back-right?"
+        f"Imagine you are standing at the {standing} and facing the {facing}. Seen from above, is the "
+        f"{target} to your front-left, front-right, back-left or back-right?"
     )
 
 
 def relative_direction_image_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """<A> left or right of <B> in this image."""
     name_a, name_b = (object_name(facts, o) for o in spec["objects"])
-    return f"In this image, is the {name_a} to the left or to the right of the {name_b}?"
+    return (
+        f"In this image, is the {name_a} to the left or to the right of the {name_b} "
+        "(comparing where their centres appear from the camera's point of view)?"
+    )
 
 
 def camera_object_position_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
@@ -221,7 +251,11 @@ def camera_object_position_wording(spec: Mapping[str, Any], facts: SceneFacts) -
 
 def camera_region_position_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """Region of the image holding <A>'s centre."""
-    return f"In which part of this image is the centre of the {object_name(facts, spec['object_id'])}?"
+    name = object_name(facts, spec["object_id"])
+    return (
+        "Divide this image into a 3x3 grid of equal cells: rows top, middle and bottom; columns left, centre "
+        f"and right. Which cell holds the centre of the box around the visible part of the {name}?"
+    )
 
 
 DIRECTION_TASK_TYPES = (
@@ -254,7 +288,7 @@ DIRECTION_TASK_TYPES = (
         sample_camera_region_position,
         evaluate_camera_region_position,
         camera_region_position_wording,
-        SHUFFLED,
+        ANSWER_AND_THREE_DISTRACTORS,
         margins=("region_margin",),
     ),
 )

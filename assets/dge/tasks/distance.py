@@ -1,8 +1,11 @@
 """Distances: camera to object, object to object, which object is closest, which is nearer the camera.
 
 Distances are between centres (an object's centroid, a camera's centre), in metres; depth is the
-camera-frame ``z`` of a centroid. Comparisons are clear only when the compared values differ by
-more than the settings' margins.
+camera-frame ``z`` of a centroid (its distance from the image plane along the viewing direction,
+which the question says). Comparisons are clear only when the compared values differ by more than
+the margin: ``margin_sigmas`` combined standard deviations of the objects' centroids when the
+geometry carries them, else the settings' fixed margins. Objects whose centroid is too uncertain are
+not asked about.
 
 >>> from assets.dge.tasks.facts import ObjectFact, SceneFacts
 >>> chair = ObjectFact(0, "chair", np.array([0.0, 0.0, 0.5]), np.ones(3))
@@ -20,15 +23,19 @@ from typing import Any
 import numpy as np
 
 from assets.dge.tasks.answers import (
+    NOT_VISIBLE,
     Evaluation,
     Spec,
     all_visible,
     camera_of,
     choice,
     clearly_visible,
+    distance_margin,
+    first_failure,
     numeric,
     object_fact,
     object_name,
+    position_problem,
 )
 from assets.dge.tasks.balance import NUMERIC, SHUFFLED
 from assets.dge.tasks.facts import SceneFacts
@@ -70,6 +77,10 @@ def evaluate_camera_object_distance(spec: Spec, facts: SceneFacts, settings: Tas
     centroid = object_fact(facts, object_id).centroid
     camera = camera_of(facts, frame)
     distance = float(np.linalg.norm(centroid - camera.position))
+    problem = position_problem([object_fact(facts, object_id)], settings)
+    reason = first_failure(
+        (clearly_visible(facts, frame, object_id, settings), NOT_VISIBLE), (not problem, problem)
+    )
     return numeric(
         [frame],
         distance,
@@ -80,7 +91,8 @@ def evaluate_camera_object_distance(spec: Spec, facts: SceneFacts, settings: Tas
             "centroid": centroid.tolist(),
             "distance_m": distance,
         },
-        clearly_visible(facts, frame, object_id, settings),
+        not reason,
+        reason,
     )
 
 
@@ -88,12 +100,12 @@ def evaluate_absolute_distance(spec: Spec, facts: SceneFacts, settings: TaskSett
     """Centre to centre of two objects."""
     a, b = spec["objects"]
     distance = float(np.linalg.norm(object_fact(facts, a).centroid - object_fact(facts, b).centroid))
+    problem = position_problem([facts.objects[a], facts.objects[b]], settings)
+    reason = first_failure(
+        (all_visible(facts, spec["frames"], [a, b], settings), NOT_VISIBLE), (not problem, problem)
+    )
     return numeric(
-        spec["frames"],
-        distance,
-        "m",
-        {"object_ids": [a, b], "distance_m": distance},
-        all_visible(facts, spec["frames"], [a, b], settings),
+        spec["frames"], distance, "m", {"object_ids": [a, b], "distance_m": distance}, not reason, reason
     )
 
 
@@ -106,15 +118,24 @@ def evaluate_relative_distance(spec: Spec, facts: SceneFacts, settings: TaskSett
     order = np.argsort(distances)
     best, second = distances[order[0]], distances[order[1]]
     gap = second - best
-    clear = gap >= settings.distance_margin_m and gap >= settings.distance_margin_relative * best
-    clear = clear and all_visible(facts, spec["frames"], [anchor, *choices], settings)
+    involved = [facts.objects[o] for o in (anchor, choices[order[0]], choices[order[1]])]
+    margin = distance_margin(involved, settings.distance_margin_m, settings)
+    problem = position_problem(involved, settings)
+    reason = first_failure(
+        (all_visible(facts, spec["frames"], [anchor, *choices], settings), NOT_VISIBLE),
+        (not problem, problem),
+        (
+            gap >= margin and gap >= settings.distance_margin_relative * best,
+            "closest distances within the margin",
+        ),
+    )
     return choice(
         spec["frames"],
         names,
         names[order[0]],
-        {"anchor": anchor, "choices": choices, "distances_m": distances, "gap_m": gap},
-        clear,
-        "" if clear else "closest distances within the margin",
+        {"anchor": anchor, "choices": choices, "distances_m": distances, "gap_m": gap, "margin_m": margin},
+        not reason,
+        reason,
     )
 
 
@@ -126,27 +147,39 @@ def evaluate_depth_order(spec: Spec, facts: SceneFacts, settings: TaskSettings) 
     names = [object_name(facts, a), object_name(facts, b)]
     depths = [float(camera.to_camera(facts.objects[o].centroid)[2]) for o in (a, b)]
     gap = abs(depths[0] - depths[1])
-    clear = gap >= settings.depth_margin_m and all(clearly_visible(facts, frame, o, settings) for o in (a, b))
+    involved = [facts.objects[a], facts.objects[b]]
+    margin = distance_margin(involved, settings.depth_margin_m, settings)
+    problem = position_problem(involved, settings)
+    reason = first_failure(
+        (all(clearly_visible(facts, frame, o, settings) for o in (a, b)), NOT_VISIBLE),
+        (not problem, problem),
+        (gap >= margin, "depths within the margin"),
+    )
     return choice(
         [frame],
         names,
         names[int(np.argmin(depths))],
-        {"object_ids": [a, b], "depths_m": depths, "gap_m": gap},
-        clear,
+        {"object_ids": [a, b], "depths_m": depths, "gap_m": gap, "margin_m": margin},
+        not reason,
+        reason,
     )
 
 
 def camera_object_distance_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """Camera to <object>."""
     name = object_name(facts, spec["object_id"])
-    return f"How far is the centre of the {name} from the camera that took this image, in metres?"
+    return (
+        f"How far is the centre of the {name} from the camera that took this image? "
+        "Answer in metres, to 2 decimal places (the nearest centimetre)."
+    )
 
 
 def absolute_distance_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """<A> to <B>."""
     name_a, name_b = (object_name(facts, o) for o in spec["objects"])
     return (
-        f"What is the distance between the centre of the {name_a} and the centre of the {name_b}, in metres?"
+        f"What is the distance between the centre of the {name_a} and the centre of the {name_b}? "
+        "Answer in metres, to 2 decimal places (the nearest centimetre)."
     )
 
 
@@ -159,7 +192,10 @@ def relative_distance_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str
 def depth_order_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """<A> or <B> closer to the camera."""
     name_a, name_b = (object_name(facts, o) for o in spec["objects"])
-    return f"In this image, which is closer to the camera: the {name_a} or the {name_b}?"
+    return (
+        f"In this image, which has the smaller depth: the {name_a} or the {name_b}? Depth is the distance of "
+        "an object's centre from the camera along the camera's viewing direction (not the straight-line distance)."
+    )
 
 
 DISTANCE_TASK_TYPES = (

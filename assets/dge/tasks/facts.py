@@ -22,15 +22,34 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+CONFIDENCE_COLUMNS = (
+    "observed_views",
+    "extent_coverage",
+    "depth_noise_m",
+    "position_uncertainty_m",
+    "size_uncertainty_m",
+)
+"""Per-object measurement confidence in ``scene_geometry``; questions and margins use them when present."""
+
 
 @dataclass(frozen=True)
 class ObjectFact:
-    """An object's label, centroid and oriented-box extents ``(length, width, height)``, length >= width."""
+    """An object's label, centroid and oriented-box extents ``(length, width, height)``, length >= width.
+
+    The measurement confidence (frames that saw the object, share of its extent they cover, depth
+    noise, standard deviations of its centroid and size) is None when the geometry does not carry it
+    (exact truth, single images, older tables); then the settings' fixed margins apply.
+    """
 
     object_id: int
     label: str
     centroid: np.ndarray
     extents: np.ndarray
+    observed_views: int | None = None
+    extent_coverage: float | None = None
+    depth_noise_m: float | None = None
+    position_uncertainty_m: float | None = None
+    size_uncertainty_m: float | None = None
 
 
 def horizontal_heading(pose: np.ndarray, min_horizontal: float = 0.3) -> np.ndarray | None:
@@ -128,6 +147,16 @@ def room_area(geometry_row: Mapping[str, Any], min_rectangularity: float = 0.95)
     return rectangle
 
 
+def _confidence(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The object's confidence columns that the geometry row carries (missing or null ones stay None)."""
+    found = {name: item.get(name) for name in CONFIDENCE_COLUMNS}
+    return {
+        name: (int(value) if name == "observed_views" else float(value))
+        for name, value in found.items()
+        if value is not None
+    }
+
+
 def scene_facts_from_tables(
     geometry_row: Mapping[str, Any],
     visibility: pl.DataFrame,
@@ -143,6 +172,7 @@ def scene_facts_from_tables(
             label=str(item["label"]),
             centroid=np.asarray(item["centroid"], dtype=np.float64),
             extents=np.asarray(item["obb_extents"], dtype=np.float64),
+            **_confidence(item),
         )
         for item in geometry_row["objects"]
     }

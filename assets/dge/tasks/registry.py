@@ -5,7 +5,7 @@ module fails when the families do not define exactly the contract's 16 task type
 
 >>> list(REGISTRY) == TASK_TYPES
 True
->>> REGISTRY["camera_motion"].margins
+>>> REGISTRY["camera_motion"].margins[:4]
 ('turn_min_deg', 'turn_max_translation_m', 'move_min_translation_m', 'move_max_turn_deg')
 """
 

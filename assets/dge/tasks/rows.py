@@ -22,7 +22,7 @@ from PIL import Image, UnidentifiedImageError
 
 from assets.dge.tasks.answers import SpecError, format_number
 from assets.dge.tasks.facts import CameraFact, SceneFacts, scene_facts_from_tables
-from assets.dge.tasks.generation import GeneratedTask, generate_tasks
+from assets.dge.tasks.generation import GeneratedTask, GenerationReport, generate_tasks
 from assets.dge.tasks.registry import DEFAULT_TASK_SETTINGS, task_type_entry
 from assets.dge.tasks.settings import TaskSettings
 from data_contracts.dge_tasks import DgeTasks
@@ -184,14 +184,16 @@ def build_scene_tasks(
     frames: pl.DataFrame,
     settings: TaskSettings = DEFAULT_TASK_SETTINGS,
     quarantine: QuarantineLog | None = None,
+    report: GenerationReport | None = None,
 ) -> pl.DataFrame:
     """The ``dge_tasks`` rows of one scanned scene (see :func:`generate_tasks` and :func:`tasks_to_frame`).
 
     Frames whose colour image is missing or corrupt are quarantined and never shown (see
-    :func:`drop_unreadable_frames`).
+    :func:`drop_unreadable_frames`). ``report``, when given, receives per task type the candidates,
+    the withheld ones by reason and the questions emitted.
     """
     facts = scene_facts_from_tables(geometry_row, visibility, frames, settings.min_room_rectangularity)
     facts = drop_unreadable_frames(facts, quarantine)
-    tasks = generate_tasks(facts, settings)
+    tasks = generate_tasks(facts, settings, report)
     logger.info("scene %s: %d DGE tasks", facts.scene_id, len(tasks))
     return tasks_to_frame(tasks, facts, settings, quarantine=quarantine)

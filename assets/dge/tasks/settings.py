@@ -55,15 +55,20 @@ class TaskSettings(pydantic.BaseModel):
     )
     distance_margin_m: float = Field(
         default=0.15,
-        description="Least gap between the closest and second-closest compared distances "
-        "(see also distance_margin_relative).",
+        description="Least gap between the closest and second-closest compared distances when the geometry "
+        "has no per-object uncertainty (see also distance_margin_relative and margin_sigmas).",
     )
     distance_margin_relative: float = Field(
         default=0.1, description="Least gap between compared distances, as a share of the closest."
     )
-    depth_margin_m: float = Field(default=0.15, description="Least gap between compared depths.")
+    depth_margin_m: float = Field(
+        default=0.15,
+        description="Least gap between compared depths when the geometry has no per-object uncertainty.",
+    )
     direction_margin_deg: float = Field(
-        default=15.0, description="Least angle to the boundary between two direction answers."
+        default=15.0,
+        description="Least angle to the boundary between two direction answers when it cannot be derived from "
+        "object uncertainty (camera-to-camera directions always use it).",
     )
     image_direction_margin_deg: float = Field(
         default=5.0,
@@ -87,6 +92,52 @@ class TaskSettings(pydantic.BaseModel):
         default=0.4, description="A move goes at least this far (see move_max_turn_deg)."
     )
     move_max_turn_deg: float = Field(default=15.0, description="A move turns at most this much.")
+    false_turn_max_deg: float = Field(
+        default=5.0,
+        description="A 'turned left/right' distractor is offered only when the camera turned less than this "
+        "that way.",
+    )
+    false_move_max_m: float = Field(
+        default=0.1,
+        description="A 'moved forward/backward/left/right' distractor is offered only when the camera went "
+        "less than this along that axis of image 1.",
+    )
+    candidate_pool_factor: int = Field(
+        default=25,
+        description="Clear candidates collected per task type and scene, as a multiple of max_tasks_per_type, "
+        "before questions are picked with answer values balanced.",
+    )
+    min_observed_views: int = Field(
+        default=2,
+        description="Size questions only about objects seen in at least this many frames (when the geometry "
+        "carries observed_views).",
+    )
+    min_extent_coverage: float = Field(
+        default=0.8,
+        description="Size questions only about objects whose extent the frames cover at least this much (when "
+        "the geometry carries extent_coverage).",
+    )
+    max_size_uncertainty_relative: float = Field(
+        default=0.05,
+        description="Size questions only when the size's standard deviation is at most this share of it (when "
+        "the geometry carries size_uncertainty_m).",
+    )
+    max_position_uncertainty_m: float = Field(
+        default=0.1,
+        description="Distance and position questions only about objects whose centroid's standard deviation is "
+        "at most this (when the geometry carries position_uncertainty_m).",
+    )
+    margin_sigmas: float = Field(
+        default=3.0,
+        description="With per-object uncertainty, a comparison's margin is this many combined standard "
+        "deviations (never below the floors distance_margin_floor_m and direction_margin_floor_deg).",
+    )
+    distance_margin_floor_m: float = Field(
+        default=0.05, description="Least distance or depth margin when it is derived from object uncertainty."
+    )
+    direction_margin_floor_deg: float = Field(
+        default=5.0, description="Least direction margin when it is derived from object uncertainty."
+    )
     excluded_labels: list[str] = Field(
         default_factory=lambda: list(STRUCTURE_LABELS),
         description="Labels never asked about (room structure, catch-all classes).",

@@ -3,10 +3,14 @@
 - ``camera_camera_position``: camera 2 in front of, behind, left or right of camera 1 (its heading);
 - ``camera_camera_elevation``: camera 2 higher or lower than camera 1;
 - ``camera_motion``: between nearby frames, moved forward/backward/left/right or turned left/right;
+  every offered distractor is clearly false (a turn that way under ``false_turn_max_deg``, a move
+  along that axis under ``false_move_max_m``);
 - ``visibility_comparison``: the image that shows a larger visible share of an object.
 
 >>> motion_of(turn_deg=-90.0, offset=np.zeros(2), heading=np.array([0.0, 1.0]), settings=TaskSettings())
 ('turned right', True)
+>>> false_motions(-90.0, np.zeros(2), np.array([0.0, 1.0]), TaskSettings())
+['moved forward', 'moved backward', 'moved left', 'moved right', 'turned left']
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from typing import Any
 import numpy as np
 
 from assets.dge.tasks.angles import DIRECTIONS_4, direction_of, signed_angle_deg
-from assets.dge.tasks.answers import Evaluation, Spec, all_visible, camera_of, choice, object_name
+from assets.dge.tasks.answers import (
+    NOT_VISIBLE,
+    Evaluation,
+    Spec,
+    all_visible,
+    camera_of,
+    choice,
+    first_failure,
+    object_name,
+)
 from assets.dge.tasks.balance import ANSWER_AND_THREE_DISTRACTORS, SHUFFLED
 from assets.dge.tasks.facts import CameraFact, SceneFacts
 from assets.dge.tasks.sampling import CandidatePool, draw_frame_pairs
@@ -25,6 +38,7 @@ from assets.dge.tasks.settings import TaskSettings
 from assets.dge.tasks.task_type import TaskType
 
 MOTIONS = ["moved forward", "moved backward", "moved left", "moved right", "turned left", "turned right"]
+NO_HEADING = "camera looks straight up or down"
 MOVES_BY_DIRECTION = {
     "in front": "moved forward",
     "behind": "moved backward",
@@ -46,7 +60,7 @@ def sample_camera_pair(pool: CandidatePool) -> Iterator[Spec]:
 
 
 def sample_camera_motion(pool: CandidatePool) -> Iterator[Spec]:
-    """A random frame and one at most ``motion_window`` positions before or after it, with every motion as options."""
+    """A random frame and one at most ``motion_window`` positions before or after it (the balance rule picks the options)."""
     frames, rng = pool.frames, pool.rng
     for _ in range(pool.draws if len(frames) >= 2 else 0):
         first = int(rng.integers(len(frames)))
@@ -54,7 +68,7 @@ def sample_camera_motion(pool: CandidatePool) -> Iterator[Spec]:
         second = int(np.clip(first + step, 0, len(frames) - 1))
         if second == first:
             continue
-        yield {"frames": [frames[first], frames[second]], "options": list(MOTIONS)}
+        yield {"frames": [frames[first], frames[second]]}
 
 
 def sample_visibility_comparison(pool: CandidatePool) -> Iterator[Spec]:
@@ -74,20 +88,21 @@ def evaluate_camera_camera_position(spec: Spec, facts: SceneFacts, settings: Tas
     first, second = camera_pair(facts, spec)
     heading = first.heading
     if heading is None:
-        return choice(spec["frames"], DIRECTIONS_4, None, {}, False, "no heading")
+        return choice(spec["frames"], DIRECTIONS_4, None, {}, False, NO_HEADING)
     offset = (second.position - first.position)[:2]
     angle = signed_angle_deg(heading, offset)
     label, boundary = direction_of(angle)
-    clear = (
-        boundary >= settings.direction_margin_deg
-        and np.linalg.norm(offset) >= settings.min_direction_distance_m
+    reason = first_failure(
+        (float(np.linalg.norm(offset)) >= settings.min_direction_distance_m, "cameras too close together"),
+        (boundary >= settings.direction_margin_deg, "direction within the margin of a boundary"),
     )
     return choice(
         spec["frames"],
         DIRECTIONS_4,
         label,
         {"angle_deg": angle, "distance_m": float(np.linalg.norm(offset)), "boundary_margin_deg": boundary},
-        clear,
+        not reason,
+        reason,
     )
 
 
@@ -95,12 +110,14 @@ def evaluate_camera_camera_elevation(spec: Spec, facts: SceneFacts, settings: Ta
     """Higher or lower; clear when the heights differ by the elevation margin."""
     first, second = camera_pair(facts, spec)
     rise = float(second.position[2] - first.position[2])
+    reason = first_failure((abs(rise) >= settings.elevation_margin_m, "heights within the margin"))
     return choice(
         spec["frames"],
         ["higher", "lower"],
         "higher" if rise > 0 else "lower",
         {"height_change_m": rise},
-        abs(rise) >= settings.elevation_margin_m,
+        not reason,
+        reason,
     )
 
 
@@ -121,21 +138,68 @@ def motion_of(
     return None, False
 
 
+def motion_amounts(turn_deg: float, offset: np.ndarray, heading: np.ndarray) -> dict[str, float]:
+    """How far each motion statement holds: degrees turned that way, metres moved along that axis of view 1."""
+    left = np.array([-heading[1], heading[0]])
+    ahead, aside = float(offset @ heading), float(offset @ left)
+    return {
+        "moved forward": ahead,
+        "moved backward": -ahead,
+        "moved left": aside,
+        "moved right": -aside,
+        "turned left": turn_deg,
+        "turned right": -turn_deg,
+    }
+
+
+def false_motions(
+    turn_deg: float, offset: np.ndarray, heading: np.ndarray, settings: TaskSettings
+) -> list[str]:
+    """The motion statements that are clearly false (so they can be offered as distractors), in ``MOTIONS`` order."""
+    amounts = motion_amounts(turn_deg, offset, heading)
+    return [
+        motion
+        for motion in MOTIONS
+        if amounts[motion]
+        < (settings.false_turn_max_deg if motion.startswith("turned") else settings.false_move_max_m)
+    ]
+
+
 def evaluate_camera_motion(spec: Spec, facts: SceneFacts, settings: TaskSettings) -> Evaluation:
-    """How the camera moved from image 1 to image 2."""
+    """How the camera moved from image 1 to image 2; every other offered statement must be clearly false."""
     first, second = camera_pair(facts, spec)
     heading_1, heading_2 = first.heading, second.heading
+    options = list(spec.get("options", MOTIONS))
     if heading_1 is None or heading_2 is None:
-        return choice(spec["frames"], spec["options"], None, {}, False, "no heading")
+        return choice(spec["frames"], options, None, {}, False, NO_HEADING)
     turn = signed_angle_deg(heading_1, heading_2)
     offset = (second.position - first.position)[:2]
     label, clear = motion_of(turn, offset, heading_1, settings)
+    false = false_motions(turn, offset, heading_1, settings)
+    if (
+        "options" not in spec
+    ):  # candidate: the answer and every clearly false statement; the balance rule picks
+        options = [motion for motion in MOTIONS if motion == label or motion in false]
+    distractors = [option for option in options if option != label]
+    reason = first_failure(
+        (label is not None and clear, "neither a clear turn nor a clear move"),
+        (
+            bool(distractors) and all(option in false for option in distractors),
+            "a distractor is not clearly false",
+        ),
+    )
     return choice(
         spec["frames"],
-        spec["options"],
+        options,
         label,
-        {"turn_deg": turn, "translation_m": float(np.linalg.norm(offset))},
-        clear,
+        {
+            "turn_deg": turn,
+            "translation_m": float(np.linalg.norm(offset)),
+            "amounts": motion_amounts(turn, offset, heading_1),
+            "false_options": false,
+        },
+        not reason,
+        reason,
     )
 
 
@@ -149,21 +213,25 @@ def evaluate_visibility_comparison(spec: Spec, facts: SceneFacts, settings: Task
         seen = facts.seen_in(frame, object_id)
         shares.append(seen.visible_fraction if seen is not None else 0.0)
     gap = abs(shares[0] - shares[1])
-    clear = gap >= settings.visibility_margin and all_visible(facts, spec["frames"], [object_id], settings)
+    reason = first_failure(
+        (all_visible(facts, spec["frames"], [object_id], settings), NOT_VISIBLE),
+        (gap >= settings.visibility_margin, "visible shares within the margin"),
+    )
     return choice(
         spec["frames"],
         ["image 1", "image 2"],
         "image 1" if shares[0] > shares[1] else "image 2",
         {"object_id": object_id, "visible_fractions": shares, "gap": gap},
-        clear,
+        not reason,
+        reason,
     )
 
 
 def camera_camera_position_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """Camera 2 relative to camera 1."""
     return (
-        "Facing the way the camera of image 1 looks, where was the camera that took image 2: "
-        "in front, behind, to the left or to the right?"
+        "Seen from above and facing the way the camera of image 1 looks, where was the camera that took "
+        "image 2: in front, behind, to the left or to the right?"
     )
 
 
@@ -174,7 +242,10 @@ def camera_camera_elevation_wording(spec: Mapping[str, Any], facts: SceneFacts) 
 
 def camera_motion_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
     """How the camera moved."""
-    return "How did the camera move between image 1 and image 2?"
+    return (
+        "How did the camera move between image 1 and image 2? 'Moved' means it went that way (forward, backward, "
+        "left or right of where image 1 looks); 'turned' means it rotated in place."
+    )
 
 
 def visibility_comparison_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
@@ -206,7 +277,14 @@ VIEW_TASK_TYPES = (
         evaluate_camera_motion,
         camera_motion_wording,
         ANSWER_AND_THREE_DISTRACTORS,
-        margins=("turn_min_deg", "turn_max_translation_m", "move_min_translation_m", "move_max_turn_deg"),
+        margins=(
+            "turn_min_deg",
+            "turn_max_translation_m",
+            "move_min_translation_m",
+            "move_max_turn_deg",
+            "false_turn_max_deg",
+            "false_move_max_m",
+        ),
     ),
     TaskType(
         "visibility_comparison",
