@@ -34,7 +34,10 @@ What a reader can rely on, even with concurrent writers and writers killed at an
   "page header reported the wrong page size"); read through one handle, or read when no build runs.
 
 Every file carries ``datasets`` feature metadata, so it also loads with
-``datasets.load_dataset("parquet", data_files=...)`` and images decode as images.
+``datasets.load_dataset("parquet", data_files=...)`` and images decode as images. Beside it, in the
+Parquet file's key-value metadata, a file written by the asset graph says where it comes from
+(:data:`FILE_METADATA_KEYS`: its contract version, the asset's code version and a fingerprint of
+its inputs); :func:`read_table_metadata` reads them back without reading the rows.
 
 >>> table_path("/data", "dge_tasks", "scene0000_00").as_posix()
 '/data/dge_tasks/scene0000_00.parquet'
@@ -54,7 +57,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -74,6 +77,12 @@ TEMPORARY_SUFFIX = ".tmp"
 _STAGED_SUFFIX = ".staged"
 _ENTRY_SUFFIX = ".entry.json"
 _JOURNAL = "journal.json"
+HUGGINGFACE_METADATA_KEY = "huggingface"
+"""The key-value metadata entry holding the ``datasets`` features (written by every table file)."""
+FILE_METADATA_KEYS = ("contract_version", "code_version", "source_fingerprint", "input_data_versions")
+"""Key-value metadata the asset graph writes into every table file (see ``pipelines.io_manager``):
+the table's contract version, the code version of the asset that wrote it, a fingerprint of the
+data versions of its inputs as Dagster recorded them, and those data versions (JSON)."""
 
 
 class MissingTableError(FileNotFoundError):
@@ -300,31 +309,67 @@ def write_json_atomic(path: str | Path, data: object, indent: int | None = 2) ->
 # --- Parquet files -----------------------------------------------------------------------------
 
 
-def write_parquet(frame: pl.DataFrame, handle: BinaryIO) -> None:
+def write_parquet(
+    frame: pl.DataFrame, handle: BinaryIO, key_value_metadata: Mapping[str, str] | None = None
+) -> None:
     """Write ``frame`` as Parquet with Hugging Face feature metadata to an open binary handle.
 
-    A frame with no rows is written with no row group at all (a 0-row row group makes Arrow's batch
-    reader, and so ``datasets``, fail with "BatchSize must be greater than 0").
+    ``key_value_metadata`` entries are added to the file's key-value metadata beside the
+    ``datasets`` features (which they may not replace). A frame with no rows is written with no row
+    group at all (a 0-row row group makes Arrow's batch reader, and so ``datasets``, fail with
+    "BatchSize must be greater than 0"); its metadata is written all the same.
     """
     table = to_huggingface_arrow(frame)
+    if key_value_metadata:
+        reserved = {HUGGINGFACE_METADATA_KEY, "ARROW:schema"} & set(key_value_metadata)
+        if reserved:
+            raise ValueError(f"key-value metadata may not replace {sorted(reserved)}")
+        metadata = dict(table.schema.metadata or {})
+        metadata.update({str(k).encode(): str(v).encode() for k, v in key_value_metadata.items()})
+        table = table.replace_schema_metadata(metadata)
     if table.num_rows == 0:
         pq.ParquetWriter(handle, table.schema, compression="zstd").close()
     else:
         pq.write_table(table, handle, compression="zstd")
 
 
-def write_table(frame: pl.DataFrame, path: Path) -> None:
+def write_table(frame: pl.DataFrame, path: Path, key_value_metadata: Mapping[str, str] | None = None) -> None:
     """Write ``frame`` to ``path`` atomically (see :func:`atomic_write` and :func:`write_parquet`).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = Path(folder) / "t.parquet"
-    ...     write_table(pl.DataFrame({"a": [1]}).head(0), path)
-    ...     pq.ParquetFile(path).metadata.num_row_groups, pl.read_parquet(path).columns
-    (0, ['a'])
+    ...     write_table(pl.DataFrame({"a": [1]}).head(0), path, {"contract_version": "1.0.0"})
+    ...     pq.ParquetFile(path).metadata.num_row_groups, pl.read_parquet(path).columns, read_file_metadata(path)
+    (0, ['a'], {'contract_version': '1.0.0'})
     """
     with atomic_write(path) as handle:
-        write_parquet(frame, handle)
+        write_parquet(frame, handle, key_value_metadata)
+
+
+def read_file_metadata(path: str | Path) -> dict[str, str]:
+    """The key-value metadata of one Parquet file, without Arrow's schema and the ``datasets`` features.
+
+    Reads the footer only (through one handle, like :func:`read_parquet_file`).
+    """
+    with open(path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).schema_arrow.metadata or {}
+    skipped = {b"ARROW:schema", HUGGINGFACE_METADATA_KEY.encode()}
+    return {key.decode(): value.decode() for key, value in metadata.items() if key not in skipped}
+
+
+def read_table_metadata(root: str | Path, table: str, partition: str | None = None) -> dict[str, str]:
+    """The key-value metadata (:data:`FILE_METADATA_KEYS` for files the asset graph wrote) of a table's file.
+
+    ``partition`` names the file of a partitioned table.
+
+    Raises:
+        MissingTableError: when the file does not exist.
+    """
+    path = table_path(root, table, partition)
+    if not path.is_file():
+        raise MissingTableError(f"no Parquet file for table {table!r} (partition {partition!r}) at {path}")
+    return read_file_metadata(path)
 
 
 def read_table(root: str | Path, table: str, partitions: list[str] | None = None) -> pl.DataFrame:
@@ -483,14 +528,23 @@ class StagedTables:
         self.root = Path(root)
         self.folder = _process_folder(self.root) / safe_partition_name(set_id)
 
-    def add(self, name: str, frame: pl.DataFrame | None, target: Path | None) -> None:
-        """Stage ``frame`` for ``target`` under ``name`` (``None`` records an output with no file)."""
+    def add(
+        self,
+        name: str,
+        frame: pl.DataFrame | None,
+        target: Path | None,
+        key_value_metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """Stage ``frame`` for ``target`` under ``name`` (``None`` records an output with no file).
+
+        ``key_value_metadata`` goes into the file's key-value metadata (see :func:`write_parquet`).
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
         entry: dict[str, str | None] = {"staged": None, "target": None}
         if frame is not None and target is not None:
             staged = self.folder / f"{safe_partition_name(name)}{_STAGED_SUFFIX}"
             with staged.open("wb") as handle:
-                write_parquet(frame, handle)
+                write_parquet(frame, handle, key_value_metadata)
                 handle.flush()
                 os.fsync(handle.fileno())
             entry = {

@@ -11,8 +11,10 @@ import datasets
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from PIL import Image
 
 from data_contracts import storage
+from data_contracts.images import encode_image
 from data_contracts.storage import (
     STAGING_FOLDER,
     StagedTables,
@@ -203,3 +205,40 @@ def test_folder_listing_ignores_the_staging_folder(tmp_path):
     (tmp_path / STAGING_FOLDER).mkdir()
     with pytest.raises(storage.MissingTableError, match=r"tables in .*: \(none\)"):
         storage.table_files(tmp_path, "t")
+
+
+class TestKeyValueMetadata:
+    METADATA = {"contract_version": "1.1.0", "code_version": "3", "source_fingerprint": "0123456789abcdef"}
+
+    @pytest.mark.parametrize("rows", [2, 0])
+    def test_written_beside_the_datasets_features(self, tmp_path, rows):
+        image = encode_image(Image.new("RGB", (4, 3)), path="a.png")
+        frame = pl.DataFrame({"a": [1, 2], "image": [image, image]}).head(rows)
+        path = table_path(tmp_path, "t", "p1")
+        write_table(frame, path, self.METADATA)
+        raw = pq.read_schema(path).metadata  # read with pyarrow, not through the module's reader
+        assert {
+            key.decode(): value.decode() for key, value in raw.items() if key.decode() in self.METADATA
+        } == (self.METADATA)
+        assert b"huggingface" in raw
+        assert storage.read_table_metadata(tmp_path, "t", "p1") == self.METADATA
+        assert pl.read_parquet(path).equals(frame)
+        if rows:
+            loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
+            assert loaded.num_rows == rows and loaded[0]["image"].size == (4, 3)
+
+    def test_staged_tables_carry_it(self, tmp_path):
+        tables = StagedTables(tmp_path, "run.step")
+        tables.add("t", pl.DataFrame({"a": [1]}), table_path(tmp_path, "t"), self.METADATA)
+        tables.add("t_quarantine", pl.DataFrame({"r": ["x"]}).head(0), table_path(tmp_path, "t_quarantine"))
+        tables.commit()
+        assert storage.read_table_metadata(tmp_path, "t") == self.METADATA
+        assert storage.read_table_metadata(tmp_path, "t_quarantine") == {}
+
+    def test_features_cannot_be_replaced(self, tmp_path):
+        with pytest.raises(ValueError, match="huggingface"):
+            write_table(pl.DataFrame({"a": [1]}), tmp_path / "t.parquet", {"huggingface": "{}"})
+
+    def test_missing_file(self, tmp_path):
+        with pytest.raises(storage.MissingTableError):
+            storage.read_table_metadata(tmp_path, "absent")
