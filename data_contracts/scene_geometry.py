@@ -153,13 +153,14 @@ class SceneGeometry(dy.Schema):
     room_length_m = dy.Float64(
         nullable=False,
         min=0.0,
-        description="Longer side of the minimum-area rectangle around the room's footprint, metres (gravity "
-        "frame, horizontal).",
+        description="Longer side of the room, metres (gravity frame, horizontal): the distance between the two "
+        "opposite walls (vertical planes found in the cloud along the sides of the footprint's minimum-area "
+        "rectangle, each at the median of its points) or, where no wall was found, the footprint's extreme.",
     )
     room_width_m = dy.Float64(
         nullable=False,
         min=0.0,
-        description="Shorter side of the minimum-area rectangle around the room's footprint, metres "
+        description="Shorter side of the room between its walls, metres, measured like room_length_m "
         "(room_width_m <= room_length_m).",
     )
     room_height_m = dy.Float64(
@@ -171,7 +172,8 @@ class SceneGeometry(dy.Schema):
     room_area_m2 = dy.Float64(
         nullable=False,
         min=0.0,
-        description="Area of the room's footprint (convex hull of every cloud point's x, y), square metres.",
+        description="Area of the room's footprint (convex hull of every cloud point's x, y, clipped to the walls), "
+        "square metres.",
     )
     floor_area_m2 = dy.Float64(
         nullable=False,
@@ -180,7 +182,8 @@ class SceneGeometry(dy.Schema):
         "the floor that was seen.",
     )
     room_footprint = _flat_floats(
-        "The footprint's convex hull as flattened (x, y) pairs, counter-clockwise, gravity frame, metres."
+        "The footprint's convex hull (clipped to the walls) as flattened (x, y) pairs, counter-clockwise, gravity "
+        "frame, metres."
     )
     cloud_voxel_size_m = dy.Float64(
         nullable=False,

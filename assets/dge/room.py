@@ -1,9 +1,14 @@
 """Room size and floor area from the gravity-aligned scene cloud.
 
-The room's footprint is the convex hull of every point's ``(x, y)`` (walls bound it), its length
-and width those of the hull's minimum-area rectangle, its height the highest point (the ceiling
-where it was seen; the cloud is cleaned of outliers before). The floor area is the area of the convex hull of the floor
-points (within the floor threshold of ``z = 0``).
+The room's orientation is that of the minimum-area rectangle around the footprint (the convex
+hull of every point's ``(x, y)``). Its length and width are the distances between its opposite
+walls: vertical planes found in the cloud along each side of that rectangle (:func:`wall_position`,
+the median of the points on the densest thin slab near the side, so depth noise on a far wall,
+which spreads its points to both sides of it, does not lengthen the room). A side with no wall
+found keeps the footprint's (trimmed) extreme. The footprint is clipped to the walls; its height
+is the highest point (the ceiling where it was seen; the cloud is cleaned of outliers before).
+The floor area is the area of the convex hull of the floor points (within the floor threshold of
+``z = 0``).
 
 >>> import numpy as np
 >>> xs, ys = np.meshgrid(np.linspace(0, 4, 21), np.linspace(0, 3, 16))
@@ -77,25 +82,104 @@ def trim_room_points(points: np.ndarray, trim_share: float) -> np.ndarray:
     return points[np.all((local >= low) & (local <= high), axis=1)]
 
 
+def wall_position(
+    coordinates: np.ndarray,
+    side: int,
+    band_m: float = 0.5,
+    bin_m: float = 0.02,
+    slab_m: float = 0.06,
+    min_share: float = 0.2,
+    min_points: int = 30,
+) -> float | None:
+    """Position of the wall at one end of a room axis, or None when no wall stands out.
+
+    ``coordinates`` are the points' coordinates along the axis; ``side`` is +1 for the high end,
+    -1 for the low end. Among the points within ``band_m`` of the end (its 0.1% quantile), the
+    densest ``slab_m``-thick slab is the wall when it holds at least ``min_share`` of them (and
+    ``min_points``); its position is the median of the slab's points, refined on a slab
+    centred there (twice its thickness) until it settles.
+
+    >>> rng = np.random.default_rng(0)
+    >>> wall = rng.normal(4.0, 0.03, 3000)
+    >>> inside = rng.uniform(0.0, 3.9, 3000)
+    >>> round(wall_position(np.concatenate([wall, inside]), +1), 2), wall_position(inside, +1) is None
+    (4.0, True)
+    """
+    values = np.asarray(coordinates, dtype=np.float64) * side
+    if len(values) < min_points:
+        return None
+    end = float(np.quantile(values, 0.999))
+    band = values[values >= end - band_m]
+    edges = np.arange(end - band_m, end + bin_m, bin_m)
+    counts, _ = np.histogram(band, bins=edges)
+    window = max(1, round(slab_m / bin_m))
+    slabs = np.convolve(counts, np.ones(window), mode="valid")
+    best = int(np.argmax(slabs))
+    if slabs[best] < max(min_points, min_share * len(band)):
+        return None
+    low = edges[best]
+    position = float(np.median(band[(band >= low) & (band <= low + window * bin_m)]))
+    for _ in range(5):
+        refined = band[np.abs(band - position) <= slab_m]
+        previous, position = position, float(np.median(refined))
+        if abs(position - previous) < 1e-4:
+            break
+    return position * side
+
+
+def wall_rectangle(
+    points: np.ndarray, yaw: float, height_m: float, fallback_low: np.ndarray, fallback_high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The room's extent between its walls in the room frame (rotated by ``yaw``): ``(low, high, walls found)``.
+
+    Walls are looked for among the points between 0.2 m and 80% of the room's height (clear of the
+    floor, the ceiling and most furniture tops); a side with no wall keeps its fallback.
+    """
+    cos_a, sin_a = np.cos(yaw), np.sin(yaw)
+    local = np.stack(
+        [points[:, 0] * cos_a + points[:, 1] * sin_a, -points[:, 0] * sin_a + points[:, 1] * cos_a], axis=1
+    )
+    band = (points[:, 2] >= 0.2) & (points[:, 2] <= max(0.8 * height_m, 0.3))
+    low, high = np.array(fallback_low, dtype=np.float64), np.array(fallback_high, dtype=np.float64)
+    found = 0
+    for axis in range(2):
+        for side, bounds in ((-1, low), (+1, high)):
+            position = wall_position(local[band, axis], side)
+            if position is not None:
+                bounds[axis] = position
+                found += 1
+    return low, high, found
+
+
 def measure_room(
     points: np.ndarray, floor_threshold_m: float = 0.03, trim_share: float = 0.0
 ) -> RoomGeometry:
     """Measure a room from its gravity-frame cloud (floor at ``z = 0``), without ``trim_share`` extremes (see
-    :func:`trim_room_points`)."""
+    :func:`trim_room_points`); length and width run between its walls (:func:`wall_rectangle`)."""
     if len(points) == 0:
         return RoomGeometry(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros((0, 2)))
     points = trim_room_points(points, trim_share)
-    area, footprint = hull_area(points[:, :2])
-    _, extents, yaw = min_area_rectangle(footprint if len(footprint) >= 3 else points[:, :2])
+    _, footprint = hull_area(points[:, :2])
+    _, _, yaw = min_area_rectangle(footprint if len(footprint) >= 3 else points[:, :2])
+    height = max(float(points[:, 2].max()), 0.0)
+    cos_a, sin_a = np.cos(yaw), np.sin(yaw)
+    rotation = np.array([[cos_a, sin_a], [-sin_a, cos_a]])  # gravity xy -> room frame
+    local = points[:, :2] @ rotation.T
+    low, high, _ = wall_rectangle(points, yaw, height, local.min(axis=0), local.max(axis=0))
+    clipped = np.clip(local, low, high) @ rotation
+    area, footprint = hull_area(clipped)
+    extents = high - low
+    if extents[1] > extents[0]:
+        extents = extents[::-1]
+        yaw += np.pi / 2
     floor_points = points[np.abs(points[:, 2]) <= floor_threshold_m]
     floor_area, _ = hull_area(floor_points[:, :2])
-    height = float(points[:, 2].max())
     return RoomGeometry(
         length_m=float(extents[0]),
         width_m=float(extents[1]),
-        height_m=max(height, 0.0),
+        height_m=height,
         area_m2=area,
         floor_area_m2=floor_area,
-        yaw=yaw,
+        yaw=float(np.mod(yaw, np.pi)),
         footprint=footprint,
     )

@@ -26,7 +26,7 @@ from assets.dge.objects import (
     voxel_point_areas,
     yaw_oriented_box,
 )
-from assets.dge.room import measure_room
+from assets.dge.room import measure_room, wall_position
 
 RNG = np.random.default_rng(7)
 
@@ -221,3 +221,58 @@ def test_room_from_walls_and_floor():
     assert room.area_m2 == pytest.approx(20.0, rel=0.01)
     assert 4.95 * 3.95 - 1e-9 <= room.floor_area_m2 <= room.area_m2  # floor grid, plus wall feet near z = 0
     assert room.height_m == pytest.approx(2.6, abs=0.01)
+
+
+def _noisy_room(yaw: float, rng: np.random.Generator) -> np.ndarray:
+    """A 6 x 5 m room (2.5 m high) rotated by ``yaw``: walls with depth noise growing to 6 cm on the far
+    walls, flying points beyond them, a floor, and furniture standing inside."""
+    rows = []
+    for x in (0.0, 6.0):
+        sigma = 0.015 if x == 0.0 else 0.06
+        n = 3000
+        rows.append(
+            np.stack([x + rng.normal(0, sigma, n), rng.uniform(0, 5, n), rng.uniform(0, 2.5, n)], axis=1)
+        )
+    for y in (0.0, 5.0):
+        sigma = 0.02 if y == 0.0 else 0.05
+        n = 3000
+        rows.append(
+            np.stack([rng.uniform(0, 6, n), y + rng.normal(0, sigma, n), rng.uniform(0, 2.5, n)], axis=1)
+        )
+    rows.append(
+        np.stack([rng.uniform(0, 6, 6000), rng.uniform(0, 5, 6000), rng.normal(0, 0.005, 6000)], axis=1)
+    )
+    rows.append(
+        np.stack([rng.uniform(5.2, 5.8, 800), rng.uniform(1, 2, 800), rng.uniform(0, 0.9, 800)], axis=1)
+    )
+    rows.append(np.stack([rng.uniform(0.3, 6.3, 40), rng.uniform(0, 5, 40), rng.uniform(0, 2.5, 40)], axis=1))
+    room = np.vstack(rows)
+    cos_a, sin_a = np.cos(yaw), np.sin(yaw)
+    rotated = room.copy()
+    rotated[:, 0] = room[:, 0] * cos_a - room[:, 1] * sin_a + 1.0
+    rotated[:, 1] = room[:, 0] * sin_a + room[:, 1] * cos_a - 2.0
+    return rotated
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.3, 1.2])
+def test_room_size_from_noisy_walls(yaw):
+    """Noisy far walls and stray points beyond them do not lengthen the room: its sides run between the walls."""
+    room = measure_room(_noisy_room(yaw, np.random.default_rng(7)), trim_share=0.002)
+    assert room.length_m == pytest.approx(6.0, abs=0.02)
+    assert room.width_m == pytest.approx(5.0, abs=0.02)
+    assert room.area_m2 == pytest.approx(30.0, rel=0.02)
+    assert np.mod(room.yaw - yaw, np.pi / 2) == pytest.approx(0.0, abs=0.02) or np.mod(
+        room.yaw - yaw, np.pi / 2
+    ) == pytest.approx(np.pi / 2, abs=0.02)
+
+
+def test_wall_position_needs_a_wall():
+    rng = np.random.default_rng(1)
+    scattered = rng.uniform(0, 4, 5000)
+    assert wall_position(scattered, +1) is None
+    assert wall_position(np.concatenate([scattered, rng.normal(4.2, 0.04, 4000)]), +1) == pytest.approx(
+        4.2, abs=0.01
+    )
+    assert wall_position(np.concatenate([scattered, rng.normal(-0.3, 0.04, 4000)]), -1) == pytest.approx(
+        -0.3, abs=0.01
+    )
