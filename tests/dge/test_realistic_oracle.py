@@ -99,11 +99,6 @@ def test_answers_agree_with_the_oracle(realistic_run, request):
     assert wrong <= MAX_WRONG_SHARE[source] * total, table.examples
 
 
-@pytest.mark.xfail(
-    reason="the room is the noisy cloud's hull: far-wall depth noise (about 6 cm at 6 m) makes it ~3% longer "
-    "per side; needs wall planes",
-    strict=True,
-)
 def test_room_size_agrees_with_the_oracle(realistic_run):
     _, table = _table(realistic_run)
     assert table.rows.get("room_size", 0) > 0 and table.wrong.get("room_size", 0) == 0
