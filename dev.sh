@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV="${SPATIAL_VENV:-.venv}"
-EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev,postgres}"
+EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev,postgres,ray}"
 
 install_system_packages() {
   # open3d needs libusb at import time; the UI test reads the Dagster UI in Debian's chromium.
