@@ -37,7 +37,6 @@ from assets.dge.tasks.settings import TaskSettings
 from data_contracts.stable_hash import stable_int
 
 NOT_AMONG_OPTIONS = "true answer not among the options"
-NEAR_DUPLICATE = "near-duplicate of an earlier candidate"
 
 
 def task_id_for(scene_id: str, task_type: str, spec: Mapping[str, Any]) -> str:
@@ -82,7 +81,7 @@ class GeneratedTask:
 
 @dataclass
 class GenerationReport:
-    """Per task type: distinct candidates examined, candidates withheld by reason, questions emitted.
+    """Per task type: distinct candidates examined, candidates withheld by reason, near-duplicates, questions emitted.
 
     :meth:`missing` names the configured task types with no question and why; reports of several
     scenes are combined with :meth:`merge`.
@@ -90,6 +89,7 @@ class GenerationReport:
 
     candidates: dict[str, int] = field(default_factory=dict)
     withheld: dict[str, dict[str, int]] = field(default_factory=dict)
+    duplicates: dict[str, int] = field(default_factory=dict)
     emitted: dict[str, int] = field(default_factory=dict)
 
     def count(self, task_type: str, reason: str) -> None:
@@ -103,6 +103,8 @@ class GenerationReport:
             self.candidates[name] = self.candidates.get(name, 0) + value
         for name, value in other.emitted.items():
             self.emitted[name] = self.emitted.get(name, 0) + value
+        for name, value in other.duplicates.items():
+            self.duplicates[name] = self.duplicates.get(name, 0) + value
         for name, reasons in other.withheld.items():
             for reason, value in reasons.items():
                 self.withheld.setdefault(name, {})[reason] = (
@@ -121,7 +123,7 @@ class GenerationReport:
                 continue
             reasons = sorted(self.withheld.get(name, {}).items(), key=lambda item: (-item[1], item[0]))
             listed = "; ".join(f"{reason}: {value}" for reason, value in reasons[:3])
-            out[name] = f"all {candidates} candidates withheld ({listed})"
+            out[name] = f"no clear question among {candidates} candidates ({listed})"
         return out
 
 
@@ -161,7 +163,7 @@ def generate_tasks_of_type(
             continue
         key = question_key(spec, answer.question, answer.frame_indices)
         if key in seen_questions:
-            report.count(task_type, NEAR_DUPLICATE)
+            report.duplicates[task_type] = report.duplicates.get(task_type, 0) + 1
             continue
         seen_questions.add(key)
         groups.setdefault(_answer_group(answer), []).append((spec, answer))
