@@ -31,7 +31,7 @@ from assets.dge.geometry import (
 )
 from assets.dge.plots import top_down_plot
 from assets.dge.single_image import SingleImageSettings, single_image_tasks
-from assets.dge.tasks import TaskSettings, build_scene_tasks, horizontal_heading
+from assets.dge.tasks import GenerationReport, TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.tasks.rows import colour_problem
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
@@ -319,7 +319,11 @@ def dge_tasks_asset(
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
     log = QuarantineLog(DGE_TASKS)
-    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config, log)
+    report = GenerationReport()
+    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config, log, report)
+    missing = report.missing(config.task_types)
+    for task_type, why in missing.items():
+        logger.warning("scene %s: no %s question: %s", scene_id, task_type, why)
     checked = finalize_table(
         tasks,
         dge_tasks_contract.DgeTasks,
@@ -331,6 +335,10 @@ def dge_tasks_asset(
         extra_metadata={
             "task_types": json_metadata(value_counts(tasks, "task_type")),
             "splits": json_metadata(value_counts(tasks, "split")),
+            "candidates": json_metadata(report.candidates),
+            "withheld": json_metadata(report.withheld),
+            "near_duplicates": json_metadata(report.duplicates),
+            "missing_task_types": json_metadata(missing),
         },
     )
     yield dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata)
