@@ -5,7 +5,10 @@ depth intrinsics and moved to the world by the frame's camera-to-world pose. Eve
 surface normal estimated from the depth image, a colour and the instance id read from the frame's
 instance mask (ScanNet ``instance-filt``: ``objectId + 1``, 0 for none), found by projecting the
 point into the colour image, whose resolution and intrinsics differ from the depth image's. The
-points are then voxel-downsampled with open3d: one cloud for the scene, one per object.
+points are then voxel-downsampled with open3d: one cloud for the scene, one per object. The scene
+cloud comes from its own pixel grid (about 20,000 pixels per frame), whatever the object points'
+(about 80,000 pixels when they come from instance masks), so a scan's scene cloud, floor and room do
+not depend on where its objects come from.
 
 A frame whose depth is empty or NaN, whose files cannot be read or whose pose is not rigid is
 skipped with a reason (see :class:`FrameError`); the scene is built from the rest.
@@ -33,7 +36,7 @@ from tqdm.auto import tqdm
 
 from assets.dge.camera import (
     backproject_depth,
-    depth_normals_camera,
+    depth_normals_at,
     intrinsics_matrix,
     pose_matrix,
     project_points,
@@ -109,6 +112,13 @@ class FusionSettings(pydantic.BaseModel):
         "one-pixel-wide pole).",
     )
 
+    scene_pixel_stride: int = Field(
+        default=0,
+        description="Back-project every n-th depth row and column for the scene cloud; 0 picks it from the depth "
+        "size (about 20,000 pixels per frame), never finer than the object points' stride. Object points from "
+        "instance masks need a finer grid than the scene cloud, which is then fused from its own coarser grid.",
+    )
+
     def stride_for(self, depth_size: tuple[int, int], with_instances: bool) -> int:
         """The pixel stride for frames of ``depth_size`` (``pixel_stride``, or the automatic one when 0).
 
@@ -119,6 +129,18 @@ class FusionSettings(pydantic.BaseModel):
             return self.pixel_stride
         target = OBJECT_PIXELS_PER_FRAME if with_instances else SCENE_PIXELS_PER_FRAME
         return auto_pixel_stride(depth_size[0], depth_size[1], target)
+
+    def scene_stride_for(self, depth_size: tuple[int, int], with_instances: bool) -> int:
+        """The pixel stride of the scene cloud (``scene_pixel_stride``, or the automatic scene stride when 0,
+        never finer than :meth:`stride_for`).
+
+        >>> FusionSettings(pixel_stride=2).scene_stride_for((640, 480), True), FusionSettings().scene_stride_for((160, 120), True)
+        (4, 1)
+        """
+        if self.scene_pixel_stride > 0:
+            return self.scene_pixel_stride
+        automatic = auto_pixel_stride(depth_size[0], depth_size[1], SCENE_PIXELS_PER_FRAME)
+        return max(automatic, self.stride_for(depth_size, with_instances))
 
 
 DEFAULT_FUSION_SETTINGS = FusionSettings()
@@ -302,21 +324,30 @@ def bled_labels(
     """
     missing = -2
     grid_rows, grid_cols = rows // stride + 1, cols // stride + 1
-    shape = (int(grid_rows.max(initial=0)) + 2, int(grid_cols.max(initial=0)) + 2)
-    id_grid = np.full(shape, missing, dtype=np.int64)
-    z_grid = np.full(shape, np.inf)
-    id_grid[grid_rows, grid_cols] = object_ids
-    z_grid[grid_rows, grid_cols] = z
-    tolerance = config.depth_edge_tolerance_m + config.depth_edge_tolerance_relative * z
-    own_elsewhere = np.zeros(len(object_ids), dtype=bool)
-    other_here = np.zeros(len(object_ids), dtype=bool)
+    # The grid with a border of one missing cell, flattened: a neighbour is a fixed offset away.
+    grid_width = int(grid_cols.max(initial=0)) + 2
+    size = (int(grid_rows.max(initial=0)) + 2) * grid_width
+    cells = grid_rows * grid_width + grid_cols
+    id_grid = np.full(size, missing, dtype=np.int64)
+    z_grid = np.full(size, np.inf)
+    id_grid[cells] = object_ids
+    z_grid[cells] = z
+    # Only labelled points can carry a bled label: test those alone.
+    labelled = np.flatnonzero(object_ids >= 0)
+    own_ids, own_z, own_cells = object_ids[labelled], z[labelled], cells[labelled]
+    tolerance = config.depth_edge_tolerance_m + config.depth_edge_tolerance_relative * own_z
+    own_elsewhere = np.zeros(len(labelled), dtype=bool)
+    other_here = np.zeros(len(labelled), dtype=bool)
     for d_row, d_col in NEIGHBOUR_OFFSETS:
-        neighbour_ids = id_grid[grid_rows + d_row, grid_cols + d_col]
-        neighbour_z = z_grid[grid_rows + d_row, grid_cols + d_col]
-        same_surface = np.abs(neighbour_z - z) <= tolerance
-        own_elsewhere |= (neighbour_ids == object_ids) & ~same_surface
-        other_here |= (neighbour_ids != object_ids) & (neighbour_ids != missing) & same_surface
-    return own_elsewhere & other_here & (object_ids >= 0)
+        neighbours = own_cells + (d_row * grid_width + d_col)
+        neighbour_ids = id_grid[neighbours]
+        same_surface = np.abs(z_grid[neighbours] - own_z) <= tolerance
+        same_id = neighbour_ids == own_ids
+        own_elsewhere |= same_id & ~same_surface
+        other_here |= ~same_id & (neighbour_ids != missing) & same_surface
+    bled = np.zeros(len(object_ids), dtype=bool)
+    bled[labelled] = own_elsewhere & other_here
+    return bled
 
 
 def _read_color(path: str) -> np.ndarray:
@@ -351,14 +382,9 @@ class FramePoints:
     object_ids: np.ndarray  # (N,) int32, NO_OBJECT where none
 
 
-def frame_points(
-    record: FrameRecord, config: FusionSettings = DEFAULT_FUSION_SETTINGS, with_instances: bool = True
-) -> FramePoints:
-    """Back-project one frame; raises :class:`FrameError` naming the reason and the file.
-
-    Every ``pixel_stride``-th depth row and column is used (picked from the depth size when 0, see
-    :meth:`FusionSettings.stride_for`).
-    """
+def _usable_depth(record: FrameRecord, config: FusionSettings) -> np.ndarray:
+    """The frame's metric depth with readings outside ``[min_depth_m, max_depth_m]`` set to 0; raises
+    :class:`FrameError` for an unusable frame (bad pose or intrinsics, missing colour, bad depth)."""
     problem = frame_problem(record)
     if problem:
         raise FrameError(problem, record.depth_path)
@@ -376,8 +402,23 @@ def frame_points(
     if problem:
         raise FrameError(problem, record.depth_path)
     with np.errstate(invalid="ignore"):
-        depth = np.where((depth >= config.min_depth_m) & (depth <= config.max_depth_m), depth, 0.0)
-    stride = config.stride_for(record.depth_size, with_instances)
+        return np.where((depth >= config.min_depth_m) & (depth <= config.max_depth_m), depth, 0.0)
+
+
+def _grid_points(
+    record: FrameRecord,
+    depth: np.ndarray,
+    stride: int,
+    config: FusionSettings,
+    with_colors: bool,
+    with_instances: bool,
+    labelled_only: bool = False,
+) -> FramePoints:
+    """Back-project the strided grid of ``depth`` (flying pixels of the grid are set to 0 in ``depth``).
+
+    With ``labelled_only`` only the points that carry an object id are kept (and their normals and
+    world positions computed).
+    """
     depth[::stride, ::stride][flying_pixels(depth, stride, config)] = 0.0
     points_camera, rows, cols = backproject_depth(depth, record.depth_intrinsics, stride)
     if points_camera.shape[0] == 0:
@@ -385,19 +426,15 @@ def frame_points(
             f"empty depth: no pixel between {config.min_depth_m} m and {config.max_depth_m} m",
             record.depth_path,
         )
-    normals_grid = depth_normals_camera(depth, record.depth_intrinsics, stride)
-    normals_camera = normals_grid[rows // stride, cols // stride]
-
-    needs_color_pixels = config.store_cloud_colors or (with_instances and record.instance_path is not None)
     colors = None
     object_ids = np.full(points_camera.shape[0], NO_OBJECT, dtype=np.int32)
-    if needs_color_pixels:
+    if with_colors or with_instances:
         uv, _ = project_points(points_camera, record.color_intrinsics)
         width, height = record.color_size
         pixel_cols = np.clip(np.round(uv[:, 0]).astype(np.int64), 0, width - 1)
         pixel_rows = np.clip(np.round(uv[:, 1]).astype(np.int64), 0, height - 1)
         inside = (uv[:, 0] > -0.5) & (uv[:, 0] < width - 0.5) & (uv[:, 1] > -0.5) & (uv[:, 1] < height - 0.5)
-        if config.store_cloud_colors:
+        if with_colors:
             color_image = _read_color(record.color_path)
             if color_image.shape[:2] != (height, width):
                 raise FrameError(
@@ -405,7 +442,7 @@ def frame_points(
                     record.color_path,
                 )
             colors = color_image[pixel_rows, pixel_cols]
-        if with_instances and record.instance_path is not None:
+        if with_instances:
             ids = read_instance_ids(record.instance_path, config.erode_instance_boundaries)
             if ids.shape != (height, width):
                 raise FrameError(
@@ -415,6 +452,11 @@ def frame_points(
             object_ids = np.where(inside, ids[pixel_rows, pixel_cols], NO_OBJECT).astype(np.int32)
             bled = bled_labels(object_ids, points_camera[:, 2], rows, cols, stride, config)
             object_ids[bled] = NO_OBJECT
+    if labelled_only:
+        keep = np.flatnonzero(object_ids >= 0)
+        points_camera, rows, cols, object_ids = points_camera[keep], rows[keep], cols[keep], object_ids[keep]
+        colors = None if colors is None else colors[keep]
+    normals_camera = depth_normals_at(depth, record.depth_intrinsics, rows, cols, stride)
     return FramePoints(
         frame_index=record.frame_index,
         points=transform_points(record.pose, points_camera).astype(np.float32),
@@ -422,6 +464,56 @@ def frame_points(
         colors=colors,
         object_ids=object_ids,
     )
+
+
+def frame_points(
+    record: FrameRecord, config: FusionSettings = DEFAULT_FUSION_SETTINGS, with_instances: bool = True
+) -> FramePoints:
+    """Back-project one frame; raises :class:`FrameError` naming the reason and the file.
+
+    Every ``pixel_stride``-th depth row and column is used (picked from the depth size when 0, see
+    :meth:`FusionSettings.stride_for`).
+    """
+    depth = _usable_depth(record, config)
+    stride = config.stride_for(record.depth_size, with_instances)
+    reads_instances = with_instances and record.instance_path is not None
+    return _grid_points(record, depth, stride, config, config.store_cloud_colors, reads_instances)
+
+
+def _labelled(points: FramePoints) -> FramePoints:
+    """The points that carry an object id."""
+    keep = points.object_ids >= 0
+    return FramePoints(
+        frame_index=points.frame_index,
+        points=points.points[keep],
+        normals=points.normals[keep],
+        colors=None,
+        object_ids=points.object_ids[keep],
+    )
+
+
+def frame_clouds(
+    record: FrameRecord, config: FusionSettings = DEFAULT_FUSION_SETTINGS, with_instances: bool = True
+) -> tuple[FramePoints, FramePoints]:
+    """One frame's points for the scene cloud and its labelled object points; raises :class:`FrameError`.
+
+    The scene cloud comes from the grid of :meth:`FusionSettings.scene_stride_for`, the object points
+    from the (finer or equal) grid of :meth:`FusionSettings.stride_for`; when the two grids are one,
+    the object points are the scene points that carry an id. Without instances the object points are
+    empty. The scene points are exactly what :func:`frame_points` gives at the scene stride without
+    instances, so a scan's scene cloud does not depend on where its objects come from.
+    """
+    depth = _usable_depth(record, config)
+    stride = config.stride_for(record.depth_size, with_instances)
+    scene_stride = config.scene_stride_for(record.depth_size, with_instances)
+    reads_instances = with_instances and record.instance_path is not None
+    if scene_stride == stride:
+        scene = _grid_points(record, depth, stride, config, config.store_cloud_colors, reads_instances)
+        return scene, _labelled(scene)
+    scene = _grid_points(record, depth.copy(), scene_stride, config, config.store_cloud_colors, False)
+    if not reads_instances:
+        return scene, _labelled(scene)
+    return scene, _grid_points(record, depth, stride, config, False, True, labelled_only=True)
 
 
 def voxel_downsample(
@@ -483,44 +575,45 @@ def fuse_frames(
 ) -> FusedScene:
     """Fuse frames into a scene cloud and per-object clouds (world frame); bad frames are listed in ``failures``.
 
-    Object clouds are built only when ``with_instances`` and the frames carry instance masks.
+    Object clouds are built only when ``with_instances`` and the frames carry instance masks; the
+    scene cloud comes from the grid of :meth:`FusionSettings.scene_stride_for` (see :func:`frame_clouds`).
     """
     records = list(records)
-    points, normals, colors, ids = [], [], [], []
+    points, normals, colors = [], [], []
+    object_points_of_frames, object_normals_of_frames, object_ids_of_frames = [], [], []
     used: list[int] = []
     failures: list[tuple[str, str | None, str]] = []
     for record in tqdm(records, desc="fusing frames", disable=not progress, leave=False):
         try:
-            result = frame_points(record, config, with_instances=with_instances)
+            scene, objects = frame_clouds(record, config, with_instances=with_instances)
         except FrameError as error:
             logger.warning("skipping frame %s: %s", record.record_id, error.reason)
             failures.append((record.record_id, error.source_file, error.reason))
             continue
         used.append(record.frame_index)
-        points.append(result.points)
-        normals.append(result.normals)
-        ids.append(result.object_ids)
-        if result.colors is not None:
-            colors.append(result.colors)
+        points.append(scene.points)
+        normals.append(scene.normals)
+        if scene.colors is not None:
+            colors.append(scene.colors)
+        object_points_of_frames.append(objects.points)
+        object_normals_of_frames.append(objects.normals)
+        object_ids_of_frames.append(objects.object_ids)
     if not used:
         return FusedScene(np.zeros((0, 3)), np.zeros((0, 3)), None, {}, [], failures)
-    all_points = np.concatenate(points)
-    all_normals = np.concatenate(normals)
-    all_ids = np.concatenate(ids)
     all_colors = np.concatenate(colors) if len(colors) == len(points) else None
     scene_points, scene_normals, scene_colors = voxel_downsample(
-        all_points, config.scene_voxel_size_m, all_normals, all_colors
+        np.concatenate(points), config.scene_voxel_size_m, np.concatenate(normals), all_colors
     )
+    object_ids = np.concatenate(object_ids_of_frames)
     object_points: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    labelled = np.nonzero(all_ids >= 0)[0]
-    if labelled.size:
-        order = labelled[np.argsort(all_ids[labelled], kind="stable")]
-        sorted_ids = all_ids[order]
-        boundaries = np.flatnonzero(np.diff(sorted_ids)) + 1
+    if object_ids.size:
+        labelled_points = np.concatenate(object_points_of_frames)
+        labelled_normals = np.concatenate(object_normals_of_frames)
+        order = np.argsort(object_ids, kind="stable")
+        boundaries = np.flatnonzero(np.diff(object_ids[order])) + 1
         for chunk in np.split(order, boundaries):
-            object_id = int(all_ids[chunk[0]])
             down_points, down_normals, _ = voxel_downsample(
-                all_points[chunk], config.object_voxel_size_m, all_normals[chunk]
+                labelled_points[chunk], config.object_voxel_size_m, labelled_normals[chunk]
             )
-            object_points[object_id] = (down_points, down_normals)
+            object_points[int(object_ids[chunk[0]])] = (down_points, down_normals)
     return FusedScene(scene_points, scene_normals, scene_colors, object_points, used, failures)

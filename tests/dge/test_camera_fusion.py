@@ -6,6 +6,7 @@ from PIL import Image
 
 from assets.dge.camera import (
     backproject_depth,
+    depth_normals_at,
     depth_normals_camera,
     intrinsics_matrix,
     invert_rigid,
@@ -16,6 +17,7 @@ from assets.dge.fusion import (
     FrameError,
     FrameRecord,
     FusionSettings,
+    bled_labels,
     depth_problem,
     frame_points,
     fuse_frames,
@@ -107,6 +109,94 @@ class TestCamera:
         np.testing.assert_allclose(normals[24, 32], expected, atol=1e-6)
         assert np.isnan(normals[0, 0]).all()
 
+    def test_normals_at_pixels_match_a_per_pixel_cross_product(self):
+        # A wavy surface with a step (a depth jump) and holes, on a stride-2 grid; the truth is computed
+        # pixel by pixel from the definition: the cross product of the central differences.
+        rng = np.random.default_rng(4)
+        rows, cols = np.mgrid[0:47, 0:63]
+        depth = 2.0 + 0.1 * np.sin(cols / 5.0) + 0.05 * np.cos(rows / 3.0)
+        depth[:, 40:] += 0.6
+        depth[rng.random(depth.shape) < 0.05] = 0.0
+        stride = 2
+        expected = np.full(depth[::stride, ::stride].shape + (3,), np.nan)
+
+        def point(row, col):
+            z = depth[row, col]
+            if z <= 0:
+                return np.full(3, np.nan)
+            return np.array([(col - K[0, 2]) * z / K[0, 0], (row - K[1, 2]) * z / K[1, 1], z])
+
+        for grid_row in range(1, expected.shape[0] - 1):
+            for grid_col in range(1, expected.shape[1] - 1):
+                row, col = grid_row * stride, grid_col * stride
+                du = point(row, col + stride) - point(row, col - stride)
+                dv = point(row + stride, col) - point(row - stride, col)
+                centre = point(row, col)
+                if not (np.all(np.isfinite(du)) and np.all(np.isfinite(dv)) and np.isfinite(centre[2])):
+                    continue
+                if abs(du[2]) > 0.1 * centre[2] or abs(dv[2]) > 0.1 * centre[2]:
+                    continue
+                normal = np.cross(du, dv)
+                normal /= np.linalg.norm(normal)
+                expected[grid_row, grid_col] = -normal if normal @ centre > 0 else normal
+        # Compared where the depth is valid (only those pixels become points).
+        found = depth_normals_camera(depth, K, stride)[depth[::stride, ::stride] > 0]
+        expected = expected[depth[::stride, ::stride] > 0]
+        assert np.array_equal(np.isnan(found), np.isnan(expected))
+        assert np.isfinite(found).any() and np.isnan(found).any()
+        np.testing.assert_allclose(found[np.isfinite(found)], expected[np.isfinite(expected)], atol=1e-9)
+        found = depth_normals_camera(depth, K, stride)
+        picked = depth_normals_at(depth, K, np.array([10, 0, 46]), np.array([20, 20, 62]), stride)
+        np.testing.assert_array_equal(picked[0], found[5, 10])
+        assert np.isnan(picked[1:]).all()  # the grid's border
+
+
+def _bled_by_loops(ids, depth, stride, config):
+    """The definition of a bled label, point by point on the strided grid (missing depth: no neighbour)."""
+    sampled, sampled_ids = depth[::stride, ::stride], ids[::stride, ::stride]
+    height, width = sampled.shape
+    bled = np.zeros(sampled.shape, dtype=bool)
+    for row in range(height):
+        for col in range(width):
+            z, own = sampled[row, col], sampled_ids[row, col]
+            if z <= 0 or own < 0:
+                continue
+            tolerance = config.depth_edge_tolerance_m + config.depth_edge_tolerance_relative * z
+            own_elsewhere = other_here = False
+            for d_row in (-1, 0, 1):
+                for d_col in (-1, 0, 1):
+                    r, c = row + d_row, col + d_col
+                    if (
+                        (d_row, d_col) == (0, 0)
+                        or not (0 <= r < height and 0 <= c < width)
+                        or sampled[r, c] <= 0
+                    ):
+                        continue
+                    same_surface = abs(sampled[r, c] - z) <= tolerance
+                    own_elsewhere |= sampled_ids[r, c] == own and not same_surface
+                    other_here |= sampled_ids[r, c] != own and same_surface
+            bled[row, col] = own_elsewhere and other_here
+    return bled
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_bled_labels_match_the_definition(stride):
+    # Three objects at two depths with ragged masks over a wall, and holes in the depth.
+    rng = np.random.default_rng(stride)
+    depth = np.full((30, 40), 3.0)
+    depth[5:25, 8:20] = 2.0
+    depth[rng.random(depth.shape) < 0.08] = 0.0
+    ids = np.full((30, 40), -1)
+    ids[4:26, 7:21] = 1  # bleeds one pixel onto the wall
+    ids[10:15, 25:35] = 2  # on the wall
+    ids[rng.random(ids.shape) < 0.05] = 3  # scattered labels
+    points, rows, cols = backproject_depth(depth, K, stride)
+    config = FusionSettings()
+    found = bled_labels(ids[rows, cols], points[:, 2], rows, cols, stride, config)
+    expected = _bled_by_loops(ids, depth, stride, config)[rows // stride, cols // stride]
+    assert expected.any()
+    np.testing.assert_array_equal(found, expected)
+
 
 class TestDepthProblems:
     @pytest.mark.parametrize(
@@ -186,6 +276,29 @@ class TestFusion:
         points, _ = fused.object_points[5]
         assert len(points) > 20
         assert np.allclose(points[:, 2], 2.0, atol=0.01)  # the pole, not the wall behind it
+
+    def test_the_scene_cloud_comes_from_its_own_coarser_grid(self, tmp_path):
+        # Objects from the masks at every pixel, the scene cloud from every second pixel: the scene cloud is
+        # the one fused without instances at that stride, the objects keep their full-resolution edges.
+        depth = np.full((48, 64), 2.0)
+        depth[10:30, 20:40] = 1.5
+        instance = np.full((48, 64), -1)
+        instance[10:30, 20:40] = 5
+        rows = [_write_frame(tmp_path, index, depth, _pose(3.0 * index), instance) for index in range(3)]
+        records = [FrameRecord.from_row(row) for row in rows]
+        fused = fuse_frames(
+            records, FusionSettings(pixel_stride=1, scene_pixel_stride=2, object_voxel_size_m=0.005)
+        )
+        scene_only = fuse_frames(records, FusionSettings(pixel_stride=2), with_instances=False)
+        np.testing.assert_array_equal(fused.points, scene_only.points)
+        np.testing.assert_array_equal(fused.normals, scene_only.normals)
+        assert set(fused.object_points) == {5}
+        first = fuse_frames(
+            records[:1], FusionSettings(pixel_stride=1, scene_pixel_stride=2, object_voxel_size_m=0.005)
+        )
+        points, _ = first.object_points[5]
+        u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
+        assert u.min() == pytest.approx(20, abs=0.01) and u.max() == pytest.approx(39, abs=0.01)
 
     def test_bad_frames_are_listed_and_the_rest_fused(self, tmp_path):
         depth = np.full((48, 64), 2.0)
