@@ -129,27 +129,65 @@ def depth_normals_camera(
 
     Normals come from central differences of the back-projected grid; pixels whose neighbours are
     missing, or differ in depth by more than ``max_relative_jump`` times the depth, get a NaN
-    normal. Returns an ``(H', W', 3)`` array on the strided grid.
+    normal. Returns an ``(H', W', 3)`` array on the strided grid (see :func:`depth_normals_at`).
 
     >>> normals = depth_normals_camera(np.full((5, 5), 2.0), intrinsics_matrix([10, 0, 2, 0, 10, 2, 0, 0, 1]))
     >>> [round(float(v), 6) + 0.0 for v in normals[2, 2]]
     [0.0, 0.0, -1.0]
     """
-    sampled = depth_m[::stride, ::stride].astype(np.float64)
-    height, width = sampled.shape
-    z = np.where(np.isfinite(sampled) & (sampled > 0), sampled, np.nan)
-    x = (np.arange(width)[None, :] * stride - intrinsics[0, 2]) * z / intrinsics[0, 0]
-    y = (np.arange(height)[:, None] * stride - intrinsics[1, 2]) * z / intrinsics[1, 1]
-    normals = np.full((height, width, 3), np.nan)
-    if height < 3 or width < 3:
-        return normals
-    # Central differences of the interior pixels (the border has no neighbour on one side: NaN).
-    inner = (slice(1, -1), slice(1, -1))
-    du = [axis[1:-1, 2:] - axis[1:-1, :-2] for axis in (x, y, z)]
-    dv = [axis[2:, 1:-1] - axis[:-2, 1:-1] for axis in (x, y, z)]
+    height, width = depth_m[::stride, ::stride].shape
+    rows, cols = (axis.ravel() * stride for axis in np.mgrid[0:height, 0:width])
+    return depth_normals_at(depth_m, intrinsics, rows, cols, stride, max_relative_jump).reshape(
+        height, width, 3
+    )
+
+
+def depth_normals_at(
+    depth_m: np.ndarray,
+    intrinsics: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    stride: int = 1,
+    max_relative_jump: float = 0.1,
+) -> np.ndarray:
+    """Surface normals (camera frame, facing the camera) at pixels ``(rows, cols)`` of the ``stride`` grid.
+
+    The normal at a pixel is the cross product of the central differences of the back-projected
+    grid (its neighbours ``stride`` pixels left and right, above and below); pixels on the grid's
+    border, with a missing neighbour, or whose neighbours differ in depth by more than
+    ``max_relative_jump`` times the depth get NaN. Returns ``(N, 3)``.
+
+    >>> k = intrinsics_matrix([10, 0, 2, 0, 10, 2, 0, 0, 1])
+    >>> normals = depth_normals_at(np.full((5, 5), 2.0), k, np.array([2, 0]), np.array([2, 2]))
+    >>> [round(float(v), 6) + 0.0 for v in normals[0]], bool(np.isnan(normals[1]).all())
+    ([0.0, 0.0, -1.0], True)
+    """
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    normals = np.full((len(rows), 3), np.nan)
+    height, width = depth_m.shape
+    last_row, last_col = (height - 1) // stride * stride, (width - 1) // stride * stride
+    interior = np.flatnonzero((rows >= stride) & (rows < last_row) & (cols >= stride) & (cols < last_col))
+    rows, cols = rows[interior], cols[interior]
+
+    def camera_point(row: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        sampled = depth_m[row, col].astype(np.float64)
+        z = np.where(np.isfinite(sampled) & (sampled > 0), sampled, np.nan)
+        return (
+            (col - intrinsics[0, 2]) * z / intrinsics[0, 0],
+            (row - intrinsics[1, 2]) * z / intrinsics[1, 1],
+            z,
+        )
+
+    centre = camera_point(rows, cols)
+    left, right = camera_point(rows, cols - stride), camera_point(rows, cols + stride)
+    up, down = camera_point(rows - stride, cols), camera_point(rows + stride, cols)
+    du = [after - before for before, after in zip(left, right, strict=True)]
+    dv = [after - before for before, after in zip(up, down, strict=True)]
     # A neighbour on another surface (a depth jump) would tilt the normal: drop those pixels.
     with np.errstate(invalid="ignore"):
-        jump = (np.abs(du[2]) > max_relative_jump * z[inner]) | (np.abs(dv[2]) > max_relative_jump * z[inner])
+        jump = (np.abs(du[2]) > max_relative_jump * centre[2]) | (
+            np.abs(dv[2]) > max_relative_jump * centre[2]
+        )
     du = [np.where(jump, np.nan, axis) for axis in du]
     cross = (
         du[1] * dv[2] - du[2] * dv[1],
@@ -159,7 +197,7 @@ def depth_normals_camera(
     norm = np.sqrt(cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2])
     with np.errstate(divide="ignore", invalid="ignore"):
         unit = [axis / norm for axis in cross]
-    facing = unit[0] * x[inner] + unit[1] * y[inner] + unit[2] * z[inner] > 0
+    facing = unit[0] * centre[0] + unit[1] * centre[1] + unit[2] * centre[2] > 0
     for index, axis in enumerate(unit):
-        normals[1:-1, 1:-1, index] = np.where(facing, -axis, axis)
+        normals[interior, index] = np.where(facing, -axis, axis)
     return normals
