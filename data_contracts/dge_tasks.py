@@ -95,13 +95,14 @@ class DgeTasks(dy.Schema):
     answer = dy.String(
         nullable=False,
         min_length=1,
-        description="The gold answer as text: the letter of answer_index, or numeric_answer written with its "
-        "unit's decimals (m: 2, cm: 0, m^2: 1, counts: 0) and without the unit.",
+        description="The gold answer as text: the letter of answer_index, or numeric_answer written with the "
+        "precision the question states (m: 2 decimals; cm: 0 decimals from 10 cm up, 1 below; m^2: 1; counts: 0) "
+        "and without the unit.",
     )
     numeric_answer = dy.Float64(
         nullable=True,
-        description="The numeric answer computed from the geometry, in unit, rounded to the unit's decimals "
-        "(counts are whole numbers); null for a multiple-choice row.",
+        description="The numeric answer computed from the geometry, in unit, rounded to the precision the "
+        "question states (see answer; counts are whole numbers); null for a multiple-choice row.",
     )
     unit = dy.String(
         nullable=True,

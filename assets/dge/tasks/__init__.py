@@ -13,8 +13,11 @@ re-evaluated on other facts, e.g. a synthetic world's exact truth, to audit ever
 Conventions (gravity-aligned frame: metres, ``z`` up; OpenCV cameras): an object's position is its
 centroid (the centre of its oriented box); "left" and "right" are seen from above with ``z`` up; a
 camera's heading is its viewing direction projected onto the floor; depth is the camera-frame
-``z`` of the centroid. Numeric answers are rounded: metres to 2 decimals, centimetres to integers,
-square metres to 1 decimal, counts to integers.
+``z`` of the centroid. Numeric answers have a precision the question states: metres to 2 decimals,
+centimetres to integers from 10 cm up and to 1 decimal below, square metres to 1 decimal, counts to
+integers. Objects measured too poorly for a question are not asked about, and comparison margins
+follow the objects' measured uncertainty when the geometry carries it (see
+:mod:`~assets.dge.tasks.answers`); :class:`GenerationReport` counts what was withheld and why.
 
 | task type | module | question | answer |
 |---|---|---|---|
@@ -25,14 +28,14 @@ square metres to 1 decimal, counts to integers.
 | ``camera_object_distance`` | distance | camera centre to <object>'s centre | m |
 | ``absolute_distance`` | distance | centre of <A> to centre of <B> | m |
 | ``relative_distance`` | distance | which of 2-4 objects is closest to <A> | choice |
-| ``depth_order`` | distance | which of two objects is closer to the camera (depth) | choice |
+| ``depth_order`` | distance | which of two objects has the smaller depth (along the view axis) | choice |
 | ``relative_direction_scene`` | direction | standing at <A> facing <B>: quadrant of <C> | choice of 4 |
 | ``relative_direction_image`` | direction | is <A> left or right of <B> in this image | choice of 2 |
 | ``camera_object_position`` | direction | <A> (seen in image 1) relative to camera 2 | choice of 4 |
-| ``camera_region_position`` | direction | region of the image (3x3 grid) holding <A>'s centre | choice of 4 |
+| ``camera_region_position`` | direction | cell of a 3x3 grid holding the centre of <A>'s visible 2D box | choice of 4 |
 | ``camera_camera_position`` | views | camera 2 relative to camera 1 (front/behind/left/right) | choice of 4 |
 | ``camera_camera_elevation`` | views | camera 2 higher or lower than camera 1 | choice of 2 |
-| ``camera_motion`` | views | moved forward/backward/left/right or turned left/right | choice of 4 |
+| ``camera_motion`` | views | moved forward/backward/left/right or turned left/right | choice of 2-4 (false distractors) |
 | ``visibility_comparison`` | views | in which image is more of <A> visible | choice of 2 |
 
 The other modules: :mod:`~assets.dge.tasks.settings` (:class:`TaskSettings`, every knob once),
