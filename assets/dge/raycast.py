@@ -156,7 +156,7 @@ def cast_frame(
     count = len(grid.area)
     first_object = np.full(count, -1, dtype=np.int64)
     first_depth = np.full(count, np.inf)
-    first_of_ray = _first_hits(ray_ids, t_hit)
+    first_of_ray = first_hits(ray_ids, t_hit)
     first_object[ray_ids[first_of_ray]] = objects[first_of_ray]
     first_depth[ray_ids[first_of_ray]] = t_hit[first_of_ray]
     if measured_depth is not None:
@@ -200,10 +200,10 @@ def cast_frame(
     return summaries
 
 
-def _first_hits(ray_ids: np.ndarray, t_hit: np.ndarray) -> np.ndarray:
+def first_hits(ray_ids: np.ndarray, t_hit: np.ndarray) -> np.ndarray:
     """Index of each hit ray's nearest hit (the earliest listed of equally near ones), in ray order.
 
-    >>> _first_hits(np.array([2, 0, 0, 0, 2]), np.array([3.0, 2.0, 1.0, 1.0, 0.5])).tolist()
+    >>> first_hits(np.array([2, 0, 0, 0, 2]), np.array([3.0, 2.0, 1.0, 1.0, 0.5])).tolist()
     [2, 4]
     """
     if len(ray_ids) == 0:

@@ -6,6 +6,7 @@ import pytest
 from assets.dge.camera import intrinsics_matrix
 from assets.dge.fusion import FrameRecord
 from assets.dge.objects import ObjectGeometry
+from assets.dge.raycast import SceneMesh, first_hits, cast_frame, ray_grid
 from assets.dge.visibility import PreparedObjects, VisibilitySettings, mask_boxes, object_in_frame
 
 K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
@@ -146,3 +147,70 @@ def test_boxes_from_the_instance_mask():
     assert seen.bbox_px == [30.0, 10.0, 41.0, 20.0]
     assert seen.bbox_source == "instance_mask"
     assert seen.bbox == [469, 208, 641, 417]
+
+
+def _box_mesh(lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """The 12 triangles of an axis-aligned box (a flat box when lo and hi share a coordinate)."""
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    triangles = [tri for a, b, c, d in faces for tri in ((a, b, c), (a, c, d))]
+    return corners, np.array(triangles)
+
+
+def _slab_entry(direction, lo, hi) -> float:
+    """Distance along a ray from the origin at which it enters an axis-aligned box (inf: it misses)."""
+    near, far = -np.inf, np.inf
+    for axis in range(3):
+        if direction[axis] == 0:
+            if not lo[axis] <= 0 <= hi[axis]:
+                return np.inf
+            continue
+        t1, t2 = sorted((lo[axis] / direction[axis], hi[axis] / direction[axis]))
+        near, far = max(near, t1), min(far, t2)
+    return near if near <= far and far > 0 else np.inf
+
+
+def test_cast_frame_matches_a_ray_by_ray_slab_test():
+    # Two annotated boxes, the second partly behind the first, and an unannotated plate in front of the
+    # second; the truth intersects every ray with each box analytically (slab test), independent of open3d.
+    boxes = [
+        (0, (-0.31, -0.23, 2.0), (0.13, 0.17, 2.5)),
+        (1, (-0.07, -0.41, 3.0), (0.61, 0.33, 3.4)),
+        (-1, (0.21, -0.9, 1.5), (0.47, 0.9, 1.5)),
+    ]
+    vertices, triangles, owners = [], [], []
+    for object_id, lo, hi in boxes:
+        corners, tris = _box_mesh(lo, hi)
+        triangles.append(tris + sum(len(v) for v in vertices))
+        vertices.append(corners)
+        owners.append(np.full(len(tris), object_id))
+    mesh = SceneMesh(np.concatenate(vertices), np.concatenate(triangles), np.concatenate(owners))
+    grid = ray_grid(K, WIDTH, HEIGHT, 800)
+    found = cast_frame(mesh, grid, np.eye(4), None, K, 0.03, 0.01)
+
+    entries = np.array([[_slab_entry(d, lo, hi) for _, lo, hi in boxes] for d in grid.directions])
+    first = np.argmin(entries, axis=1)
+    hit = np.isfinite(entries.min(axis=1))
+    assert set(found) == {0, 1}
+    for index, (object_id, _, _) in enumerate(boxes[:2]):
+        crosses = np.isfinite(entries[:, index])
+        visible = grid.inside & hit & (first == index)
+        rays = found[object_id]
+        assert rays.inside_area == grid.area[crosses & grid.inside].sum()
+        assert rays.outside_area == grid.area[crosses & ~grid.inside].sum()
+        assert rays.visible_area == grid.area[visible].sum()
+        np.testing.assert_array_equal(rays.visible_pixels, grid.pixels[visible])
+    assert 0 < found[1].visibility_ratio < 1 and found[0].visibility_ratio == 1.0
+
+
+def test_first_hits_are_the_nearest_of_each_ray_and_the_earliest_of_ties():
+    rng = np.random.default_rng(7)
+    ray_ids = np.sort(rng.integers(0, 50, 400))
+    t_hit = rng.integers(1, 6, 400).astype(np.float64)  # many ties
+    found = first_hits(ray_ids, t_hit)
+    expected = {}
+    for index, (ray, t) in enumerate(zip(ray_ids, t_hit, strict=True)):
+        if ray not in expected or t < t_hit[expected[ray]]:
+            expected[ray] = index
+    assert sorted(found.tolist()) == sorted(expected.values())
+    assert first_hits(np.zeros(0, np.int64), np.zeros(0)).size == 0
