@@ -6,7 +6,7 @@ import pytest
 from assets.dge.camera import intrinsics_matrix
 from assets.dge.fusion import FrameRecord
 from assets.dge.objects import ObjectGeometry
-from assets.dge.raycast import SceneMesh, first_hits, cast_frame, ray_grid
+from assets.dge.raycast import SceneMesh, cast_frame, first_hits, ray_grid
 from assets.dge.visibility import PreparedObjects, VisibilitySettings, mask_boxes, object_in_frame
 
 K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
