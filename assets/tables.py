@@ -21,6 +21,7 @@ import dataframely as dy
 import polars as pl
 
 from assets.previews import markdown_image, markdown_preview, save_preview
+from data_contracts.quarantine import CONTRACT_VERSION as QUARANTINE_CONTRACT_VERSION
 from data_contracts.quarantine import Quarantine, QuarantineLog
 from data_contracts.validation import split_valid
 from llm.client import LLMClient
@@ -183,6 +184,7 @@ def quarantine_output(log: QuarantineLog) -> tuple[pl.DataFrame, dict[str, Any]]
     frame = log.to_frame()
     metadata = {
         "dagster/row_count": frame.height,
+        "contract_version": QUARANTINE_CONTRACT_VERSION,
         "dagster/column_schema": column_schema(Quarantine),
         "reasons": dg.MetadataValue.json(log.reason_counts()),
         "preview": dg.MetadataValue.md(

@@ -1,7 +1,9 @@
 """The IO manager that stores asset outputs as Parquet under the storage root.
 
 The layout, the default root and the atomic writes are :mod:`data_contracts.storage`'s; this module
-only adapts them to Dagster's output and input contexts.
+only adapts them to Dagster's output and input contexts. Every file it writes carries the contract
+version, the asset's code version and a fingerprint of the inputs' data versions in its Parquet
+key-value metadata (:mod:`pipelines.file_metadata`).
 
 The outputs of one step are published as a set: Dagster hands them over one at a time, so each is
 staged (written and fsynced privately under ``<root>/.staging/``) and, when the last output the
@@ -25,6 +27,7 @@ import polars as pl
 from pydantic import Field
 
 from data_contracts.storage import StagedTables, read_table, recover_storage, resolve_storage_root, table_path
+from pipelines.file_metadata import file_key_value_metadata
 
 
 def _expected_outputs(context: dg.OutputContext) -> tuple[str, set[str]] | None:
@@ -73,7 +76,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         step = _expected_outputs(context)
         set_id, expected = step if step is not None else (f"direct.{uuid.uuid4().hex}", {context.name})
         staged = StagedTables(root, set_id)
-        staged.add(context.name, obj, path)
+        staged.add(context.name, obj, path, file_key_value_metadata(context) if obj is not None else None)
         if staged.names() >= expected:
             staged.commit()
         if path is not None:

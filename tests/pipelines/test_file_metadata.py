@@ -1,0 +1,109 @@
+"""Every Parquet file a build writes says, in its own key-value metadata, what wrote it and from what.
+
+Truth comes from elsewhere than the IO manager: contract versions from the contract modules, code
+versions from the definitions, and input data versions from the tags Dagster recorded on each
+file's materialization event in the instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+
+import dagster as dg
+import datasets
+import pyarrow.parquet as pq
+
+from data_contracts.storage import FILE_METADATA_KEYS, read_file_metadata, read_table_metadata, table_path
+from pipelines.definitions import defs
+
+INPUT_VERSION_TAG = "dagster/input_data_version/"
+
+
+def expected_contract_version(table: str) -> str:
+    """The contract version of ``table``, read from its contract module."""
+    if table.endswith("_quarantine"):
+        return importlib.import_module("data_contracts.quarantine").CONTRACT_VERSION
+    special = {
+        "stvqa_pass_at_2_attempts": ("stvqa_validated", "ATTEMPTS_CONTRACT_VERSION"),
+        "pseudo_gt_audit_precision": ("pseudo_gt_audit", "CONTRACT_VERSION"),
+        "dge_image_tasks": ("dge_tasks", "CONTRACT_VERSION"),
+        "spatialcore_train_corrupted": ("spatialcore_train", "CONTRACT_VERSION"),
+    }
+    module, attribute = special.get(table, (table, "CONTRACT_VERSION"))
+    return getattr(importlib.import_module(f"data_contracts.{module}"), attribute)
+
+
+def table_files(storage) -> dict[tuple[str, str | None], object]:
+    """``{(table, partition): path}`` of every table file under the storage root."""
+    files = {}
+    for path in storage.glob("*.parquet"):
+        files[(path.stem, None)] = path
+    for folder in storage.iterdir():
+        if (
+            folder.is_dir()
+            and not folder.name.startswith(".")
+            and folder.name not in {"sample_world", "previews"}
+        ):
+            for path in folder.glob("*.parquet"):
+                files[(folder.name, path.stem)] = path
+    return files
+
+
+def recorded_input_versions(
+    instance: dg.DagsterInstance, table: str, partition: str | None
+) -> dict[str, str]:
+    """The input data versions Dagster recorded on the latest materialization of the file's asset."""
+    result = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey(table), asset_partitions=[partition] if partition is not None else None
+        ),
+        limit=1,
+    )
+    (record,) = result.records
+    tags = record.asset_materialization.tags or {}
+    return {
+        key[len(INPUT_VERSION_TAG) :]: value
+        for key, value in tags.items()
+        if key.startswith(INPUT_VERSION_TAG)
+    }
+
+
+def test_every_file_says_its_contract_code_version_and_inputs(dev_build):
+    files = table_files(dev_build.storage)
+    code_versions = {}
+    for assets_def in defs.resolve_asset_graph().assets_defs:
+        code_versions.update(
+            {key.to_user_string(): version for key, version in assets_def.code_versions_by_key.items()}
+        )
+    tables = {table for table, _ in files}
+    assert {"mcq_questions", "mcq_questions_quarantine", "dge_tasks", "pseudo_gt_boxes", "stvqa"} <= tables
+    empty = 0
+    for (table, partition), path in sorted(files.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        metadata = read_file_metadata(path)
+        assert set(FILE_METADATA_KEYS) <= set(metadata), (path, metadata)
+        assert metadata["contract_version"] == expected_contract_version(table), path
+        assert metadata["code_version"] == code_versions[table], path
+        recorded = recorded_input_versions(dev_build.instance, table, partition)
+        versions = json.loads(metadata["input_data_versions"])
+        assert versions == recorded, path
+        expected_fingerprint = hashlib.sha256(json.dumps(recorded, sort_keys=True).encode()).hexdigest()[:16]
+        assert metadata["source_fingerprint"] == expected_fingerprint, path
+        # nothing in it depends on where the data lies
+        assert str(dev_build.workdir) not in json.dumps(metadata), path
+        schema = pq.read_schema(path)
+        if {"image", "images"} & set(schema.names):  # the datasets features are still there
+            assert b"huggingface" in schema.metadata, path
+        empty += pq.ParquetFile(path).metadata.num_rows == 0
+    assert empty > 0  # empty tables carry the metadata too
+    sources = read_table_metadata(dev_build.storage, "mcq_questions")
+    assert set(json.loads(sources["input_data_versions"])) == {"raw_mcq_files", "sample_world"}
+    shard = read_table_metadata(dev_build.storage, "pseudo_gt_boxes", "shard-00")
+    assert {"mcq_questions", "object_phrases"} <= set(json.loads(shard["input_data_versions"]))
+
+
+def test_files_with_metadata_still_load_with_datasets(dev_build):
+    path = table_path(dev_build.storage, "mcq_questions")
+    loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
+    assert loaded.num_rows > 0 and loaded.features["image"] == datasets.Image()
