@@ -21,15 +21,16 @@ from collections.abc import Iterator
 import dagster as dg
 import polars as pl
 
+from assets.compute import ComputeSettings
 from assets.dge.geometry import (
     ScanGeometry,
     SceneBuildError,
     SceneGeometrySettings,
-    build_scan_geometry,
     camera_poses_in_gravity,
     frame_records,
 )
 from assets.dge.plots import top_down_plot
+from assets.dge.scan_compute import run_scan_geometry
 from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import GenerationReport, TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.tasks.rows import colour_problem
@@ -71,8 +72,8 @@ __all__ = [
 ]
 
 
-class SceneGeometryAssetConfig(dg.Config, SceneGeometrySettings):
-    """Run configuration of ``scene_geometry``: the scan geometry settings (see :class:`assets.dge.geometry.SceneGeometrySettings`)."""
+class SceneGeometryAssetConfig(dg.Config, SceneGeometrySettings, ComputeSettings):
+    """Run configuration of ``scene_geometry``: the scan geometry settings (see :class:`assets.dge.geometry.SceneGeometrySettings`) and where they run (:class:`assets.compute.ComputeSettings`)."""
 
 
 class FrameVisibilityAssetConfig(dg.Config, VisibilitySettings):
@@ -145,7 +146,7 @@ def scene_geometry_asset(
     scene = _scene_row(rgbd_scenes, scene_id)
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
-        geometry = build_scan_geometry(rgbd_frames, scene, config, log)
+        geometry = run_scan_geometry(rgbd_frames, scene, config, quarantine=log)
     except SceneBuildError as error:
         raise dg.Failure(description=str(error)) from error
     checked = finalize_table(
