@@ -7,7 +7,8 @@ same question about the same objects and frames as an earlier one (e.g. with oth
 are near-duplicates and dropped. Up to ``candidate_pool_factor * max_tasks_per_type`` clear
 candidates are collected, grouped by answer value (the chosen option, or the count for counting
 questions), and at most ``max_tasks_per_type`` are picked round-robin from the least-used group, so
-a scene gives every answer value it can before repeating one. The type's balance rule then settles
+a scene gives every answer value it can before repeating one, and no value takes more than
+``max_answer_share`` of a type's questions in a scene (fewer questions rather than one answer). The type's balance rule then settles
 the options (the spec records them) and orders them by the task id; the k-th question of a type
 then has its answer at letter ``(offset + k) mod n`` (see :func:`~assets.dge.tasks.balance.place_answer`),
 so gold letters are spread evenly.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,8 +177,13 @@ def generate_tasks_of_type(
     used = dict.fromkeys(order, 0)
     letter_offset = stable_int(settings.seed, facts.scene_id, task_type, "letters")
     tasks: list[GeneratedTask] = []
-    while len(tasks) < settings.max_tasks_per_type and any(groups[g] for g in order):
-        group = min((g for g in order if groups[g]), key=lambda g: used[g])
+    cap = max(1, math.ceil(settings.max_answer_share * settings.max_tasks_per_type))
+
+    def open_groups() -> list[Any]:
+        return [g for g in order if groups[g] and (g is None or used[g] < cap)]
+
+    while len(tasks) < settings.max_tasks_per_type and open_groups():
+        group = min(open_groups(), key=lambda g: used[g])
         spec, answer = groups[group].pop(0)
         used[group] += 1
         answer = entry.balance.settle(answer, rng)

@@ -102,6 +102,11 @@ class TaskSettings(pydantic.BaseModel):
         description="A 'moved forward/backward/left/right' distractor is offered only when the camera went "
         "less than this along that axis of image 1.",
     )
+    max_answer_share: float = Field(
+        default=0.5,
+        description="Most share of a scene's questions of one type with the same answer value (option or count); "
+        "when no other value is clear the type gives fewer questions. Measured numbers are not limited.",
+    )
     candidate_pool_factor: int = Field(
         default=25,
         description="Clear candidates collected per task type and scene, as a multiple of max_tasks_per_type, "
