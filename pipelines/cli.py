@@ -74,7 +74,7 @@ def _run_config(args: argparse.Namespace, with_sample_world: bool) -> dict:
         if v is not None
     }
     if sample and with_sample_world:
-        config["ops"] = {"sample_world": {"config": sample}}
+        config["ops"] = {"sample_world_asset": {"config": sample}}
     return config
 
 

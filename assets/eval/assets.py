@@ -193,11 +193,18 @@ def _plot_metadata(paths: dict) -> dict:
     return metadata
 
 
-@dg.asset(
+@dg.multi_asset(
+    name="eval_report_asset",
+    outs={
+        "eval_report": dg.AssetOut(
+            description="Scored predictions of the configured model on `eval_items`, with the paper tables and "
+            "plots in the metadata.",
+            code_version=EVAL_CODE_VERSION,
+        )
+    },
     ins={"eval_items": dg.AssetIn()},
     check_specs=contract_check_specs("eval_report"),
     group_name=GROUP,
-    code_version=EVAL_CODE_VERSION,
 )
 def eval_report(
     context: dg.AssetExecutionContext,
@@ -223,7 +230,7 @@ def eval_report(
             },
         )
         context.log.info("eval_report: no model configured; %d items ready", eval_items.height)
-        yield dg.Output(checked.frame, metadata=checked.metadata)
+        yield dg.Output(checked.frame, output_name="eval_report", metadata=checked.metadata)
         yield checked.check
         return
     benchmarks = config.benchmarks or sorted(counts)
@@ -268,7 +275,7 @@ def eval_report(
             "eval_report: %d scored rows broke the contract: %s", len(rejected), rejected.reason_counts()
         )
     context.log.info("eval_report: %s on %d items", result.run_name, checked.frame.height)
-    yield dg.Output(checked.frame, metadata=checked.metadata)
+    yield dg.Output(checked.frame, output_name="eval_report", metadata=checked.metadata)
     yield checked.check
 
 

@@ -55,7 +55,17 @@ def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict
     return json.loads(json.dumps(summary.as_dict(), default=str)), rebuilt, version
 
 
-@dg.asset(group_name="sources", code_version=GENERATOR_VERSION)
+@dg.multi_asset(
+    name="sample_world_asset",
+    outs={
+        "sample_world": dg.AssetOut(
+            description="Synthetic indoor scenes (exact depth, instance masks, poses) written in the real source "
+            "formats.",
+            code_version=GENERATOR_VERSION,
+        )
+    },
+    group_name="sources",
+)
 def sample_world(
     context: dg.AssetExecutionContext,
     config: SampleWorldAssetConfig,

@@ -47,7 +47,7 @@ def test_default_build_makes_the_items_and_evaluates_nothing(tmp_path, small_wor
 def test_configured_model_fills_the_report(tmp_path, small_world, tiny_model_dir):
     run_config = dg.RunConfig(
         ops={
-            "eval_report": {
+            "eval_report_asset": {
                 "config": {
                     "model": str(tiny_model_dir),
                     "limit": 1,

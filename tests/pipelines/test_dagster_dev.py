@@ -37,7 +37,9 @@ def _graphql(port: int, query: str) -> dict:
 
 
 SMALL_WORLD_RUN_CONFIG = {
-    "ops": {"sample_world": {"config": {"num_scenes": 1, "views_per_scene": 2, "width": 64, "height": 48}}}
+    "ops": {
+        "sample_world_asset": {"config": {"num_scenes": 1, "views_per_scene": 2, "width": 64, "height": 48}}
+    }
 }
 LAUNCH = """
 mutation Launch($params: ExecutionParams!) {

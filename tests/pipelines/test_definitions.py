@@ -44,3 +44,19 @@ def test_descriptions_shown_in_the_ui_are_plain_markdown():
         }
     )
     assert not [where for where, text in shown.items() if RST_MARKUP.search(text)]
+
+
+def test_every_asset_op_name_ends_in_asset():
+    """Run config names ops: every op that materialises assets is ``<name>_asset`` (``sample_world_asset``,
+    ``mcq_questions_asset``, ``eval_report_asset``), never the bare asset key, so a user can tell the op
+    name from the asset without looking it up."""
+    ops = {
+        assets_def.node_def.name: sorted(key.to_user_string() for key in assets_def.keys)
+        for assets_def in defs.resolve_asset_graph().assets_defs
+        if assets_def.is_executable and assets_def.is_materializable
+    }
+    assert len(ops) >= 20
+    assert {name: keys for name, keys in ops.items() if not name.endswith("_asset")} == {}
+    for name, keys in ops.items():
+        stem = name.removesuffix("_asset")
+        assert any(key.startswith(stem) for key in keys), (name, keys)
