@@ -16,11 +16,17 @@ reaches the IO manager, so a step mixing such an output with tables would keep i
 no asset of this project does that. A commit killed half way is completed by the next build on the
 same root, and staged files of killed steps are deleted then; staged files of steps that failed in
 a live process are deleted when that process exits.
+
+A run over a range of partitions (a single-run backfill, see :mod:`assets.partition_ranges`) hands
+each output over as ``{partition_key: table}``: every partition goes to its own file, and all of
+them join the step's set. Such a step reads a partitioned input of its own partitioning the same
+way, as ``{partition_key: table}``; every other step reads the partitions it needs as one table.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 import dagster as dg
 import polars as pl
@@ -46,6 +52,22 @@ def _expected_outputs(context: dg.OutputContext) -> tuple[str, set[str]] | None:
     return set_id, expected
 
 
+def _range_run_of_many(context: dg.InputContext) -> bool:
+    """Whether the consuming step runs over a range of several partitions of the input's own partitioning.
+
+    Such a step (a single-run backfill, see :mod:`assets.partition_ranges`) gets the input as
+    ``{partition_key: table}``; every other step gets one table (the partitions it needs, concatenated).
+    """
+    try:
+        step = context.step_context
+    except dg.DagsterInvariantViolationError:  # an input loaded outside a step (``load_asset_value``)
+        return False
+    if not step.has_partition_key_range:
+        return False
+    key_range = step.partition_key_range
+    return key_range.start != key_range.end and context.asset_partitions_def == step.job_def.partitions_def
+
+
 class ParquetIOManager(dg.ConfigurableIOManager):
     """Stores `polars.DataFrame` outputs as Parquet under `root` and loads them back.
 
@@ -63,7 +85,12 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     def _asset_name(self, context: dg.OutputContext | dg.InputContext) -> str:
         return "__".join(context.asset_key.path)
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | None) -> None:
+    def handle_output(
+        self, context: dg.OutputContext, obj: pl.DataFrame | Mapping[str, pl.DataFrame] | None
+    ) -> None:
+        if isinstance(obj, Mapping):
+            self._handle_partitions(context, obj)
+            return
         if obj is not None and not isinstance(obj, pl.DataFrame):
             raise TypeError(
                 f"asset {self._asset_name(context)} returned {type(obj).__name__}, expected polars.DataFrame"
@@ -73,21 +100,62 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         if obj is not None:
             partition = context.partition_key if context.has_asset_partitions else None
             path = table_path(root, self._asset_name(context), partition)
-        step = _expected_outputs(context)
-        set_id, expected = step if step is not None else (f"direct.{uuid.uuid4().hex}", {context.name})
-        staged = StagedTables(root, set_id)
+        staged = self._staged(context, root)
         staged.add(context.name, obj, path, file_key_value_metadata(context) if obj is not None else None)
-        if staged.names() >= expected:
-            staged.commit()
+        self._commit_when_complete(context, staged)
         if path is not None:
             context.add_output_metadata(
                 {"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height}
             )
 
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+    def _staged(self, context: dg.OutputContext, root) -> StagedTables:
+        step = _expected_outputs(context)
+        set_id = step[0] if step is not None else f"direct.{uuid.uuid4().hex}"
+        return StagedTables(root, set_id)
+
+    def _commit_when_complete(self, context: dg.OutputContext, staged: StagedTables) -> None:
+        step = _expected_outputs(context)
+        expected = step[1] if step is not None else {context.name}
+        if staged.names() >= expected:
+            staged.commit()
+
+    def _handle_partitions(self, context: dg.OutputContext, tables: Mapping[str, pl.DataFrame]) -> None:
+        """A range run's output: ``{partition_key: table}``, one file per partition, staged with the step's set."""
+        name = self._asset_name(context)
+        expected = set(context.asset_partition_keys) if context.has_asset_partitions else set()
+        if not expected or set(tables) != expected:
+            raise ValueError(
+                f"asset {name} returned tables for partitions {sorted(tables)}, but the run materialises "
+                f"{sorted(expected) or 'no partitions'}"
+            )
+        for partition, frame in tables.items():
+            if not isinstance(frame, pl.DataFrame):
+                raise TypeError(
+                    f"asset {name} returned {type(frame).__name__} for partition {partition}, "
+                    "expected polars.DataFrame"
+                )
+        root = resolve_storage_root(self.root)
+        staged = self._staged(context, root)
+        key_value_metadata = file_key_value_metadata(context)
+        for partition in sorted(tables):
+            staged.add(
+                f"{context.name}.{partition}",
+                tables[partition],
+                table_path(root, name, partition),
+                key_value_metadata,
+            )
+        staged.add(context.name, None, None)  # the output is delivered: all its partitions are staged
+        self._commit_when_complete(context, staged)
+        folder = table_path(root, name, sorted(tables)[0]).parent
+        context.add_output_metadata({"path": dg.MetadataValue.path(str(folder))})
+
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         name = self._asset_name(context)
         root = resolve_storage_root(self.root)
         recover_storage(root)  # complete a set whose commit a killed build left half done
         if context.has_asset_partitions:
-            return read_table(root, name, list(context.asset_partition_keys))
+            keys = list(context.asset_partition_keys)
+            if _range_run_of_many(context) and len(keys) > 1:
+                return {key: read_table(root, name, [key]) for key in keys}
+            return read_table(root, name, keys)
         return read_table(root, name)
