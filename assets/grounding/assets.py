@@ -62,6 +62,7 @@ from assets.grounding.training_table import (
     build_spatialcore_train,
     select_training_questions,
 )
+from assets.partition_ranges import SINGLE_RUN, run_partitions
 from assets.partitions import DETECTOR_POOL, LLM_POOL, grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
 from assets.resources import LLMResource, SourcesResource, StorageResource
@@ -210,6 +211,7 @@ def _shard_preview(frame: pl.DataFrame, questions: pl.DataFrame):
     partitions_def=grounding_shard_partitions,
     group_name=GROUP,
     pool=DETECTOR_POOL,
+    backfill_policy=SINGLE_RUN,
 )
 def pseudo_gt_boxes_asset(
     context: dg.AssetExecutionContext,
@@ -219,8 +221,25 @@ def pseudo_gt_boxes_asset(
     mcq_questions: pl.DataFrame,
     object_phrases: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Ground the phrases of this shard's questions with the configured backend."""
-    shard = context.partition_key
+    """Ground the phrases of each shard's questions with the configured backend."""
+    yield from run_partitions(
+        context,
+        lambda shard: _pseudo_gt_boxes_shard(
+            context, config, sources, storage, mcq_questions, object_phrases, shard
+        ),
+    )
+
+
+def _pseudo_gt_boxes_shard(
+    context: dg.AssetExecutionContext,
+    config: PseudoGtBoxesConfig,
+    sources: SourcesResource,
+    storage: StorageResource,
+    mcq_questions: pl.DataFrame,
+    object_phrases: pl.DataFrame,
+    shard: str,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """One shard of ``pseudo_gt_boxes`` (see :mod:`assets.partition_ranges`)."""
     phrases = object_phrases.filter(
         pl.col("question_id").map_elements(shard_of, return_dtype=pl.String) == shard
     )

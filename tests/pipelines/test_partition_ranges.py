@@ -19,6 +19,8 @@ from data_contracts.storage import read_table
 from pipelines.cli import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.io_manager import ParquetIOManager
 
+pytestmark = pytest.mark.slow  # three small builds: 25 s on an idle 2-core machine
+
 KEYS = ["a", "b", "c"]
 ROWS = {"a": 2, "b": 0, "c": 5}
 """Rows of each partition of ``numbers``; ``b`` is empty, and rows with odd values are quarantined."""
