@@ -26,7 +26,7 @@ from assets.dge.single_image import SingleImageSettings
 from assets.dge.tasks import TaskSettings
 from assets.dge.visibility import VisibilitySettings
 from assets.resources import StorageResource
-from data_contracts.dge_tasks import DgeTasks
+from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import Quarantine
 from data_contracts.scene_geometry import SceneGeometry
@@ -138,6 +138,11 @@ def test_metadata(materialized):
     assert (
         sum(distribution.values()) == pl.read_parquet(table_path(materialized[0], "dge_tasks", GOOD)).height
     )
+    # Every task type has rows or is named missing with the reason; withheld candidates are counted by reason.
+    missing = task_metadata["missing_task_types"].value
+    assert set(distribution) | set(missing) == set(TASK_TYPES) and not set(distribution) & set(missing)
+    assert "camera_motion" in missing  # six views per room are too far apart for a clear motion
+    assert all(sum(reasons.values()) > 0 for reasons in task_metadata["withheld"].value.values())
     checks = results[GOOD].get_asset_check_evaluations()
     assert checks and all(check.passed for check in checks)
 
