@@ -190,7 +190,7 @@ def relative_distance_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str
 
 
 def depth_order_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
-    """<A> or <B> closer to the camera."""
+    """<A> or <B>: which has the smaller depth (distance along the viewing direction)."""
     name_a, name_b = (object_name(facts, o) for o in spec["objects"])
     return (
         f"In this image, which has the smaller depth: the {name_a} or the {name_b}? Depth is the distance of "
