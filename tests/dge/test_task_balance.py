@@ -67,6 +67,7 @@ def _rows(scenes):
     return [row for tasks in scenes.values() for row in tasks.iter_rows(named=True)]
 
 
+@pytest.mark.slow  # builds and measures a world (20-40 s)
 def test_every_answer_and_every_distractor_agrees_with_the_oracle(long_scan_tasks):
     scenes, truth, report = long_scan_tasks
     table = AccuracyTable()
@@ -77,6 +78,7 @@ def test_every_answer_and_every_distractor_agrees_with_the_oracle(long_scan_task
     assert sum(table.wrong.values()) == 0, table.examples
 
 
+@pytest.mark.slow  # builds and measures a world (20-40 s)
 def test_gold_letters_are_spread_evenly(long_scan_tasks):
     rows = _rows(long_scan_tasks[0])
     for task_type, option_count in CHOICE_TYPES_WITH_FIXED_OPTIONS.items():
@@ -88,6 +90,7 @@ def test_gold_letters_are_spread_evenly(long_scan_tasks):
         assert max(counts) - min(counts) <= 1, (task_type, counts)
 
 
+@pytest.mark.slow  # builds and measures a world (20-40 s)
 def test_answer_values_are_spread(long_scan_tasks):
     rows = _rows(long_scan_tasks[0])
     for task_type in CHOICE_TYPES_WITH_FIXED_OPTIONS:
@@ -102,6 +105,7 @@ def test_answer_values_are_spread(long_scan_tasks):
     assert len(motions) >= 2, motions
 
 
+@pytest.mark.slow  # builds and measures a world (20-40 s)
 def test_no_two_rows_ask_the_same_question_about_the_same_objects_and_frames(long_scan_tasks):
     keys = Counter()
     for row in _rows(long_scan_tasks[0]):
@@ -113,6 +117,7 @@ def test_no_two_rows_ask_the_same_question_about_the_same_objects_and_frames(lon
     assert max(keys.values()) == 1, [key for key, count in keys.items() if count > 1]
 
 
+@pytest.mark.slow  # builds and measures a world (20-40 s)
 def test_numeric_questions_state_their_precision(long_scan_tasks):
     for row in _rows(long_scan_tasks[0]):
         if row["answer_index"] is None:
@@ -124,6 +129,7 @@ def test_numeric_questions_state_their_precision(long_scan_tasks):
             assert json.loads(row["facts"])["values"]["precision"], row["task_id"]
 
 
+@pytest.mark.slow  # builds and measures a world (20-40 s)
 def test_a_missing_task_type_is_named_with_the_reason(sample_world):
     # Six views per room are too far apart for a clear camera motion.
     _, _, report = _build(sample_world, TaskSettings())
