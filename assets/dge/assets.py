@@ -15,6 +15,7 @@ break the contract) to a ``*_quarantine`` table and carries a blocking contract 
 ``estimated`` only when a depth source is configured.
 """
 
+import json
 import logging
 from collections.abc import Iterator
 
@@ -35,8 +36,9 @@ from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import GenerationReport, TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.tasks.rows import colour_problem
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
+from assets.partition_ranges import SINGLE_RUN, PartitionedInput, partition_input, run_partitions
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
-from assets.previews import draw_boxes, gallery, markdown_image, save_preview
+from assets.previews import draw_boxes, gallery, markdown_image, save_preview, with_caption
 from assets.resources import StorageResource
 from assets.tables import (
     contract_check_specs,
@@ -133,6 +135,7 @@ def _top_down(
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(SCENE_GEOMETRY),
     group_name=GROUP,
+    backfill_policy=SINGLE_RUN,
 )
 def scene_geometry_asset(
     context: dg.AssetExecutionContext,
@@ -141,8 +144,24 @@ def scene_geometry_asset(
     rgbd_frames: pl.DataFrame,
     rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Fuse one scan's RGB-D frames (open3d) and measure its floor, room and objects."""
-    scene_id = context.partition_key
+    """Fuse each scan's RGB-D frames (open3d) and measure its floor, room and objects."""
+    yield from run_partitions(
+        context,
+        lambda scene_id: _scene_geometry_partition(
+            context, config, storage, rgbd_frames, rgbd_scenes, scene_id
+        ),
+    )
+
+
+def _scene_geometry_partition(
+    context: dg.AssetExecutionContext,
+    config: SceneGeometryAssetConfig,
+    storage: StorageResource,
+    rgbd_frames: pl.DataFrame,
+    rgbd_scenes: pl.DataFrame,
+    scene_id: str,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """One scan of ``scene_geometry`` (see :mod:`assets.partition_ranges`)."""
     scene = _scene_row(rgbd_scenes, scene_id)
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
@@ -233,17 +252,33 @@ def _visibility_preview(frames: pl.DataFrame):
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(FRAME_VISIBILITY),
     group_name=GROUP,
+    backfill_policy=SINGLE_RUN,
 )
 def frame_visibility_asset(
     context: dg.AssetExecutionContext,
     config: FrameVisibilityAssetConfig,
-    scene_geometry: pl.DataFrame,
+    scene_geometry: PartitionedInput,
     rgbd_frames: pl.DataFrame,
     rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Every measured object in every used frame of the scan: one ray cast per frame against the scan's
+    """Every measured object in every used frame of each scan: one ray cast per frame against the scan's
     segmented mesh when it has one, else its points projected with a depth-buffer test."""
-    scene_id = context.partition_key
+    yield from run_partitions(
+        context,
+        lambda scene_id: _frame_visibility_partition(
+            config, partition_input(scene_geometry, scene_id), rgbd_frames, rgbd_scenes, scene_id
+        ),
+    )
+
+
+def _frame_visibility_partition(
+    config: FrameVisibilityAssetConfig,
+    scene_geometry: pl.DataFrame,
+    rgbd_frames: pl.DataFrame,
+    rgbd_scenes: pl.DataFrame,
+    scene_id: str,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """One scan of ``frame_visibility``."""
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
@@ -287,11 +322,82 @@ def frame_visibility_asset(
     yield dg.Output(quarantine, output_name=f"{FRAME_VISIBILITY}_quarantine", metadata=metadata)
 
 
-def _tasks_preview(tasks: pl.DataFrame):
-    images = []
-    for row in tasks.head(3).iter_rows(named=True):
-        images.append(draw_boxes(row["images"][0], []))
-    return gallery(images) if images else None
+_ASKED_OBJECT_KEYS = ("object_id", "objects", "standing", "facing", "target", "anchor", "choices")
+"""Keys of a task's ``facts.spec`` that name the objects it asks about (object ids)."""
+
+
+def asked_object_ids(facts: str | None) -> list[int]:
+    """Ids of the objects a DGE task asks about, in the order its facts name them.
+
+    From the spec (``object_id``, ``objects``, ``standing``/``facing``/``target``, ``anchor``/``choices``)
+    and, for counts, the counted ``values.object_ids``.
+
+    >>> asked_object_ids('{"spec": {"anchor": 2, "choices": [3, 0, 2], "frames": [0]}}')
+    [2, 3, 0]
+    >>> asked_object_ids('{"spec": {"frames": [0], "label": "box"}, "values": {"object_ids": [3]}}')
+    [3]
+    >>> asked_object_ids('{"spec": {"frames": [1, 0]}}')
+    []
+    """
+    parsed = json.loads(facts) if facts else {}
+    spec, values = parsed.get("spec") or {}, parsed.get("values") or {}
+    named = [spec.get(key) for key in _ASKED_OBJECT_KEYS] + [values.get("object_ids")]
+    ids: list[int] = []
+    for value in named:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, int) and not isinstance(item, bool) and item not in ids:
+                ids.append(item)
+    return ids
+
+
+def _preview_tasks(tasks: pl.DataFrame, boxed: set[tuple[int, int]], count: int) -> list[dict]:
+    """Up to ``count`` tasks to show: distinct first frames and task types first, boxed objects first.
+
+    ``boxed`` holds the ``(frame_index, object_id)`` pairs that have a box in ``frame_visibility``.
+    """
+    rows = list(tasks.iter_rows(named=True))
+    for row in rows:
+        frame = row["frame_indices"][0]
+        row["_boxes"] = sum((frame, object_id) in boxed for object_id in asked_object_ids(row["facts"]))
+    rows.sort(key=lambda row: row["_boxes"] == 0)  # stable: tasks with boxes to draw first
+    chosen: list[dict] = []
+    rules = [
+        lambda row, frames, types: row["frame_indices"][0] not in frames and row["task_type"] not in types,
+        lambda row, frames, types: row["frame_indices"][0] not in frames,
+        lambda row, frames, types: row["task_type"] not in types,
+        lambda row, frames, types: True,
+    ]
+    for rule in rules:
+        for row in rows:
+            if len(chosen) == count:
+                return chosen
+            frames = {picked["frame_indices"][0] for picked in chosen}
+            types = {picked["task_type"] for picked in chosen}
+            if not any(row is picked for picked in chosen) and rule(row, frames, types):
+                chosen.append(row)
+    return chosen
+
+
+def _tasks_preview(frame_visibility: pl.DataFrame, count: int = 3):
+    """Preview of a scan's tasks: ``count`` tasks on distinct frames (and task types, where the scan has
+    enough), each on its first image with the objects it asks about boxed and labelled (boxes from
+    ``frame_visibility``) under a caption naming the task type."""
+    visible = frame_visibility.filter(pl.col("bbox").is_not_null())
+    boxes = {
+        (row["frame_index"], row["object_id"]): (row["bbox"], row["label"])
+        for row in visible.iter_rows(named=True)
+    }
+
+    def preview(tasks: pl.DataFrame):
+        images = []
+        for row in _preview_tasks(tasks, set(boxes), count):
+            frame = row["frame_indices"][0]
+            shown = [boxes[(frame, i)] for i in asked_object_ids(row["facts"]) if (frame, i) in boxes]
+            image = draw_boxes(row["images"][0], [box for box, _ in shown], [label for _, label in shown])
+            images.append(with_caption(image, f"{row['task_type']} (frame {frame})"))
+        return gallery(images) if images else None
+
+    return preview
 
 
 @dg.multi_asset(
@@ -306,16 +412,36 @@ def _tasks_preview(tasks: pl.DataFrame):
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(DGE_TASKS),
     group_name=GROUP,
+    backfill_policy=SINGLE_RUN,
 )
 def dge_tasks_asset(
     context: dg.AssetExecutionContext,
     config: DgeTasksAssetConfig,
+    scene_geometry: PartitionedInput,
+    frame_visibility: PartitionedInput,
+    rgbd_frames: pl.DataFrame,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Generate each scan's unambiguous questions with exact answers."""
+    yield from run_partitions(
+        context,
+        lambda scene_id: _dge_tasks_partition(
+            config,
+            partition_input(scene_geometry, scene_id),
+            partition_input(frame_visibility, scene_id),
+            rgbd_frames,
+            scene_id,
+        ),
+    )
+
+
+def _dge_tasks_partition(
+    config: DgeTasksAssetConfig,
     scene_geometry: pl.DataFrame,
     frame_visibility: pl.DataFrame,
     rgbd_frames: pl.DataFrame,
+    scene_id: str,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Generate the scan's unambiguous questions with exact answers."""
-    scene_id = context.partition_key
+    """One scan of ``dge_tasks``."""
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
@@ -332,7 +458,7 @@ def dge_tasks_asset(
         asset_key=DGE_TASKS,
         quarantine=log,
         preview_columns=["task_type", "frame_indices", "question", "options", "answer", "unit", "split"],
-        preview_image=_tasks_preview,
+        preview_image=_tasks_preview(frame_visibility),
         extra_metadata={
             "task_types": json_metadata(value_counts(tasks, "task_type")),
             "splits": json_metadata(value_counts(tasks, "split")),
