@@ -103,6 +103,9 @@ def test_answer_values_are_spread(long_scan_tasks):
         row["options"][row["answer_index"]] for row in rows if row["task_type"] == "camera_motion"
     )
     assert len(motions) >= 2, motions
+    # Counts: at most max_answer_share (half) of a scene's count questions have the same count.
+    counts = Counter(row["numeric_answer"] for row in rows if row["task_type"] == "object_count")
+    assert counts and max(counts.values()) <= 0.5 * BALANCE_SETTINGS.max_tasks_per_type, counts
 
 
 @pytest.mark.slow  # builds and measures a world (20-40 s)
