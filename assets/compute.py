@@ -6,7 +6,7 @@ with the Grounding DINO backend, ``scene_geometry``), so each asset picks its en
 .. code-block:: yaml
 
     ops:
-      pseudo_gt_boxes:
+      pseudo_gt_boxes_asset:
         config: {backend: grounding_dino, compute: ray, ray_address: auto, ray_actors: 8, num_gpus_per_actor: 1}
 
 ``local`` is the default and runs exactly the code it always ran. ``ray`` runs the same functions on

@@ -89,6 +89,16 @@ CASES = {
         ],
         None,
     ),
+    "bench_ray": (
+        [],
+        [
+            rf"^local +{NUMBER} +{NUMBER}$",
+            rf"^ray, 1 worker +{NUMBER} +{NUMBER}$",
+            rf"^ray, 2 workers +{NUMBER} +{NUMBER}$",
+            rf"^OmniSpatial projection \(.+-based\): 6900 images x {NUMBER} s/image .+ = {NUMBER} h$",
+        ],
+        _json_last_line({"results", "per_image_seconds", "projection_basis", "omnispatial_8_worker_hours"}),
+    ),
     "bench_confidence_overhead": (
         [],
         [
@@ -104,7 +114,9 @@ SLOW = {
     "bench_build",
     "bench_grounding",
     "bench_confidence_overhead",
+    "bench_ray",
 }  # over ~10 s at tiny sizes on 2 shared cores
+RAY = {"bench_ray"}  # starts local Ray clusters: needs the ray extra
 # bench_confidence_overhead trains in three child processes (each imports torch, transformers and TRL):
 # about a minute on an idle 2-core machine, several on a busy one, past the suite's 300 s per test.
 SLOW_TIMEOUT_S = 1200
@@ -118,12 +130,16 @@ def _scripts() -> list[str]:
     "script",
     [
         pytest.param(
-            name, marks=[pytest.mark.slow, pytest.mark.timeout(SLOW_TIMEOUT_S)] if name in SLOW else []
+            name,
+            marks=([pytest.mark.slow, pytest.mark.timeout(SLOW_TIMEOUT_S)] if name in SLOW else [])
+            + ([pytest.mark.ray] if name in RAY else []),
         )
         for name in sorted(CASES)
     ],
 )
 def test_script_runs_at_tiny_sizes_and_prints_its_figures(script, tmp_path):
+    if script in RAY:
+        pytest.importorskip("ray", reason="the 'ray' extra is not installed: pip install -e '.[ray]'")
     flags, figures, check = CASES[script]
     command = [sys.executable, str(BENCHMARKS / f"{script}.py"), "--tiny"]
     command += [flag.format(tmp_path=tmp_path) for flag in flags]
