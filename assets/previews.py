@@ -99,6 +99,26 @@ def _draw_label(draw, text: str, corner, colour, size, taken: list[tuple[int, in
     taken.append((x, y, x + width, y + height))
 
 
+def with_caption(image: Image.Image, text: str) -> Image.Image:
+    """``image`` under a dark band with ``text`` (a tile's title in a gallery); the text is cut to fit.
+
+    >>> with_caption(Image.new("RGB", (40, 30)), "object_count").size[1] > 30
+    True
+    """
+    probe = ImageDraw.Draw(image)
+    shown = text
+    left, top, right, bottom = probe.textbbox((0, 0), shown)
+    while len(shown) > 1 and right - left + 4 > image.width:
+        text = text[:-1]
+        shown = text + "…"
+        left, top, right, bottom = probe.textbbox((0, 0), shown)
+    height = bottom - top + 4
+    titled = Image.new("RGB", (image.width, image.height + height), (0, 0, 0))
+    titled.paste(image.convert("RGB"), (0, height))
+    ImageDraw.Draw(titled).text((2 - left, 2 - top), shown, fill=(255, 255, 255))
+    return titled
+
+
 def gallery(images: Sequence[Image.Image], columns: int = 3) -> Image.Image:
     """Tile images into one picture (row-major)."""
     if not images:

@@ -23,6 +23,7 @@ import polars as pl
 from assets.previews import markdown_image, markdown_preview, save_preview
 from data_contracts.quarantine import CONTRACT_VERSION as QUARANTINE_CONTRACT_VERSION
 from data_contracts.quarantine import Quarantine, QuarantineLog
+from data_contracts.storage import safe_partition_name
 from data_contracts.validation import split_valid
 from llm.client import LLMClient
 from llm.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
@@ -69,8 +70,14 @@ def finalize_table(
     preview_image: Callable[[pl.DataFrame], Any] | None = None,
     storage_root: str | Path | None = None,
     extra_metadata: dict[str, Any] | None = None,
+    partition_key: str | None = None,
 ) -> CheckedTable:
-    """Split ``frame`` by ``contract``, send invalid rows to ``quarantine``, and build metadata and the check."""
+    """Split ``frame`` by ``contract``, send invalid rows to ``quarantine``, and build metadata and the check.
+
+    With ``storage_root``, the preview image is also written to ``<root>/previews/<asset>.png``, or
+    ``<asset>__<partition>.png`` for one partition (``partition_key``), so the previews of the partitions
+    of one asset do not overwrite each other.
+    """
     key = dg.AssetKey(asset_key) if isinstance(asset_key, str) else asset_key
     valid, invalid, failure_counts = split_valid(frame, contract)
     if quarantine is not None and invalid.height:
@@ -95,8 +102,11 @@ def finalize_table(
         if image is not None:
             metadata["preview_image"] = dg.MetadataValue.md(markdown_image(image, alt=key.to_user_string()))
             if storage_root is not None:
+                name = key.to_python_identifier()
+                if partition_key is not None:
+                    name = f"{name}__{safe_partition_name(partition_key)}"
                 metadata["preview_image_path"] = dg.MetadataValue.path(
-                    str(save_preview(image, storage_root, key.to_python_identifier()))
+                    str(save_preview(image, storage_root, name))
                 )
     metadata.update(extra_metadata or {})
     # Bad input is caught (and explained) by the producing code before this point; a row that still

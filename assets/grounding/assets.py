@@ -261,6 +261,7 @@ def _pseudo_gt_boxes_shard(
         preview_columns=["question_id", "phrases", "pseudo_gt", "unmatched_phrases"],
         preview_image=lambda valid: _shard_preview(valid, mcq_questions),
         storage_root=storage.path,
+        partition_key=shard,
         extra_metadata={
             "shard": shard,
             "backend": config.backend,
