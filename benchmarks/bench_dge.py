@@ -1,35 +1,52 @@
-"""Benchmark: seconds to build ``scene_geometry`` + ``frame_visibility`` for one 50-frame 640x480 scan.
+"""Benchmark: seconds to build ``scene_geometry`` + ``frame_visibility`` for one 50-frame 640x480 scan, old code
+beside new code in one run.
 
 Generates (once, cached under ``--work-dir``) a one-room sample world with 50 RGB-D frames at
-640x480 (depth at full resolution), then times the pure functions behind the two assets, for the
-object-point sources ``mesh`` (the default when a scan has a segmented mesh) and
-``instance_masks`` (fused frame points); visibility is cast against the scan's mesh. The scan is
-realistic by default (noisy depth, pose error, over-segmented mesh; ``--scan-realism exact`` for the
-generator's exact scan). Target: at most 3 s CPU per scene on 2 cores.
+640x480 (depth at full resolution) per scan mode (``exact``: the generator's exact scan;
+``realistic``: noisy depth, pose error, over-segmented mesh), then times the pure functions behind
+the two assets for the object-point sources ``mesh`` and ``instance_masks`` (visibility is cast
+against the scan's mesh either way). Stages: ``fusion`` (:func:`~assets.dge.fusion.fuse_frames` as
+``scene_geometry`` calls it, timed on its own), ``scene_geometry`` (the whole of
+:func:`~assets.dge.geometry.build_scan_geometry`, fusion included) and ``frame_visibility``.
 
-    .venv/bin/python benchmarks/bench_dge.py [--frames 50] [--width 640] [--height 480] [--repeats 3] [--scan-realism exact]
-    .venv/bin/python benchmarks/bench_dge.py --tiny    # smoke run: 3 frames at 160x120, one repeat
+*old* is this working tree with the DGE modules named by ``--old-paths`` taken from ``--old-rev``
+(``git show REV:PATH`` into a temporary copy of the packages); *new* is this working tree. Each
+variant and configuration runs in its own Python process. CPU seconds are the process's (every
+thread). Target: at most 3 s CPU per realistic scene on 2 cores.
+
+    .venv/bin/python benchmarks/bench_dge.py [--frames 50] [--width 640] [--height 480] [--repeats 1]
+    .venv/bin/python benchmarks/bench_dge.py --tiny    # smoke run: 3 frames at 160x120
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import polars as pl
-
-from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
-from assets.dge.visibility import build_frame_visibility
-from assets.sample_world.config import SampleWorldConfig
-from assets.sample_world.generator import generate_sample_world
-from readers.scannet import read_scannet
-
 logger = logging.getLogger("bench_dge")
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("assets", "readers", "data_contracts", "pipelines", "training", "llm")
+"""Top-level packages copied into the old variant's tree."""
+OLD_REV = "b7f49ff7ff40f35b740572f136bf4dd8afa7ad18"
+"""The commit before the DGE speed work (issue 13)."""
+OLD_PATHS = (
+    "assets/dge/fusion.py",
+    "assets/dge/visibility.py",
+    "assets/dge/raycast.py",
+    "assets/dge/camera.py",
+)
+"""The modules the speed work changed."""
+SOURCES = ("mesh", "instance_masks")
+STAGES = ("fusion", "scene_geometry", "frame_visibility")
 
 TINY = {"frames": 3, "width": 160, "height": 120, "repeats": 1}
 """Defaults under `--tiny` (explicit flags still win)."""
@@ -44,29 +61,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=640, help="colour and depth width")
     parser.add_argument("--height", type=int, default=480, help="colour and depth height")
     parser.add_argument("--seed", type=int, default=3, help="sample world seed")
+    parser.add_argument(
+        "--scan-realism",
+        nargs="+",
+        choices=("exact", "realistic"),
+        default=["exact", "realistic"],
+        help="the sample world's scan modes to time",
+    )
     # Run
-    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per configuration")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="timed repetitions per configuration (best kept)"
+    )
+    parser.add_argument("--old-rev", default=OLD_REV, help="git revision of the old modules")
+    parser.add_argument(
+        "--old-paths", nargs="+", default=list(OLD_PATHS), help="modules taken from --old-rev"
+    )
     parser.add_argument(
         "--work-dir",
         type=Path,
         default=Path(tempfile.gettempdir()) / "bench_dge",
-        help="where the scene is cached",
-    )
-    parser.add_argument(
-        "--scan-realism",
-        choices=("realistic", "exact"),
-        default="realistic",
-        help="the sample world's scan mode (realistic: noisy depth, pose error, over-segmented mesh)",
+        help="where the scenes are cached",
     )
     parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
+    # One timed configuration in this process (what the main process runs per variant).
+    parser.add_argument("--worker-world", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-source", choices=SOURCES, help=argparse.SUPPRESS)
     if parser.parse_known_args(argv)[0].tiny:
         parser.set_defaults(**TINY)
     return parser.parse_args(argv)
 
 
-def scene_tables(args: argparse.Namespace) -> tuple[pl.DataFrame, dict]:
-    """Generate (or reuse) the benchmark scan and read it as ``rgbd_frames`` rows and its ``rgbd_scenes`` row."""
-    root = args.work_dir / f"world_{args.frames}_{args.width}x{args.height}_s{args.seed}_{args.scan_realism}"
+def world_root(args: argparse.Namespace, realism: str) -> Path:
+    """Generate (or reuse) the benchmark scan of one scan mode."""
+    from assets.sample_world.config import SampleWorldConfig
+    from assets.sample_world.generator import generate_sample_world
+
+    root = args.work_dir / f"world_{args.frames}_{args.width}x{args.height}_s{args.seed}_{realism}"
     if not (root / "truth" / "world.json").is_file():
         started = time.perf_counter()
         generate_sample_world(
@@ -80,44 +110,119 @@ def scene_tables(args: argparse.Namespace) -> tuple[pl.DataFrame, dict]:
                 depth_downsample=1,
                 min_objects=10,
                 max_objects=12,
-                scan_realism=args.scan_realism,
+                scan_realism=realism,
                 show_progress=False,
             )
         )
-        logger.info("generated the benchmark scan in %.1f s", time.perf_counter() - started)
-    tables = read_scannet(root / "scannet" / "scans")
-    return tables.frames, tables.scenes.row(0, named=True)
+        logger.info("generated the %s benchmark scan in %.1f s", realism, time.perf_counter() - started)
+    return root
 
 
-def time_once(frames: pl.DataFrame, scene: dict, source: str) -> tuple[float, float, int, int, float]:
-    cpu_started = time.process_time()
-    started = time.perf_counter()
-    geometry = build_scan_geometry(frames, scene, SceneGeometrySettings(object_points_source=source))
-    middle = time.perf_counter()
-    visibility = build_frame_visibility(geometry, frames, scene=scene)
-    finished = time.perf_counter()
-    cpu = time.process_time() - cpu_started
-    return middle - started, finished - middle, len(geometry.objects), visibility.height, cpu
+def old_tree(rev: str, paths: list[str], into: Path) -> Path:
+    """This working tree's packages with ``paths`` as they were at ``rev``."""
+    for package in PACKAGES:
+        if (REPO / package).is_dir():
+            shutil.copytree(REPO / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in paths:
+        text = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
+        ).stdout
+        (into / path).write_text(text)
+    return into
+
+
+def _timed(function, *arguments, **keywords):
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = function(*arguments, **keywords)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def work(world: Path, source: str, repeats: int) -> dict:
+    """Time the stages of one scan and object source in this process (best of ``repeats`` per stage)."""
+    from assets.dge.fusion import fuse_frames
+    from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry, frame_records
+    from assets.dge.visibility import build_frame_visibility
+    from readers.scannet import read_scannet
+
+    tables = read_scannet(world / "scannet" / "scans")
+    scene = tables.scenes.row(0, named=True)
+    settings = SceneGeometrySettings(object_points_source=source)
+    records = frame_records(tables.frames)
+    with_instances = source == "instance_masks"
+    fusion = settings.model_copy(
+        update={"pixel_stride": settings.stride_for(records[0].depth_size, with_instances)}
+    )
+    best = {stage: (float("inf"), float("inf")) for stage in STAGES}
+    for _ in range(repeats):
+        _, *fusion_times = _timed(fuse_frames, records, fusion, with_instances=with_instances)
+        geometry, *geometry_times = _timed(build_scan_geometry, tables.frames, scene, settings)
+        visibility, *visibility_times = _timed(build_frame_visibility, geometry, tables.frames, scene=scene)
+        for stage, times in zip(STAGES, (fusion_times, geometry_times, visibility_times), strict=True):
+            best[stage] = min(best[stage], tuple(times), key=lambda pair: pair[1])
+    return {
+        "stages": {stage: {"wall": wall, "cpu": cpu} for stage, (wall, cpu) in best.items()},
+        "objects": len(geometry.objects),
+        "visibility_rows": visibility.height,
+        "frames": tables.frames.height,
+        "depth": f"{tables.frames['depth_width'][0]}x{tables.frames['depth_height'][0]}",
+    }
+
+
+def run_variant(root: Path, world: Path, source: str, repeats: int) -> dict:
+    """:func:`work` in a fresh process that imports the packages under ``root``."""
+    environment = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker-world", str(world)]
+    command += ["--worker-source", source, "--repeats", str(repeats)]
+    done = subprocess.run(command, cwd=root, env=environment, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     args = parse_args(argv)
-    frames, scene = scene_tables(args)
-    sys.stdout.write(
-        f"scan {scene['scene_id']}: {frames.height} frames, colour {frames['color_width'][0]}x{frames['color_height'][0]}, "
-        f"depth {frames['depth_width'][0]}x{frames['depth_height'][0]}, {len(scene['objects'])} objects; "
-        f"{os.cpu_count()} CPUs\n"
-    )
-    for source in ("mesh", "instance_masks"):
-        runs = [time_once(frames, scene, source) for _ in range(args.repeats)]
-        geometry_s = min(run[0] for run in runs)
-        visibility_s = min(run[1] for run in runs)
+    if args.worker_world is not None:
+        sys.stdout.write(json.dumps(work(args.worker_world, args.worker_source, args.repeats)) + "\n")
+        return 0
+    worlds = {realism: world_root(args, realism) for realism in args.scan_realism}
+    with tempfile.TemporaryDirectory(prefix="bench_dge_old_") as folder:
+        variants = {"old": old_tree(args.old_rev, args.old_paths, Path(folder)), "new": REPO}
         sys.stdout.write(
-            f"{source:15s} scene_geometry {geometry_s:6.2f} s + frame_visibility {visibility_s:5.2f} s "
-            f"= {geometry_s + visibility_s:6.2f} s per scene (best of {args.repeats}; "
-            f"{runs[0][2]} objects, {runs[0][3]} visibility rows; CPU {min(run[4] for run in runs):.2f} s)\n"
+            f"old: {args.old_rev[:10]} for {', '.join(args.old_paths)}; new: this working tree; "
+            f"{os.cpu_count()} CPUs; best of {args.repeats}; seconds wall / CPU\n\n"
         )
+        columns = ("scan", "stage", "old wall", "old CPU", "new wall", "new CPU", "CPU old/new")
+        sys.stdout.write("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
+        notes = []
+        for realism, world in worlds.items():
+            for source in SOURCES:
+                found = {
+                    name: run_variant(root, world, source, args.repeats) for name, root in variants.items()
+                }
+                for stage in (*STAGES, "scene"):
+                    if stage == "scene":
+                        cells = {
+                            name: {
+                                key: result["stages"]["scene_geometry"][key]
+                                + result["stages"]["frame_visibility"][key]
+                                for key in ("wall", "cpu")
+                            }
+                            for name, result in found.items()
+                        }
+                    else:
+                        cells = {name: result["stages"][stage] for name, result in found.items()}
+                    name = "**geometry + visibility**" if stage == "scene" else stage
+                    ratio = cells["old"]["cpu"] / max(cells["new"]["cpu"], 1e-9)
+                    sys.stdout.write(
+                        f"| {realism} {source} | {name} | {cells['old']['wall']:.2f} | {cells['old']['cpu']:.2f} "
+                        f"| {cells['new']['wall']:.2f} | {cells['new']['cpu']:.2f} | {ratio:.1f} |\n"
+                    )
+                    sys.stdout.flush()
+                notes.append(
+                    f"{realism} {source}: {found['new']['frames']} frames, depth {found['new']['depth']}; objects "
+                    f"old {found['old']['objects']} / new {found['new']['objects']}; visibility rows "
+                    f"old {found['old']['visibility_rows']} / new {found['new']['visibility_rows']}"
+                )
+        sys.stdout.write("\n" + "\n".join(notes) + "\n")
     return 0
 
 
