@@ -3,11 +3,15 @@
 The graph runs through the project's named jobs, in dependency order (a Dagster run cannot mix
 partitions definitions): unpartitioned assets whose inputs are built run together in one
 ``datasets_job`` run; partitioned assets (per-scan DGE geometry, Grounding DINO shards, STVQA
-shards) run in ``dge_job``, ``grounding_shards_job`` or ``stvqa_shards_job``, once per partition,
-and a failing partition does not stop the others. Before the sources are read, new scan folders
-are added as ``scenes`` partitions and the raw folders are observed (``observe_raw_files_job``), so
-the automation sensor knows what the build read. Every run is tagged ``spatial/launched_by`` and
-``spatial/selection``.
+shards) run in ``dge_job``, ``grounding_shards_job`` or ``stvqa_shards_job``, all partitions of a
+wave in one run (a partition range, as a single-run backfill launches it; see
+:mod:`assets.partition_ranges`). When that run fails, the wave's partitions are built again one run
+each, so a failing partition does not stop the others, and the failures are reported per
+partition. ``--run-per-partition`` builds every partition in its own run from the start (slower:
+each run costs about a second of instance bookkeeping; ``benchmarks/bench_build.py`` compares the
+two). Before the sources are read, new scan folders are added as ``scenes`` partitions and the raw
+folders are observed (``observe_raw_files_job``), so the automation sensor knows what the build read.
+Every run is tagged ``spatial/launched_by`` and ``spatial/selection``.
 
 Runs are recorded in the Dagster instance of ``$DAGSTER_HOME`` when it is set (so ``dagster dev``
 shows them afterwards), else in a temporary instance. The console shows one line per step and
@@ -35,6 +39,10 @@ import sqlalchemy.exc
 
 logger = logging.getLogger("spatial_build")
 
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+"""The run tags of a partition range (what a single-run backfill puts on its run)."""
+
 
 def make_parser() -> argparse.ArgumentParser:
     """Command-line flags of ``spatial-build``."""
@@ -53,6 +61,12 @@ def make_parser() -> argparse.ArgumentParser:
         "--select",
         default="*",
         help="Dagster asset selection string limiting what is built (default: everything).",
+    )
+    parser.add_argument(
+        "--run-per-partition",
+        action="store_true",
+        help="Build each partition in its own run (the old mode; by default all partitions of a wave run as "
+        "one range run, and only a failed range is retried partition by partition).",
     )
     parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
     parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")
@@ -134,26 +148,74 @@ def _execute(
     run_config: dict,
     tags: dict[str, str],
     partition_key: str | None = None,
+    partition_range: tuple[str, str] | None = None,
+    log_failure: bool = True,
 ) -> bool:
-    """Run ``job_name`` (restricted to ``keys`` when given); log the failed steps; True on success."""
+    """Run ``job_name`` (restricted to ``keys`` when given) for one partition, a range or none.
+
+    Logs the failed steps (unless ``log_failure`` is False); True on success.
+    """
+    run_tags = dict(tags)
+    if partition_range is not None:
+        run_tags[ASSET_PARTITION_RANGE_START_TAG], run_tags[ASSET_PARTITION_RANGE_END_TAG] = partition_range
     result = defs.resolve_job_def(job_name).execute_in_process(
         run_config=run_config,
         instance=instance,
         partition_key=partition_key,
         asset_selection=list(keys) if keys is not None else None,
-        tags=tags,
+        tags=run_tags,
         raise_on_error=False,
     )
-    if not result.success:
+    if not result.success and log_failure:
         failed = [event.step_key for event in result.get_step_failure_events()]
+        where = ""
+        if partition_key:
+            where = f" (partition {partition_key})"
+        elif partition_range is not None:
+            where = f" (partitions {partition_range[0]} to {partition_range[1]})"
         logger.error(
             "run %s of %s failed in %s%s (details: the run's page in the Dagster UI)",
             result.run_id,
             job_name,
             failed,
-            f" (partition {partition_key})" if partition_key else "",
+            where,
         )
     return result.success
+
+
+def _execute_partitions(
+    defs: dg.Definitions,
+    job_name: str,
+    keys: Sequence[dg.AssetKey],
+    instance: dg.DagsterInstance,
+    run_config: dict,
+    tags: dict[str, str],
+    partition_keys: Sequence[str],
+    run_per_partition: bool = False,
+) -> tuple[list[str], int]:
+    """Build ``partition_keys`` of a wave: one range run, or (``run_per_partition``, or when the range
+    run fails) one run per partition. Returns the failed partition keys and the number of runs."""
+    if not partition_keys:
+        return [], 0
+    if not run_per_partition and len(partition_keys) > 1:
+        span = (partition_keys[0], partition_keys[-1])
+        if _execute(
+            defs, job_name, keys, instance, run_config, tags, partition_range=span, log_failure=False
+        ):
+            return [], 1
+        logger.warning(
+            "%s: the run of partitions %s to %s failed; building them one run each",
+            job_name,
+            span[0],
+            span[1],
+        )
+    failed = [
+        key
+        for key in partition_keys
+        if not _execute(defs, job_name, keys, instance, run_config, tags, partition_key=key)
+    ]
+    runs = len(partition_keys) + (0 if run_per_partition or len(partition_keys) == 1 else 1)
+    return failed, runs
 
 
 def _observe_raw_files(
@@ -246,18 +308,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             continue
         partition_keys = list(wave[0].partitions_def.get_partition_keys(dynamic_partitions_store=instance))
-        failed = 0
-        for partition_key in partition_keys:
-            if not _execute(defs, job_name, keys, instance, _run_config(args, False), tags, partition_key):
-                failed += 1
-        partitions_ok += len(partition_keys) - failed
-        failed_partitions += failed
+        failed, runs = _execute_partitions(
+            defs,
+            job_name,
+            keys,
+            instance,
+            _run_config(args, False),
+            tags,
+            partition_keys,
+            run_per_partition=args.run_per_partition,
+        )
+        partitions_ok += len(partition_keys) - len(failed)
+        failed_partitions += len(failed)
         logger.info(
-            "%s %s: %d partitions ok, %d failed (%.1f s)",
+            "%s %s: %d partitions ok, %d failed%s (%d run%s, %.1f s)",
             job_name,
             names,
-            len(partition_keys) - failed,
-            failed,
+            len(partition_keys) - len(failed),
+            len(failed),
+            f" ({', '.join(failed)})" if failed else "",
+            runs,
+            "" if runs == 1 else "s",
             time.perf_counter() - wave_started,
         )
     if not observed:

@@ -22,7 +22,7 @@ from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import RAW_FILE_ASSETS, FileHashCache, content_fingerprint
 from assets.resources import SourcesResource
 from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
-from pipelines.cli import build_waves
+from pipelines.cli import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, build_waves
 from pipelines.definitions import ALL_ASSETS, build_definitions
 from pipelines.jobs import job_for
 
@@ -32,6 +32,26 @@ MONDAY = datetime.datetime(2026, 11, 30, 12, 0)  # far from the weekly observati
 RAW_FILE_KEYS = {"raw_mcq_files", "raw_scene_graph_files", "raw_scan_files"}
 
 
+def _stretches(ordered: list[str], wanted: set[str | None]) -> list[tuple[str, str]]:
+    """The runs of consecutive keys of ``ordered`` that are in ``wanted``, as (first, last).
+
+    >>> _stretches(["a", "b", "c", "d"], {"a", "b", "d"})
+    [('a', 'b'), ('d', 'd')]
+    """
+    stretches: list[tuple[str, str]] = []
+    previous_wanted = False
+    for key in ordered:
+        if key not in wanted:
+            previous_wanted = False
+            continue
+        if previous_wanted:
+            stretches[-1] = (stretches[-1][0], key)
+        else:
+            stretches.append((key, key))
+        previous_wanted = True
+    return stretches
+
+
 class Automation:
     """Ticks of the automation over one instance, with the requested runs executed after each tick."""
 
@@ -39,6 +59,7 @@ class Automation:
         self.defs, self.instance = defs, instance
         self.cursor = None
         self.minute = 0
+        self.range_runs = 0
 
     def tick(self) -> dict[str, set[str | None]]:
         """Evaluate once; execute what was requested; return it as {asset: {partitions}}."""
@@ -59,20 +80,33 @@ class Automation:
         return requested
 
     def execute(self, requested: dict[str, set[str | None]]) -> None:
+        """Run what was requested as a backfill of the single-run policy runs it: per wave, one run per
+        stretch of consecutive requested partitions (a range run, or a plain run for one partition)."""
         if RAW_FILE_KEYS & set(requested):
             self.observe()
         selection = dg.AssetSelection.assets(*(name for name in requested if name not in RAW_FILE_KEYS))
         for wave in build_waves(ALL_ASSETS, selection):
             keys = [key for node in wave for key in node.keys if key.to_user_string() in requested]
             partitions = set().union(*(requested[key.to_user_string()] for key in keys))
-            for partition in sorted(partitions, key=str):
-                result = self.defs.resolve_job_def(job_for(wave[0])).execute_in_process(
+            job = self.defs.resolve_job_def(job_for(wave[0]))
+            if wave[0].partitions_def is None:
+                result = job.execute_in_process(
+                    instance=self.instance, asset_selection=keys, raise_on_error=False
+                )
+                assert result.success, f"requested run of {keys} failed"
+                continue
+            ordered = wave[0].partitions_def.get_partition_keys(dynamic_partitions_store=self.instance)
+            for first, last in _stretches(ordered, partitions):
+                tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
+                result = job.execute_in_process(
                     instance=self.instance,
                     asset_selection=keys,
-                    partition_key=partition,
+                    partition_key=first if first == last else None,
+                    tags=tags if first != last else None,
                     raise_on_error=False,
                 )
-                assert result.success, f"requested run of {keys} ({partition}) failed"
+                assert result.success, f"requested run of {keys} ({first} to {last}) failed"
+                self.range_runs += first != last
 
     def observe(self) -> None:
         assert (
@@ -135,6 +169,7 @@ def test_2_one_raw_file_rebuilds_exactly_its_downstream(automation, built):
     assert rebuilt["stvqa_candidates"] == set(
         automation.defs.resolve_assets_def("stvqa_candidates").partitions_def.get_partition_keys()
     )
+    assert automation.range_runs  # the 32 shards ran as ranges, as the single-run backfill policy runs them
 
 
 def test_3_one_scan_rebuilds_that_scan_only(automation, built):
