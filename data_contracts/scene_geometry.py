@@ -73,13 +73,15 @@ OBJECT_FIELDS = {
         nullable=False,
         min=0.0,
         description="1-sigma-like uncertainty of the centroid, metres: depth_noise_m / sqrt(max(observed_views, "
-        "1)) + (1 - extent_coverage) * size_m / 4.",
+        "1)) + (1 - extent_coverage) * size_m / 4 + blur / 2, where blur (points fused from depth frames only, else "
+        "0) is, on the box axis where it is larger, the summed distance from each end without a detected face "
+        "to the 5% quantile of the points along the axis.",
     ),
     "size_uncertainty_m": dy.Float64(
         nullable=False,
         min=0.0,
         description="1-sigma-like uncertainty of each box extent and of size_m, metres: 2 * depth_noise_m / "
-        "sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2.",
+        "sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2 + blur (see position_uncertainty_m).",
     ),
 }
 

@@ -13,8 +13,14 @@ The scene's cameras are checked against a coarse depth buffer of the scene cloud
   ``sigma(z) = base + quadratic * (z - offset)**2`` at the median depth of the object in the frames
   that saw it, and the measured spread of the object's points about their local planes (noisy
   fused points only; the mesh's points have none);
-- ``position_uncertainty_m = depth_noise_m / sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 4``
-- ``size_uncertainty_m = 2 * depth_noise_m / sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2``
+- ``position_uncertainty_m = depth_noise_m / sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 4
+  + boundary_blur_m / 2``
+- ``size_uncertainty_m = 2 * depth_noise_m / sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2
+  + boundary_blur_m``
+
+where ``boundary_blur_m`` is how spread the ends of a noisy object's box are where they have no
+face (:func:`assets.dge.objects.face_refined_box`; 0 for mesh samples), since depth noise and
+mixed pixels blur the silhouette of a curved or thin object fused from depth frames,
 
 so an object seen in one frame, or never, gets a large uncertainty rather than a confident size.
 
@@ -37,8 +43,13 @@ class ConfidenceSettings(pydantic.BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    confidence_buffer_voxel_m: float = Field(
+        default=0.1,
+        description="Voxel size of the copy of the scene cloud splatted into the depth buffers (each point covers "
+        "its voxel's projected size).",
+    )
     confidence_buffer_width: int = Field(
-        default=96,
+        default=64,
         description="Width in cells of the coarse depth buffer each frame's visibility test uses (the height "
         "follows the image's aspect ratio).",
     )
@@ -133,7 +144,6 @@ class DepthBuffer:
         """
         scale = max(view.width / max(width_cells, 1), 1.0)
         shape = (max(1, math.ceil(view.height / scale)), max(1, math.ceil(view.width / scale)))
-        buffer = np.full(shape, np.inf)
         camera = view.to_camera(cloud)
         z = camera[:, 2]
         front = z > 1e-3
@@ -144,13 +154,21 @@ class DepthBuffer:
             np.floor(0.5 * voxel_size_m * view.intrinsics[0, 0] / (z * scale) + 0.5), 0, max_splat_cells
         ).astype(np.int64)
         cols, rows = np.floor(u).astype(np.int64), np.floor(v).astype(np.int64)
-        for size in np.unique(radius):
-            chosen = radius == size
+        near = (rows >= -radius) & (rows < shape[0] + radius) & (cols >= -radius) & (cols < shape[1] + radius)
+        rows, cols, z, radius = rows[near], cols[near], z[near], radius[near]
+        buffer = np.full(shape[0] * shape[1], np.inf)
+        for size in range(int(radius.max(initial=0)) + 1):
+            chosen = radius >= size
+            chosen_rows, chosen_cols, chosen_z = rows[chosen], cols[chosen], z[chosen]
+            # The ring of cells at Chebyshev distance ``size`` around each point with a radius of at least ``size``.
             for d_row in range(-size, size + 1):
                 for d_col in range(-size, size + 1):
-                    r, c = rows[chosen] + d_row, cols[chosen] + d_col
+                    if max(abs(d_row), abs(d_col)) != size:
+                        continue
+                    r, c = chosen_rows + d_row, chosen_cols + d_col
                     inside = (r >= 0) & (r < shape[0]) & (c >= 0) & (c < shape[1])
-                    np.minimum.at(buffer, (r[inside], c[inside]), z[chosen][inside])
+                    np.minimum.at(buffer, r[inside] * shape[1] + c[inside], chosen_z[inside])
+        buffer = buffer.reshape(shape)
         return cls(view, scale, buffer)
 
     def unoccluded(self, points: np.ndarray, config: ConfidenceSettings) -> tuple[np.ndarray, np.ndarray]:
@@ -224,11 +242,12 @@ def measurement_confidence(
     object_id: int,
     config: ConfidenceSettings = DEFAULT_CONFIDENCE_SETTINGS,
     seed: int = 0,
+    boundary_blur_m: float = 0.0,
 ) -> MeasurementConfidence:
     """One object's :class:`MeasurementConfidence` from its points and box (gravity frame) and the views' buffers.
 
-    ``point_spread_m`` is the measured spread of its points about their local planes (0 for mesh
-    samples).
+    ``point_spread_m`` is the measured spread of its points about their local planes and
+    ``boundary_blur_m`` the blur of its box's unfaced ends (both 0 for mesh samples).
     """
     points = np.asarray(points, dtype=np.float64)
     if len(points) > config.confidence_sample_points:
@@ -263,6 +282,6 @@ def measurement_confidence(
         observed_views=views,
         extent_coverage=coverage,
         depth_noise_m=noise,
-        position_uncertainty_m=noise / root_views + (1.0 - coverage) * size / 4.0,
-        size_uncertainty_m=2.0 * noise / root_views + (1.0 - coverage) * size / 2.0,
+        position_uncertainty_m=noise / root_views + (1.0 - coverage) * size / 4.0 + boundary_blur_m / 2.0,
+        size_uncertainty_m=2.0 * noise / root_views + (1.0 - coverage) * size / 2.0 + boundary_blur_m,
     )

@@ -4,7 +4,9 @@ The cameras of a scan are held roughly upright, so the mean of their "up" axes (
 OpenCV camera) is a prior for gravity. Among the points whose normals agree with that prior
 (floors, table tops, seats), planes are found one after another with open3d's RANSAC; the floor
 is the lowest of the well-supported planes within ``max_tilt_deg`` of the prior. The plane is
-refined by least squares on its inliers.
+refined by least squares on its inliers, then settled in the middle of the floor's points
+(:func:`settle_plane`): on a noisy scan the floor is a slab thicker than the RANSAC distance,
+RANSAC splits it, and the lowest piece lies a centimetre or two below the floor.
 
 The gravity-aligned frame has ``z`` along the floor normal (up), the floor at ``z = 0`` and ``x``
 along the world ``x`` axis projected onto the floor, so for a scan whose world frame already has
@@ -47,6 +49,11 @@ class FloorSettings(pydantic.BaseModel):
     floor_min_support_fraction: float = Field(
         default=0.05,
         description="A plane needs at least this share of the upward-facing points to be a floor candidate.",
+    )
+    floor_settle_window_m: float = Field(
+        default=0.06,
+        description="The floor plane is settled in the middle of the upward-facing points within this distance "
+        "of it (see settle_plane).",
     )
     floor_seed: int = Field(default=0, description="Random seed of open3d's RANSAC.")
 
@@ -111,6 +118,36 @@ def refine_plane(points: np.ndarray) -> tuple[np.ndarray, float]:
     return normal, float(-normal @ centre)
 
 
+def settle_plane(
+    points: np.ndarray, normal: np.ndarray, offset: float, window_m: float, iterations: int = 5
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """Move a plane to the middle of the points within ``window_m`` of it: ``(normal, offset, inlier mask)``.
+
+    Each round fits the points within the window by least squares (keeping the normal's side) and
+    sets the offset so that their median residual is 0.
+
+    >>> rng = np.random.default_rng(0)
+    >>> slab = np.column_stack([rng.uniform(0, 4, (4000, 2)), rng.normal(0.0, 0.02, 4000)])
+    >>> normal, offset, _ = settle_plane(slab, np.array([0.0, 0.0, 1.0]), 0.03, 0.06)
+    >>> bool(abs(offset) < 0.003), bool(normal[2] > 0.999)
+    (True, True)
+    """
+    inside = np.abs(points @ normal + offset) <= window_m
+    for _ in range(iterations):
+        if inside.sum() < 3:
+            break
+        new_normal, _ = refine_plane(points[inside])
+        if new_normal @ normal < 0:
+            new_normal = -new_normal
+        new_offset = -float(np.median(points[inside] @ new_normal))
+        moved = abs(new_offset - offset) + float(np.linalg.norm(new_normal - normal))
+        normal, offset = new_normal, new_offset
+        inside = np.abs(points @ normal + offset) <= window_m
+        if moved < 1e-5:
+            break
+    return normal, offset, inside
+
+
 def fit_floor_plane(
     points: np.ndarray,
     normals: np.ndarray | None,
@@ -171,6 +208,15 @@ def fit_floor_plane(
         )
     planes.sort(key=lambda item: item[0])
     floor = planes[0][1]
+    normal, offset, inside = settle_plane(
+        np.asarray(candidates, dtype=np.float64),
+        floor.normal,
+        floor.offset,
+        config.floor_settle_window_m,
+    )
+    if inside.sum() >= 3:
+        residual = np.asarray(candidates)[inside] @ normal + offset
+        floor = FloorPlane(normal, offset, int(inside.sum()), float(np.sqrt(np.mean(residual**2))))
     logger.debug(
         "floor plane normal %s offset %.3f (%d inliers)", floor.normal, floor.offset, floor.inlier_count
     )

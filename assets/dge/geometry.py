@@ -539,9 +539,10 @@ def add_measurement_confidence(
     settings: SceneGeometrySettings,
 ) -> None:
     """Fill in each object's measurement confidence (:mod:`assets.dge.confidence`) from the views' depth buffers of
-    the stored cloud (voxel ``stored_cloud_voxel_m``)."""
+    the cloud, voxel-downsampled to ``confidence_buffer_voxel_m``."""
+    coarse, _, _ = voxel_downsample(cloud, settings.confidence_buffer_voxel_m)
     buffers = [
-        DepthBuffer.build(view, cloud, settings.confidence_buffer_width, settings.stored_cloud_voxel_m)
+        DepthBuffer.build(view, coarse, settings.confidence_buffer_width, settings.confidence_buffer_voxel_m)
         for view in views
     ]
     for obj in objects:
@@ -555,6 +556,7 @@ def add_measurement_confidence(
             obj.object_id,
             settings,
             seed=settings.object_seed,
+            boundary_blur_m=obj.boundary_blur_m,
         )
         obj.observed_views = confidence.observed_views
         obj.extent_coverage = confidence.extent_coverage

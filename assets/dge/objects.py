@@ -84,11 +84,55 @@ class ObjectSettings(pydantic.BaseModel):
         "(a cabinet 3 m away grows by 10 cm at both ends otherwise). Mesh samples are not trimmed.",
     )
     surface_neighbors: int = Field(
-        default=24,
-        description="Neighbours of the local plane fitted around each point of a noisy (instance-mask) object: "
-        "the point is measured at its projection onto that plane, which removes the depth noise across the "
-        "surface (a face seen head-on is spread along the view ray, which made boxes 5-10% too large), and the "
-        "spread about the planes is the object's measured depth noise.",
+        default=48,
+        description="Neighbours of the local planes whose spread is a noisy (instance-mask) object's measured "
+        "depth noise (see surface_spread).",
+    )
+    face_band_m: float = Field(
+        default=0.25,
+        description="Noisy objects: a vertical face is looked for within this distance of each end of the box's "
+        "length and width axes (at most 40% of the extent).",
+    )
+    face_slab_m: float = Field(
+        default=0.04,
+        description="Noisy objects: thickness of the slab that holds a face (registration error between frames "
+        "and depth noise spread a face's points over a few centimetres).",
+    )
+    face_min_share: float = Field(
+        default=0.25,
+        description="Noisy objects: a slab is a face when it holds at least this share of the points near its end; "
+        "the box side then runs through the median of the face's points instead of the points' trimmed extreme.",
+    )
+    face_max_inset_m: float = Field(
+        default=0.1,
+        description="Noisy objects: a face lies at most this far inside the box's trimmed side (farther in, the "
+        "slab is an inner part, such as a monitor's screen in front of its stand).",
+    )
+    face_min_cover: float = Field(
+        default=0.5,
+        description="Noisy objects: a face's points fill at least this share of a 6 x 6 grid over the box's side "
+        "(its other horizontal extent by its height), so a table top's edge, a row of legs or a lamp's shade is no "
+        "face.",
+    )
+    face_max_beyond_share: float = Field(
+        default=0.1,
+        description="Noisy objects: the points beyond a face (outside its slab) number at most this share of the "
+        "face's own points.",
+    )
+    face_min_aligned_share: float = Field(
+        default=0.4,
+        description="Noisy objects: at least this share of a face's points have normals within 37 degrees of the "
+        "axis the face closes.",
+    )
+    face_max_shrink_share: float = Field(
+        default=0.2,
+        description="Noisy objects: faces that would shorten an axis of the box by more than this share are inner "
+        "parts (a monitor's screen above a deeper stand): the axis keeps its trimmed extremes.",
+    )
+    boundary_quantile: float = Field(
+        default=0.05,
+        description="Noisy objects: an end of the box without a face is blurred by its distance to this quantile "
+        "of the points along the axis (see face_refined_box); the blur enters the size uncertainty.",
     )
     min_object_points: int = Field(
         default=30, description="Objects with fewer points after cleaning are quarantined."
@@ -125,6 +169,9 @@ class ObjectGeometry:
     normals: np.ndarray  # (N, 3), NaN where unknown
     point_areas: np.ndarray  # (N,) surface area each stored point stands for, m^2
     point_spread_m: float = 0.0  # spread of the points about their local planes (0 for mesh samples)
+    boundary_blur_m: float = (
+        0.0  # how spread the box's unfaced ends are (face_refined_box; 0 for mesh samples)
+    )
     # Measurement confidence (assets.dge.confidence), filled in by the scene build; the defaults mean
     # "never observed".
     observed_views: int = 0
@@ -295,40 +342,181 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
     return kept[np.isin(labels[voxel_of_point], substantial)]
 
 
-def local_plane_projection(
-    points: np.ndarray, neighbors: int, min_planarity: float = 4.0
-) -> tuple[np.ndarray, float]:
-    """Each point projected onto the plane fitted to its ``neighbors`` nearest points, and the spread about them.
+def surface_spread(
+    points: np.ndarray, neighbors: int, min_planarity: float = 3.0, max_queries: int = 2000, seed: int = 0
+) -> float:
+    """Spread of points about the planes fitted to their ``neighbors`` nearest points: the noise of a scanned surface.
 
-    Only planar neighbourhoods move (their second covariance eigenvalue at least ``min_planarity``
-    times the smallest): a small curved object (a bottle, a ball) narrower than a neighbourhood
-    keeps its points. The spread is the median standard deviation of the planar neighbourhoods
-    across their planes (corrected for the three fitted degrees of freedom): the noise of a surface
-    scanned with noisy depth.
+    The median standard deviation across their planes of the planar neighbourhoods (second
+    covariance eigenvalue at least ``min_planarity`` times the smallest; a small curved object
+    narrower than a neighbourhood is no plane), corrected for the three fitted degrees of freedom.
+    At most ``max_queries`` points (seeded subsample) are the neighbourhoods' centres.
 
     >>> rng = np.random.default_rng(0)
     >>> flat = np.column_stack([rng.uniform(0, 1, (2000, 2)), rng.normal(0, 0.01, 2000)])
-    >>> projected, spread = local_plane_projection(flat, 24)
-    >>> bool(np.std(projected[:, 2]) < 0.004), round(spread, 2)
-    (True, 0.01)
+    >>> round(surface_spread(flat, 24), 2)
+    0.01
     """
     points = np.asarray(points, dtype=np.float64)
     k = min(neighbors, len(points))
     if k < 4:
-        return points.copy(), 0.0
-    _, index = cKDTree(points).query(points, k=k)
+        return 0.0
+    queries = points
+    if len(points) > max_queries:
+        queries = points[np.random.default_rng(seed).choice(len(points), size=max_queries, replace=False)]
+    _, index = cKDTree(points).query(queries, k=k)
     neighbourhood = points[index]
-    mean = neighbourhood.mean(axis=1)
-    centred = neighbourhood - mean[:, None, :]
-    covariance = np.einsum("nki,nkj->nij", centred, centred) / k
-    eigenvalues, eigenvectors = np.linalg.eigh(covariance)
-    normal = eigenvectors[:, :, 0]
-    offset = np.einsum("ni,ni->n", points - mean, normal)
+    centred = neighbourhood - neighbourhood.mean(axis=1)[:, None, :]
+    eigenvalues = np.linalg.eigvalsh(np.einsum("nki,nkj->nij", centred, centred) / k)
     planar = eigenvalues[:, 1] >= min_planarity * np.maximum(eigenvalues[:, 0], 1e-12)
-    spread = math.sqrt(
-        max(float(np.median(eigenvalues[planar, 0])) if planar.any() else 0.0, 0.0) * k / (k - 3)
-    )
-    return points - np.where(planar, offset, 0.0)[:, None] * normal, spread
+    if not planar.any():
+        return 0.0
+    return math.sqrt(max(float(np.median(eigenvalues[planar, 0])), 0.0) * k / (k - 3))
+
+
+def dense_slab_position(
+    coordinates: np.ndarray,
+    side: int,
+    band_m: float = 0.5,
+    bin_m: float = 0.02,
+    slab_m: float = 0.06,
+    min_share: float = 0.2,
+    min_points: int = 30,
+) -> float | None:
+    """Position of a plane (a wall, an object's face) across one end of an axis, or None when none stands out.
+
+    ``coordinates`` are the points' coordinates along the axis; ``side`` is +1 for the high end,
+    -1 for the low end. Among the points within ``band_m`` of the end (its 0.1% quantile), the
+    densest ``slab_m``-thick slab is the wall when it holds at least ``min_share`` of them (and
+    ``min_points``); its position is the median of the slab's points, refined on a slab
+    centred there (twice its thickness) until it settles.
+
+    >>> rng = np.random.default_rng(0)
+    >>> wall = rng.normal(4.0, 0.03, 3000)
+    >>> inside = rng.uniform(0.0, 3.9, 3000)
+    >>> found = dense_slab_position(np.concatenate([wall, inside]), +1)
+    >>> round(found, 2), dense_slab_position(inside, +1) is None
+    (4.0, True)
+    """
+    values = np.asarray(coordinates, dtype=np.float64) * side
+    if len(values) < min_points:
+        return None
+    end = float(np.quantile(values, 0.999))
+    band = values[values >= end - band_m]
+    edges = np.arange(end - band_m, end + bin_m, bin_m)
+    counts, _ = np.histogram(band, bins=edges)
+    window = max(1, round(slab_m / bin_m))
+    slabs = np.convolve(counts, np.ones(window), mode="valid")
+    best = int(np.argmax(slabs))
+    if slabs[best] < max(min_points, min_share * len(band)):
+        return None
+    low = edges[best]
+    position = float(np.median(band[(band >= low) & (band <= low + window * bin_m)]))
+    for _ in range(5):
+        refined = band[np.abs(band - position) <= slab_m]
+        previous, position = position, float(np.median(refined))
+        if abs(position - previous) < 1e-4:
+            break
+    return position * side
+
+
+def face_cover(
+    across: np.ndarray, heights: np.ndarray, width: float, center_z: float, height: float, cells: int = 6
+) -> float:
+    """Share of a box side's ``cells x cells`` grid (its width across, centred on 0, by its height) that points hold.
+
+    >>> xs, zs = np.meshgrid(np.linspace(-0.5, 0.5, 30), np.linspace(0, 1, 30))
+    >>> face_cover(xs.ravel(), zs.ravel(), 1.0, 0.5, 1.0), face_cover(np.array([-0.45, 0.45]), np.array([0.5, 0.5]), 1.0, 0.5, 1.0)
+    (1.0, 0.05555555555555555)
+    """
+    if width <= 0 or height <= 0 or len(across) == 0:
+        return 0.0
+    column = np.clip(((across / width) + 0.5) * cells, 0, cells - 1).astype(np.int64)
+    row = np.clip(((heights - center_z) / height + 0.5) * cells, 0, cells - 1).astype(np.int64)
+    return len(np.unique(row * cells + column)) / cells**2
+
+
+def face_refined_box(
+    points: np.ndarray,
+    normals: np.ndarray,
+    center: np.ndarray,
+    extents: np.ndarray,
+    yaw: float,
+    config: ObjectSettings,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """A yaw-oriented box whose vertical sides run through the object's faces where it has them.
+
+    For each end of the length and width axes, a dense slab of points near the end
+    (:func:`dense_slab_position`) is a face, and the side moves to the median of its points: frames
+    fused with small registration errors and depth noise spread a face over several centimetres,
+    and its extreme points lie outside the face. Ends with no face (chair legs, a lamp's shade)
+    keep their side: a face lies within ``face_max_inset_m`` of the side, few points lie beyond it
+    (``face_max_beyond_share`` of its own; a monitor's screen is not the back of its stand),
+    ``face_min_aligned_share`` of its normals point along the axis (a ball has no face) and its
+    points fill ``face_min_cover`` of the side (:func:`face_cover`).
+
+    Returns ``(centre, extents, yaw, boundary blur)``. The blur is how far an end without a face is
+    from the bulk of the points: the distance from the side to the ``boundary_quantile`` of the
+    points along the axis, summed over the axis' two ends (0 for a face), the larger of the two
+    axes. Depth noise and mixed pixels on a curved or thin object's silhouette spread its ends,
+    which the blur measures, so it enters the object's size uncertainty.
+
+    >>> rng = np.random.default_rng(0)
+    >>> face = np.column_stack([rng.normal(1.0, 0.015, 2000), rng.uniform(-0.5, 0.5, 2000), rng.uniform(0, 1, 2000)])
+    >>> top = np.column_stack([rng.uniform(-1.0, 1.0, 2000), rng.uniform(-0.5, 0.5, 2000), np.ones(2000)])
+    >>> points = np.vstack([face, top])
+    >>> normals = np.vstack([np.tile([1.0, 0, 0], (2000, 1)), np.tile([0, 0, 1.0], (2000, 1))])
+    >>> box = np.array([0.02, 0, 0.5]), np.array([2.08, 1.0, 1.0])
+    >>> centre, extents, yaw, blur = face_refined_box(points, normals, *box, 0.0, ObjectSettings())
+    >>> round(float(centre[0] + extents[0] / 2), 2), yaw
+    (1.0, 0.0)
+    """
+    cos_a, sin_a = math.cos(yaw), math.sin(yaw)
+    rotation = np.array([[cos_a, sin_a], [-sin_a, cos_a]])  # gravity xy -> box frame
+    local = (points[:, :2] - center[:2]) @ rotation.T
+    local_normals = np.nan_to_num(np.asarray(normals, dtype=np.float64)[:, :2], nan=0.0) @ rotation.T
+    low, high = -extents[:2] / 2.0, extents[:2] / 2.0
+    faced = np.zeros((2, 2), dtype=bool)  # axis, (low end, high end)
+    for axis in range(2):
+        band = min(config.face_band_m, 0.4 * float(extents[axis]))
+        if band < 2 * config.face_slab_m:
+            continue
+        for side, bounds in ((-1, low), (+1, high)):
+            position = dense_slab_position(
+                local[:, axis], side, band, 0.01, config.face_slab_m, config.face_min_share, 20
+            )
+            if position is None or abs(position - bounds[axis]) > config.face_max_inset_m:
+                continue
+            on_face = np.abs(local[:, axis] - position) <= config.face_slab_m
+            beyond = np.count_nonzero(side * (local[:, axis] - position) > config.face_slab_m)
+            aligned = np.abs(local_normals[on_face, axis]) >= 0.8
+            if (
+                beyond <= config.face_max_beyond_share * np.count_nonzero(on_face)
+                and aligned.mean() >= config.face_min_aligned_share
+                and face_cover(
+                    local[on_face, 1 - axis], points[on_face, 2], extents[1 - axis], center[2], extents[2]
+                )
+                >= config.face_min_cover
+            ):
+                bounds[axis] = position
+                faced[axis, (side + 1) // 2] = True
+    blur = 0.0
+    for axis in range(2):
+        if high[axis] - low[axis] < (1.0 - config.face_max_shrink_share) * extents[axis]:
+            low[axis], high[axis] = -extents[axis] / 2.0, extents[axis] / 2.0  # inner parts, not the faces
+            faced[axis] = False
+        inner = np.quantile(local[:, axis], [config.boundary_quantile, 1.0 - config.boundary_quantile])
+        ends = (0.0 if faced[axis, 0] else inner[0] - low[axis]) + (
+            0.0 if faced[axis, 1] else high[axis] - inner[1]
+        )
+        blur = max(blur, float(ends))
+    new_extents = np.array([high[0] - low[0], high[1] - low[1], extents[2]])
+    shift = rotation.T @ ((low + high) / 2.0)
+    new_center = np.array([center[0] + shift[0], center[1] + shift[1], center[2]])
+    if new_extents[1] > new_extents[0]:
+        swapped = np.array([new_extents[1], new_extents[0], new_extents[2]])
+        return new_center, swapped, float(np.mod(yaw + math.pi / 2, math.pi)), blur
+    return new_center, new_extents, yaw, blur
 
 
 def voxel_point_areas(normals: np.ndarray, voxel_size: float) -> np.ndarray:
@@ -364,20 +552,25 @@ def measure_object(
             f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_object_points}"
         )
     measured = kept
-    surface = points[kept]
-    spread = 0.0
-    if noisy:
-        surface, spread = local_plane_projection(points[kept], config.surface_neighbors)
+    spread = surface_spread(points[kept], config.surface_neighbors) if noisy else 0.0
     if noisy and config.extent_trim_share > 0:
-        low = np.quantile(surface, config.extent_trim_share, axis=0)
-        high = np.quantile(surface, 1.0 - config.extent_trim_share, axis=0)
-        inside = np.all((surface >= low) & (surface <= high), axis=1)
-        measured, surface = kept[inside], surface[inside]
-    cleaned = surface
+        low = np.quantile(points[kept], config.extent_trim_share, axis=0)
+        high = np.quantile(points[kept], 1.0 - config.extent_trim_share, axis=0)
+        measured = kept[np.all((points[kept] >= low) & (points[kept] <= high), axis=1)]
+    cleaned = points[measured]
+    if noisy and cleaned[:, 2].min() < 0.0 < cleaned[:, 2].max():
+        # Nothing stands below the floor (z = 0): those points are the floor's depth noise under the object.
+        cleaned = cleaned.copy()
+        cleaned[:, 2] = np.maximum(cleaned[:, 2], 0.0)
     aabb_min, aabb_max = cleaned.min(axis=0), cleaned.max(axis=0)
     obb_center, obb_extents, obb_yaw = yaw_oriented_box(
         cleaned, normals[measured], np.asarray(point_areas)[measured]
     )
+    blur = 0.0
+    if noisy:
+        obb_center, obb_extents, obb_yaw, blur = face_refined_box(
+            cleaned, normals[measured], obb_center, obb_extents, obb_yaw, config
+        )
     stored = kept
     areas = np.asarray(point_areas, dtype=np.float64)[kept]
     if len(kept) > config.max_stored_points:
@@ -398,6 +591,7 @@ def measure_object(
         normals=normals[stored],
         point_areas=areas,
         point_spread_m=spread,
+        boundary_blur_m=blur,
     )
 
 

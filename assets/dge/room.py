@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
-from assets.dge.objects import min_area_rectangle
+from assets.dge.objects import dense_slab_position, min_area_rectangle
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,8 @@ def wall_position(
     """Position of the wall at one end of a room axis, or None when no wall stands out.
 
     ``coordinates`` are the points' coordinates along the axis; ``side`` is +1 for the high end,
-    -1 for the low end. Among the points within ``band_m`` of the end (its 0.1% quantile), the
-    densest ``slab_m``-thick slab is the wall when it holds at least ``min_share`` of them (and
-    ``min_points``); its position is the median of the slab's points, refined on a slab
-    centred there (twice its thickness) until it settles.
+    -1 for the low end. The wall is the densest ``slab_m``-thick slab within ``band_m`` of the end
+    (:func:`~assets.dge.objects.dense_slab_position`).
 
     >>> rng = np.random.default_rng(0)
     >>> wall = rng.normal(4.0, 0.03, 3000)
@@ -105,26 +103,7 @@ def wall_position(
     >>> round(wall_position(np.concatenate([wall, inside]), +1), 2), wall_position(inside, +1) is None
     (4.0, True)
     """
-    values = np.asarray(coordinates, dtype=np.float64) * side
-    if len(values) < min_points:
-        return None
-    end = float(np.quantile(values, 0.999))
-    band = values[values >= end - band_m]
-    edges = np.arange(end - band_m, end + bin_m, bin_m)
-    counts, _ = np.histogram(band, bins=edges)
-    window = max(1, round(slab_m / bin_m))
-    slabs = np.convolve(counts, np.ones(window), mode="valid")
-    best = int(np.argmax(slabs))
-    if slabs[best] < max(min_points, min_share * len(band)):
-        return None
-    low = edges[best]
-    position = float(np.median(band[(band >= low) & (band <= low + window * bin_m)]))
-    for _ in range(5):
-        refined = band[np.abs(band - position) <= slab_m]
-        previous, position = position, float(np.median(refined))
-        if abs(position - previous) < 1e-4:
-            break
-    return position * side
+    return dense_slab_position(coordinates, side, band_m, bin_m, slab_m, min_share, min_points)
 
 
 def wall_rectangle(

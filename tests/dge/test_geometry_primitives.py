@@ -276,3 +276,66 @@ def test_wall_position_needs_a_wall():
     assert wall_position(np.concatenate([scattered, rng.normal(-0.3, 0.04, 4000)]), -1) == pytest.approx(
         -0.3, abs=0.01
     )
+
+
+def _noisy_box_points(
+    rng: np.random.Generator, extents, yaw: float, sigma: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Points on a box's four vertical sides and top (standing on the floor), with depth noise along each
+    face's normal, as fused from frames; their normals are the faces'."""
+    length, width, height = extents
+    points, normals = [], []
+    for axis, half, across, normal in (
+        (0, length / 2, width, [1.0, 0, 0]),
+        (0, -length / 2, width, [-1.0, 0, 0]),
+        (1, width / 2, length, [0, 1.0, 0]),
+        (1, -width / 2, length, [0, -1.0, 0]),
+    ):
+        n = 3000
+        face = np.zeros((n, 3))
+        face[:, axis] = half + rng.normal(0, sigma, n)
+        face[:, 1 - axis] = rng.uniform(-across / 2, across / 2, n)
+        face[:, 2] = rng.uniform(0, height, n)
+        points.append(face)
+        normals.append(np.tile(normal, (n, 1)))
+    top = np.column_stack(
+        [
+            rng.uniform(-length / 2, length / 2, 3000),
+            rng.uniform(-width / 2, width / 2, 3000),
+            height + rng.normal(0, sigma / 3, 3000),
+        ]
+    )
+    points.append(top)
+    normals.append(np.tile([0, 0, 1.0], (3000, 1)))
+    points, normals = np.vstack(points), np.vstack(normals)
+    cos_a, sin_a = math.cos(yaw), math.sin(yaw)
+    rotation = np.array([[cos_a, -sin_a, 0], [sin_a, cos_a, 0], [0, 0, 1.0]])
+    return points @ rotation.T + [2.0, 1.0, 0.0], normals @ rotation.T
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.7])
+def test_noisy_box_sides_run_through_its_faces(yaw):
+    """Depth noise (1.5 cm) spreads each face of a fused box; its sides are measured at the faces, not the
+    noise's extremes, and the box's ends are sharp (no blur in its uncertainty)."""
+    extents = (0.84, 0.49, 0.86)
+    points, normals = _noisy_box_points(np.random.default_rng(3), extents, yaw, 0.015)
+    obj = measure_object(0, "cabinet", points, normals, np.full(len(points), 1e-4), noisy=True)
+    assert obj.obb_extents[0] == pytest.approx(extents[0], rel=0.02)
+    assert obj.obb_extents[1] == pytest.approx(extents[1], rel=0.03)
+    assert obj.obb_extents[2] == pytest.approx(extents[2], rel=0.03)
+    assert obj.obb_center[:2] == pytest.approx([2.0, 1.0], abs=0.01)
+    assert obj.boundary_blur_m == 0.0
+    assert obj.point_spread_m == pytest.approx(0.015, rel=0.3)
+
+
+def test_noisy_cylinder_has_no_faces_and_a_blurred_boundary():
+    """A noisy cylinder (a vase) has no flat face: its box keeps the trimmed extremes, and the blur of its ends
+    enters its size uncertainty."""
+    rng = np.random.default_rng(4)
+    angle = rng.uniform(0, 2 * math.pi, 8000)
+    radius = 0.08 + rng.normal(0, 0.01, 8000)
+    points = np.column_stack([radius * np.cos(angle), radius * np.sin(angle), rng.uniform(0, 0.3, 8000)])
+    normals = np.column_stack([np.cos(angle), np.sin(angle), np.zeros(8000)])
+    obj = measure_object(0, "vase", points, normals, np.full(len(points), 1e-4), noisy=True)
+    assert obj.obb_extents[0] >= 0.16
+    assert obj.boundary_blur_m > 0.01
