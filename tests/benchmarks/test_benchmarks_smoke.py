@@ -84,8 +84,9 @@ CASES = {
     "bench_dge": (
         ["--work-dir", "{tmp_path}"],
         [
-            rf"^mesh +scene_geometry +{NUMBER} s \+ frame_visibility +{NUMBER} s = +{NUMBER} s per scene",
-            rf"^instance_masks +scene_geometry +{NUMBER} s \+ frame_visibility +{NUMBER} s",
+            rf"^\| realistic {source} \| {stage} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \|$"
+            for source in ("mesh", "instance_masks")
+            for stage in ("fusion", "scene_geometry", "frame_visibility", r"\*\*geometry \+ visibility\*\*")
         ],
         None,
     ),
@@ -112,6 +113,7 @@ CASES = {
 }
 SLOW = {
     "bench_build",
+    "bench_dge",
     "bench_grounding",
     "bench_confidence_overhead",
     "bench_ray",
