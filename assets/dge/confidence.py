@@ -62,7 +62,7 @@ class ConfidenceSettings(pydantic.BaseModel):
         default=0.03, description="Share of the depth added to confidence_occlusion_tolerance_m."
     )
     confidence_sample_points: int = Field(
-        default=300, description="Object points (seeded subsample) tested per frame for observed_views."
+        default=200, description="Object points (seeded subsample) tested per frame for observed_views."
     )
     min_visible_points: int = Field(
         default=5,

@@ -82,6 +82,42 @@ def trim_room_points(points: np.ndarray, trim_share: float) -> np.ndarray:
     return points[np.all((local >= low) & (local <= high), axis=1)]
 
 
+def clip_to_rectangle(polygon: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """A convex polygon (counter-clockwise ``(K, 2)`` vertices) clipped to the axis-aligned rectangle ``[low, high]``.
+
+    >>> clip_to_rectangle(np.array([[0, 0], [4, 0], [4, 4], [0, 4.0]]), np.array([1.0, -1]), np.array([3.0, 2])).tolist()
+    [[1.0, 2.0], [1.0, 0.0], [3.0, 0.0], [3.0, 2.0]]
+    """
+    vertices = [np.asarray(vertex, dtype=np.float64) for vertex in polygon]
+    for axis, bound, sign in ((0, low[0], 1.0), (0, high[0], -1.0), (1, low[1], 1.0), (1, high[1], -1.0)):
+        kept: list[np.ndarray] = []
+        for index, current in enumerate(vertices):
+            previous = vertices[index - 1]
+            current_in = sign * (current[axis] - bound) >= 0
+            previous_in = sign * (previous[axis] - bound) >= 0
+            if current_in != previous_in:
+                t = (bound - previous[axis]) / (current[axis] - previous[axis])
+                kept.append(previous + t * (current - previous))
+            if current_in:
+                kept.append(current)
+        vertices = kept
+        if not vertices:
+            break
+    return np.array(vertices, dtype=np.float64).reshape(-1, 2)
+
+
+def polygon_area(polygon: np.ndarray) -> float:
+    """Area of a simple polygon (shoelace formula).
+
+    >>> polygon_area(np.array([[0, 0], [2, 0], [2, 1], [0, 1.0]]))
+    2.0
+    """
+    if len(polygon) < 3:
+        return 0.0
+    x, y = polygon[:, 0], polygon[:, 1]
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2.0)
+
+
 def wall_position(
     coordinates: np.ndarray,
     side: int,
@@ -145,8 +181,8 @@ def measure_room(
     rotation = np.array([[cos_a, sin_a], [-sin_a, cos_a]])  # gravity xy -> room frame
     local = points[:, :2] @ rotation.T
     low, high, _ = wall_rectangle(points, yaw, height, local.min(axis=0), local.max(axis=0))
-    clipped = np.clip(local, low, high) @ rotation
-    area, footprint = hull_area(clipped)
+    clipped = clip_to_rectangle(footprint @ rotation.T, low, high)
+    area, footprint = polygon_area(clipped), clipped @ rotation
     extents = high - low
     if extents[1] > extents[0]:
         extents = extents[::-1]
