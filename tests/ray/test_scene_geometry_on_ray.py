@@ -123,3 +123,39 @@ def test_a_worker_killed_mid_scan_is_retried_and_nothing_is_lost_or_duplicated(
         killer.join()
     assert marker.exists(), "no worker was killed: the test did not test a retry"
     assert remote == local
+
+
+def _materialize_scene_geometry(scans: ScanNetTables, root: Path, scene_id: str, config: dict) -> None:
+    import dagster as dg
+
+    from assets.dge.assets import SCENES_PARTITIONS_NAME, scene_geometry_asset
+    from assets.resources import StorageResource
+    from data_contracts.storage import table_path, write_table
+    from pipelines.io_manager import ParquetIOManager
+
+    write_table(scans.frames, table_path(root, "rgbd_frames"))
+    write_table(scans.scenes, table_path(root, "rgbd_scenes"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, [scene_id])
+    result = dg.materialize(
+        [scene_geometry_asset, dg.SourceAsset("rgbd_frames"), dg.SourceAsset("rgbd_scenes")],
+        instance=instance,
+        partition_key=scene_id,
+        resources={
+            "io_manager": ParquetIOManager(root=str(root)),
+            "storage": StorageResource(root=str(root)),
+        },
+        run_config={"ops": {"scene_geometry_asset": {"config": config}}},
+    )
+    assert result.success
+
+
+def test_the_asset_with_compute_ray_writes_the_files_of_local_mode(ray_local_cluster, scans, tmp_path):
+    from data_contracts.storage import table_path
+
+    _materialize_scene_geometry(scans, tmp_path / "local", BROKEN_SCENE, {})
+    _materialize_scene_geometry(scans, tmp_path / "ray", BROKEN_SCENE, {"compute": "ray"})
+    for table in ("scene_geometry", "scene_geometry_quarantine"):
+        local = table_path(tmp_path / "local", table, BROKEN_SCENE).read_bytes()
+        remote = table_path(tmp_path / "ray", table, BROKEN_SCENE).read_bytes()
+        assert remote == local, f"{table} differs"
