@@ -339,3 +339,20 @@ def test_noisy_cylinder_has_no_faces_and_a_blurred_boundary():
     obj = measure_object(0, "vase", points, normals, np.full(len(points), 1e-4), noisy=True)
     assert obj.obb_extents[0] >= 0.16
     assert obj.boundary_blur_m > 0.01
+
+
+def test_noisy_floor_is_fitted_through_its_middle():
+    """A floor scanned with 2 cm depth noise is a slab thicker than the RANSAC distance; the plane is its middle,
+    not the lowest piece RANSAC cuts out of it (which made every object sit 2 cm high)."""
+    rng = np.random.default_rng(11)
+    floor = np.column_stack(
+        [rng.uniform(0, 5, 20000), rng.uniform(0, 4, 20000), rng.normal(0.0, 0.02, 20000)]
+    )
+    table_top = np.column_stack(
+        [rng.uniform(1, 2, 3000), rng.uniform(1, 2, 3000), rng.normal(0.75, 0.005, 3000)]
+    )
+    points = np.vstack([floor, table_top])
+    normals = np.tile([0.0, 0.0, 1.0], (len(points), 1))
+    plane = fit_floor_plane(points, normals, np.array([0.0, 0.0, 1.0]))
+    assert abs(plane.offset) < 0.004
+    assert plane.normal[2] > 0.9999
