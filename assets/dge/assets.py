@@ -57,7 +57,7 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-DGE_CODE_VERSION = "2"  # 2: objects keep every substantial cluster, visibility by ray casting
+DGE_CODE_VERSION = "3"  # 3: measurement confidence, walls, faces, balanced tasks; 2: ray-cast visibility
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
