@@ -1,8 +1,10 @@
-"""The floor plane (RANSAC with open3d) and the gravity-aligned frame built on it.
+"""The floor plane (seeded RANSAC) and the gravity-aligned frame built on it.
 
 The cameras of a scan are held roughly upright, so the mean of their "up" axes (``-y`` of an
 OpenCV camera) is a prior for gravity. Among the points whose normals agree with that prior
-(floors, table tops, seats), planes are found one after another with open3d's RANSAC; the floor
+(floors, table tops, seats), planes are found one after another by a seeded RANSAC
+(:func:`ransac_plane_inliers`: the same cloud and seed give the same plane in any process; open3d's
+multi-threaded ``segment_plane`` does not); the floor
 is the lowest of the well-supported planes within ``max_tilt_deg`` of the prior. The plane is
 refined by least squares on its inliers, then settled in the middle of the floor's points
 (:func:`settle_plane`): on a noisy scan the floor is a slab thicker than the RANSAC distance,
@@ -25,7 +27,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import open3d as o3d
 import pydantic
 from pydantic import ConfigDict, Field
 
@@ -55,7 +56,9 @@ class FloorSettings(pydantic.BaseModel):
         description="The floor plane is settled in the middle of the upward-facing points within this distance "
         "of it (see settle_plane).",
     )
-    floor_seed: int = Field(default=0, description="Random seed of open3d's RANSAC.")
+    floor_seed: int = Field(
+        default=0, description="Random seed of the RANSAC (the same seed gives the same floor)."
+    )
 
 
 DEFAULT_FLOOR_SETTINGS = FloorSettings()
@@ -148,6 +151,56 @@ def settle_plane(
     return normal, offset, inside
 
 
+RANSAC_SCORING_POINTS = 20_000
+"""Hypotheses are scored on a seeded subsample of at most this many points (the winner's inliers are
+then taken from every point)."""
+RANSAC_BATCH = 64
+"""Hypotheses scored at once (bounds the memory of the distance matrix)."""
+
+
+def ransac_plane_inliers(
+    points: np.ndarray, distance_threshold: float, iterations: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Indices of the points within ``distance_threshold`` of the best-supported plane through 3 of them.
+
+    Deterministic for a given ``rng`` state. Degenerate (collinear) samples are skipped; ties go to
+    the first hypothesis drawn.
+
+    >>> rng = np.random.default_rng(0)
+    >>> plane = np.c_[rng.uniform(-1, 1, (300, 2)), np.zeros(300)]
+    >>> noise = rng.uniform(-1, 1, (50, 3))
+    >>> inliers = ransac_plane_inliers(np.vstack([plane, noise]), 0.01, 100, np.random.default_rng(0))
+    >>> bool(set(range(300)) <= set(inliers.tolist())), len(inliers) < 320
+    (True, True)
+    """
+    if len(points) < 3:
+        return np.arange(len(points))
+    scoring = points
+    if len(points) > RANSAC_SCORING_POINTS:
+        scoring = points[rng.choice(len(points), size=RANSAC_SCORING_POINTS, replace=False)]
+    samples = points[rng.integers(0, len(points), size=(iterations, 3))]
+    normals = np.cross(samples[:, 1] - samples[:, 0], samples[:, 2] - samples[:, 0])
+    lengths = np.linalg.norm(normals, axis=1)
+    valid = lengths > 1e-12
+    normals = normals[valid] / lengths[valid, None]
+    offsets = -np.einsum("ij,ij->i", normals, samples[valid, 0])
+    if not len(normals):
+        return np.arange(0)
+    support = np.concatenate(
+        [
+            (
+                np.abs(
+                    scoring @ normals[start : start + RANSAC_BATCH].T + offsets[start : start + RANSAC_BATCH]
+                )
+                <= distance_threshold
+            ).sum(axis=0)
+            for start in range(0, len(normals), RANSAC_BATCH)
+        ]
+    )
+    best = int(np.argmax(support))
+    return np.flatnonzero(np.abs(points @ normals[best] + offsets[best]) <= distance_threshold)
+
+
 def fit_floor_plane(
     points: np.ndarray,
     normals: np.ndarray | None,
@@ -168,21 +221,19 @@ def fit_floor_plane(
         candidates = points
     if len(candidates) < 3:
         raise FloorNotFoundError(f"no upward-facing surface among {len(points)} points")
-    o3d.utility.random.seed(config.floor_seed)
-    remaining = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(candidates, dtype=np.float64)))
+    rng = np.random.default_rng(config.floor_seed)
+    remaining = np.asarray(candidates, dtype=np.float64)
     min_support = max(3, int(config.floor_min_support_fraction * len(candidates)))
     planes: list[tuple[float, FloorPlane]] = []
     for _ in range(config.floor_max_planes):
-        if len(remaining.points) < min_support:
+        if len(remaining) < min_support:
             break
-        _, inliers = remaining.segment_plane(
-            distance_threshold=config.floor_distance_threshold_m,
-            ransac_n=3,
-            num_iterations=config.floor_ransac_iterations,
+        inliers = ransac_plane_inliers(
+            remaining, config.floor_distance_threshold_m, config.floor_ransac_iterations, rng
         )
         if len(inliers) < min_support:
             break
-        inlier_points = np.asarray(remaining.points)[inliers]
+        inlier_points = remaining[inliers]
         normal, offset = refine_plane(inlier_points)
         if normal @ up_prior < 0:
             normal, offset = -normal, -offset
@@ -196,7 +247,7 @@ def fit_floor_plane(
         plane = FloorPlane(
             normal, offset, int(keep.sum()), float(np.sqrt(np.mean(residual**2))) if keep.any() else 0.0
         )
-        remaining = remaining.select_by_index(inliers, invert=True)
+        remaining = np.delete(remaining, inliers, axis=0)
         if normal @ up_prior < cos_tilt:
             continue
         # The plane's height along the prior: the floor is the lowest candidate.
