@@ -356,3 +356,23 @@ def test_noisy_floor_is_fitted_through_its_middle():
     plane = fit_floor_plane(points, normals, np.array([0.0, 0.0, 1.0]))
     assert abs(plane.offset) < 0.004
     assert plane.normal[2] > 0.9999
+
+
+def test_floor_fit_is_the_same_on_every_call():
+    """The floor RANSAC is seeded: the same cloud gives the same plane, call after call (open3d's threaded
+    RANSAC did not), and a different seed still finds the same floor within noise."""
+    rng = np.random.default_rng(5)
+    floor = np.column_stack(
+        [rng.uniform(0, 5, 30000), rng.uniform(0, 4, 30000), rng.normal(0.0, 0.02, 30000)]
+    )
+    seat = np.column_stack([rng.uniform(1, 2, 4000), rng.uniform(1, 2, 4000), rng.normal(0.45, 0.005, 4000)])
+    points = np.vstack([floor, seat])
+    normals = np.tile([0.0, 0.0, 1.0], (len(points), 1))
+    up = np.array([0.0, 0.0, 1.0])
+    planes = [fit_floor_plane(points, normals, up) for _ in range(3)]
+    for plane in planes[1:]:
+        assert plane.normal.tolist() == planes[0].normal.tolist()
+        assert plane.offset == planes[0].offset
+        assert plane.inlier_count == planes[0].inlier_count
+    other_seed = fit_floor_plane(points, normals, up, FloorSettings(floor_seed=7))
+    assert abs(other_seed.offset - planes[0].offset) < 0.005
