@@ -16,6 +16,10 @@ copy (3DSRBench FlipEval); ``circular_index`` is the rotation of the options (Ci
 original order). An item without variants has ``question_key == item_id``, ``flipped`` false and
 ``circular_index`` 0.
 
+``origin`` says whether an item comes from the built-in sample world (the default OmniSpatial and
+SpatiaLab locations, and the graph's own tables built from sample-world sources) or from a real data
+set, so a report never mixes the two silently.
+
 ``reference_boxes`` are the boxes the grounding analysis compares predicted boxes with (pseudo-GT
 with validity, or ground truth with validity 1), on the 0..1000 grid; empty when the benchmark has none.
 """
@@ -26,8 +30,9 @@ import dataframely as dy
 import polars as pl
 
 from data_contracts.columns import all_grid_boxes_valid, grid_box_column, image_column
+from data_contracts.origin import origin_column
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"
 LETTERS = "ABCDEFGH"
 
 BENCHMARKS = ["omnispatial", "spatialab", "cvbench", "3dsrbench", "blink", "stvqa_val", "dge_heldout"]
@@ -146,6 +151,7 @@ class EvalItems(dy.Schema):
         "every question of a given folder), SpatiaLab, CV-Bench and 3DSRBench; 'val' for BLINK; the configured "
         "split of the stvqa table (default 'val') and of dge_tasks (default 'test').",
     )
+    origin = origin_column("items")
 
     @dy.rule()
     def choice_or_numeric(cls) -> pl.Expr:

@@ -8,6 +8,7 @@ STVQA-7K ``data/<split>-*.parquet``), locally and as Hub snapshots in an offline
 import base64
 import csv
 import json
+import shutil
 
 import pandas as pd
 import polars as pl
@@ -568,6 +569,7 @@ def test_load_benchmarks_from_sources(tmp_path, small_world):
     sources = BenchmarkSources(storage_root=str(small_world.parent), omnispatial_split="all")
     items, log = load_benchmarks(["omnispatial", "spatialab"], sources)
     assert set(items["benchmark"].unique()) == {"omnispatial", "spatialab"} and len(log) == 0
+    assert items["origin"].unique().to_list() == ["sample_world"]  # both fell back to the sample world
     with pytest.raises(MissingInputError, match="cvbench_path"):
         load_benchmarks(["cvbench"], sources)
     with pytest.raises(MissingInputError):
@@ -781,3 +783,17 @@ def test_split_benchmark_locations():
         split_benchmark_locations("cvbench=")
     with pytest.raises(ValueError, match="unknown benchmark"):
         split_benchmark_locations("mmlu=hf://datasets/cais/mmlu")
+
+
+def test_items_say_whether_they_are_the_sample_worlds_and_a_mix_is_logged(tmp_path, small_world, caplog):
+    """A real OmniSpatial folder beside the default (sample-world) SpatiaLab: every item carries its origin,
+    and loading the two together warns by name."""
+    real_folder = tmp_path / "omnispatial"
+    shutil.copytree(small_world / "omnispatial", real_folder)
+    sources = BenchmarkSources(storage_root=str(small_world.parent), omnispatial_root=str(real_folder))
+    with caplog.at_level("WARNING", logger="training.eval.benchmarks"):
+        items, _ = load_benchmarks(["omnispatial", "spatialab"], sources)
+    _valid(items)
+    origins = dict(items.group_by("benchmark").agg(pl.col("origin").unique()).iter_rows())
+    assert origins == {"omnispatial": ["real"], "spatialab": ["sample_world"]}
+    assert "sample_world: spatialab" in caplog.text and "real: omnispatial" in caplog.text

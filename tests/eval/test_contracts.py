@@ -34,6 +34,7 @@ def item(**overrides):
         "circular_index": 0,
         "reference_boxes": [],
         "split": "test",
+        "origin": "real",
     }
     row.update(overrides)
     return row

@@ -50,6 +50,7 @@ from pydantic import BaseModel, Field
 
 from data_contracts.eval_items import LETTERS, EvalItems
 from data_contracts.images import sniff_format
+from data_contracts.origin import REAL, SAMPLE_WORLD
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema, split_valid
 from readers.common import MissingInputError, column_problem, require_path, require_rows
@@ -224,6 +225,7 @@ def _item(
         "circular_index": circular_index,
         "reference_boxes": reference_boxes or [],
         "split": split,
+        "origin": REAL,
     }
 
 
@@ -328,6 +330,7 @@ def eval_items_from_mcq(
         pl.lit(0, dtype=pl.Int64).alias("circular_index"),
         pl.lit([], dtype=polars_schema(EvalItems)["reference_boxes"]).alias("reference_boxes"),
         pl.col("split"),
+        (pl.col("origin").fill_null(REAL) if "origin" in frame.columns else pl.lit(REAL)).alias("origin"),
     )
     return items.cast(dict(polars_schema(EvalItems)))
 
@@ -1122,6 +1125,51 @@ def load_benchmark(name: str, sources: BenchmarkSources) -> tuple[pl.DataFrame, 
     Raises:
         `MissingInputError`: when the benchmark's files are not where ``sources`` says.
     """
+    frame, log = _load_benchmark_rows(name, sources)
+    return frame.with_columns(origin=pl.lit(benchmark_origin(name, sources), dtype=pl.String)), log
+
+
+def benchmark_origin(name: str, sources: BenchmarkSources) -> str:
+    """Whether benchmark ``name`` read from ``sources`` is the sample world's or a real data set.
+
+    OmniSpatial and SpatiaLab fall back to the sample world when no location is set; the graph's own
+    tables (``stvqa_val``, ``dge_heldout``) have the origin of the source table they were built from
+    (``scene_graphs`` / ``rgbd_scenes`` in the same storage root); the other benchmarks are always real.
+
+    >>> benchmark_origin("omnispatial", BenchmarkSources(storage_root="/nowhere"))
+    'sample_world'
+    >>> benchmark_origin("cvbench", BenchmarkSources(storage_root="/nowhere", cvbench_path="/cv"))
+    'real'
+    """
+    if name == "omnispatial":
+        return REAL if sources.omnispatial_root else SAMPLE_WORLD
+    if name == "spatialab":
+        return REAL if sources.spatialab_path else SAMPLE_WORLD
+    if name in ("stvqa_val", "dge_heldout"):
+        table, location, source_table = (
+            ("stvqa", sources.stvqa_path, "scene_graphs")
+            if name == "stvqa_val"
+            else ("dge_tasks", sources.dge_tasks_path, "rgbd_scenes")
+        )
+        return _graph_table_origin(
+            Path(location) if location else _table_location(sources.root(), table), source_table
+        )
+    return REAL
+
+
+def _graph_table_origin(location: Path, source_table: str) -> str:
+    """The origin of the source table beside a table the graph built (``real`` when it is not there)."""
+    source = location.parent / f"{source_table}.parquet"
+    if not source.is_file() or "origin" not in pl.read_parquet_schema(source):
+        logger.warning(
+            "%s has no %s with an origin beside it: its items are taken as real", location, source.name
+        )
+        return REAL
+    origins = pl.read_parquet(source, columns=["origin"])["origin"].unique().to_list()
+    return SAMPLE_WORLD if origins == [SAMPLE_WORLD] else REAL
+
+
+def _load_benchmark_rows(name: str, sources: BenchmarkSources) -> tuple[pl.DataFrame, QuarantineLog]:
     root = sources.root()
     if name == "omnispatial":
         folder = sources.omnispatial_root or root / "sample_world" / "omnispatial"
@@ -1164,6 +1212,14 @@ def load_benchmarks(names: Iterable[str], sources: BenchmarkSources) -> tuple[pl
         frames.append(frame)
         log.extend(benchmark_log)
     items = pl.concat(frames) if frames else pl.DataFrame(schema=polars_schema(EvalItems))
+    origins = items.group_by("origin").agg(pl.col("benchmark").unique().sort()).sort("origin")
+    if origins.height > 1:
+        logger.warning(
+            "these items mix the sample world's and real data sets: %s",
+            "; ".join(
+                f"{row['origin']}: {', '.join(row['benchmark'])}" for row in origins.iter_rows(named=True)
+            ),
+        )
     if sources.circular:
         items = make_circular_variants(items)
     if sources.pseudo_gt_path:
