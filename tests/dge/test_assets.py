@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
+from assets.compute import ComputeSettings
 from assets.dge.assets import (
     DGE_ASSETS,
     SCENES_PARTITIONS_NAME,
@@ -196,7 +197,7 @@ def test_definitions_load_with_the_source_assets(tmp_path):
 # The run-config fields the assets have always offered (users' run configs name them).
 PUBLISHED_FIELDS = {
     SceneGeometryAssetConfig: (
-        SceneGeometrySettings,
+        (SceneGeometrySettings, ComputeSettings),
         {
             "object_points_source",
             "pixel_stride",
@@ -254,10 +255,14 @@ PUBLISHED_FIELDS = {
 
 @pytest.mark.parametrize("config_class", list(PUBLISHED_FIELDS), ids=lambda c: c.__name__)
 def test_run_configs_are_the_stage_settings_and_keep_their_field_names(config_class):
-    settings_class, published = PUBLISHED_FIELDS[config_class]
+    settings_classes, published = PUBLISHED_FIELDS[config_class]
+    settings_classes = settings_classes if isinstance(settings_classes, tuple) else (settings_classes,)
     assert published <= set(config_class.model_fields)
     # The config adds no knob of its own: its fields are the settings' fields, with the same defaults.
-    assert set(config_class.model_fields) == set(settings_class.model_fields)
+    assert set(config_class.model_fields) == {name for cls in settings_classes for name in cls.model_fields}
     config = config_class()
-    assert isinstance(config, settings_class)
-    assert config.model_dump() == settings_class().model_dump()
+    defaults = {}
+    for settings_class in settings_classes:
+        assert isinstance(config, settings_class)
+        defaults.update(settings_class().model_dump())
+    assert config.model_dump() == defaults
