@@ -33,9 +33,9 @@ CASES = {
     "bench_build": (
         [],
         [
-            rf"^dagster defaults +{NUMBER} +{NUMBER} +{NUMBER}$",
-            rf"^shipped template +{NUMBER} +{NUMBER} +{NUMBER}$",
-            rf"graph time ratio template/defaults: {NUMBER}",
+            rf"^wall s \(whole command\) +{NUMBER} +{NUMBER}$",
+            rf"^graph s \(spatial-build's figure\) +{NUMBER} +{NUMBER}$",
+            rf"graph time ratio per partition / range runs: {NUMBER}",
         ],
         None,
     ),

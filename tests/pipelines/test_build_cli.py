@@ -1,9 +1,14 @@
 """``spatial-build`` materialises the whole graph on a small sample world and summarises it."""
 
+import logging
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
+from assets.partitions import SCENES_PARTITIONS_NAME
 from pipelines.cli import build_waves, main
 from pipelines.definitions import ALL_ASSETS
 
@@ -34,3 +39,110 @@ def test_build_everything_on_a_small_world(tmp_path, monkeypatch, capsys):
     assert pl.read_parquet(list((data / "dge_tasks").glob("*.parquet"))).height > 0
     instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
     assert instance.get_latest_materialization_event(dg.AssetKey("spatialcore_train")) is not None
+
+
+BUILD_TIMEOUT_S = 1500  # two small builds, one of them a run per partition: minutes on 2 busy cores
+PARTITIONED_SELECTION = "+key:dge_tasks or +key:stvqa_validated or +key:pseudo_gt_boxes"
+
+
+def _table_files(root: Path) -> dict[str, Path]:
+    return {
+        path.relative_to(root).as_posix(): path
+        for path in sorted(root.rglob("*.parquet"))
+        if path.relative_to(root).parts[0] not in ("sample_world", "previews", "llm_cache")
+        and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    }
+
+
+def _without_root(value, root: str):
+    """``value`` with the storage root in its text replaced (tables name files under the root)."""
+    if isinstance(value, str):
+        return value.replace(root, "<root>")
+    if isinstance(value, (list, tuple)):
+        return [_without_root(item, root) for item in value]
+    if isinstance(value, dict):
+        return {key: _without_root(item, root) for key, item in value.items()}
+    return value
+
+
+def _content(path: Path, root: Path) -> tuple:
+    """Rows, schema and key-value metadata less the inputs' data versions (Dagster versions a partitioned
+    input by the partitions the step read: one in a partition's run, the range in a range run), with the
+    storage root's path taken out."""
+    skipped = (b"input_data_versions", b"source_fingerprint", b"ARROW:schema")  # the schema repeats them
+    metadata = {k: v for k, v in (pq.read_metadata(path).metadata or {}).items() if k not in skipped}
+    frame = pl.read_parquet(path)
+    return frame.schema, _without_root(frame.rows(), str(root)), _without_root(metadata, str(root))
+
+
+def _build(tmp_path: Path, name: str, *flags: str) -> tuple[int, Path]:
+    home, data = tmp_path / name / "dagster_home", tmp_path / name / "data"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        status = main(
+            [
+                "--storage-root",
+                str(data),
+                "--scenes",
+                "2",
+                "--views",
+                "3",
+                "--select",
+                PARTITIONED_SELECTION,
+                *flags,
+            ]
+        )
+    return status, data
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S)
+def test_range_runs_write_what_runs_per_partition_write(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="spatial_build")
+
+    def partition_waves() -> list[str]:
+        waves = [record.getMessage() for record in caplog.records if "partitions ok" in record.getMessage()]
+        caplog.clear()
+        return waves
+
+    ranged_status, ranged = _build(tmp_path, "ranged")
+    ranged_waves = partition_waves()
+    single_status, single = _build(tmp_path, "single", "--run-per-partition")
+    single_waves = partition_waves()
+    assert ranged_status == single_status == 0
+    assert len(ranged_waves) == len(single_waves) == 3  # DGE scans, Grounding DINO shards, STVQA shards
+    assert all("0 failed (1 run," in wave for wave in ranged_waves), ranged_waves
+    for wave in single_waves:  # "<n> partitions ok, 0 failed (<n> runs, ...)"
+        partitions = wave.split(": ")[-1].split(" partitions ok")[0]
+        assert f"0 failed ({partitions} runs," in wave, wave
+    ranged_files, single_files = _table_files(ranged), _table_files(single)
+    assert set(ranged_files) == set(single_files)
+    assert {name.split("/")[0] for name in ranged_files} >= {
+        "dge_tasks",
+        "stvqa_validated",
+        "pseudo_gt_boxes",
+    }
+    for name, path in ranged_files.items():
+        assert _content(path, ranged) == _content(single_files[name], single), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S)
+def test_a_failed_range_is_built_again_one_partition_at_a_time(tmp_path, monkeypatch, caplog):
+    """A scan partition with no scan fails the range run; the good scans are still built, the bad one
+    is named, and the build fails."""
+    caplog.set_level(logging.INFO, logger="spatial_build")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    dg.DagsterInstance.get().add_dynamic_partitions(SCENES_PARTITIONS_NAME, ["scene_without_scan"])
+    data = tmp_path / "data"
+    status = main(
+        ["--storage-root", str(data), "--scenes", "2", "--views", "3", "--select", "+key:dge_tasks"]
+    )
+    assert status == 1
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("failed; building them one run each" in message for message in messages)
+    assert any("2 partitions ok, 1 failed (scene_without_scan)" in message for message in messages), messages
+    built = sorted(path.stem for path in (data / "dge_tasks").glob("*.parquet"))
+    assert len(built) == 2 and "scene_without_scan" not in built
