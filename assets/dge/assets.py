@@ -31,7 +31,7 @@ from assets.dge.geometry import (
     frame_records,
 )
 from assets.dge.plots import top_down_plot
-from assets.dge.scan_compute import run_scan_geometry
+from assets.dge.scan_compute import ScanGeometryBuilder, scan_geometry_builder
 from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import GenerationReport, TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.tasks.rows import colour_problem
@@ -145,18 +145,22 @@ def scene_geometry_asset(
     rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Fuse each scan's RGB-D frames (open3d) and measure its floor, room and objects."""
-    yield from run_partitions(
-        context,
-        lambda scene_id: _scene_geometry_partition(
-            context, config, storage, rgbd_frames, rgbd_scenes, scene_id
-        ),
-    )
+    known = set(rgbd_scenes["scene_id"].to_list())
+    scenes = [_scene_row(rgbd_scenes, key) for key in context.partition_keys if key in known]
+    with scan_geometry_builder(rgbd_frames, scenes, config) as build:
+        yield from run_partitions(
+            context,
+            lambda scene_id: _scene_geometry_partition(
+                context, config, storage, build, rgbd_frames, rgbd_scenes, scene_id
+            ),
+        )
 
 
 def _scene_geometry_partition(
     context: dg.AssetExecutionContext,
     config: SceneGeometryAssetConfig,
     storage: StorageResource,
+    build: ScanGeometryBuilder,
     rgbd_frames: pl.DataFrame,
     rgbd_scenes: pl.DataFrame,
     scene_id: str,
@@ -165,7 +169,7 @@ def _scene_geometry_partition(
     scene = _scene_row(rgbd_scenes, scene_id)
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
-        geometry = run_scan_geometry(rgbd_frames, scene, config, quarantine=log)
+        geometry = build(scene, log)
     except SceneBuildError as error:
         raise dg.Failure(description=str(error)) from error
     checked = finalize_table(

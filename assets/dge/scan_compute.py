@@ -1,21 +1,20 @@
 """One scan's geometry, built in the asset's process or as a Ray task (the ``scene_geometry`` compute setting).
 
-:func:`run_scan_geometry` is what ``scene_geometry`` calls: with ``compute: local`` it is
+:func:`run_scan_geometry` builds one scan: with ``compute: local`` it is
 :func:`~assets.dge.geometry.build_scan_geometry` itself; with ``compute: ray`` the same function runs as a
 Ray task (the scan's frame rows are sent, the :class:`~assets.dge.geometry.ScanGeometry` and the
 quarantined records come back), retried by Ray when its worker dies. Both return the same geometry and
-the same quarantine rows in the same order.
-
-One caveat holds in both modes: open3d's RANSAC floor fit (:func:`assets.dge.floor.fit_floor_plane`)
-is seeded but gives run-to-run different planes when open3d runs on more than one thread. A Ray task
-runs open3d on as many threads as CPUs it reserved (``num_cpus_per_actor``, 1 by default), so it is
-reproducible there; local mode uses every core.
+the same quarantine rows in the same order. :func:`scan_geometry_builder` is what ``scene_geometry``
+uses for the scans of one run: in ``ray`` mode every scan of the run is submitted at once, so a range
+run (a backfill of many scans) keeps the whole cluster busy; in ``local`` mode the scans are built
+one after another in the asset's process.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import open3d as o3d
@@ -125,3 +124,51 @@ def run_scan_geometry(
     log.rows.extend(rows)
     logger.info("scene %s: geometry built by a Ray task", geometry.scene_id)
     return geometry
+
+
+ScanGeometryBuilder = Callable[[Mapping[str, Any], QuarantineLog], ScanGeometry]
+"""Builds one scan of a run: its ``rgbd_scenes`` row and the log for its rejected records in, its geometry out."""
+
+
+@contextmanager
+def scan_geometry_builder(
+    frames: pl.DataFrame,
+    scenes: Sequence[Mapping[str, Any]],
+    settings: SceneGeometrySettings,
+    compute: ComputeSettings | None = None,
+) -> Iterator[ScanGeometryBuilder]:
+    """The geometry of the run's ``scenes``, built where ``compute`` says, for the duration of the block.
+
+    With ``compute: ray`` every scan is submitted as a Ray task when the block starts (they run in parallel
+    on the cluster) and the builder waits for the one asked; with ``local`` the builder is
+    :func:`run_scan_geometry`. Either way the builder returns what :func:`build_scan_geometry` returns
+    locally and adds the same quarantine rows.
+    """
+    if compute is None:
+        compute = compute_settings(settings) if isinstance(settings, ComputeSettings) else ComputeSettings()
+    if compute.compute == "local" or not scenes:
+        yield lambda scene, log: run_scan_geometry(frames, scene, settings, compute, log)
+        return
+    with ray_cluster(compute) as ray:
+        references = {
+            str(scene["scene_id"]): submit_scan_geometry(ray, frames, scene, settings, compute)
+            for scene in scenes
+        }
+        logger.info("submitted %d scans as Ray tasks", len(references))
+
+        def build(scene: Mapping[str, Any], log: QuarantineLog) -> ScanGeometry:
+            reference = references.pop(str(scene["scene_id"]), None)
+            if reference is None:
+                reference = submit_scan_geometry(ray, frames, scene, settings, compute)
+            try:
+                geometry, rows = ray.get(reference)
+            except ray.exceptions.RayTaskError as error:
+                raise remote_error_cause(error) from None
+            log.rows.extend(rows)
+            return geometry
+
+        try:
+            yield build
+        finally:
+            for reference in references.values():  # scans never asked for (the run failed first)
+                ray.cancel(reference)

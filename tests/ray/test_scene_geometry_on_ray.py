@@ -23,6 +23,7 @@ from assets.compute import ComputeSettings
 from assets.dge.geometry import SceneBuildError, SceneGeometrySettings
 from assets.dge.scan_compute import SCAN_GEOMETRY_TASK, run_scan_geometry
 from data_contracts.quarantine import QuarantineLog
+from pipelines.cli import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from readers.scannet import ScanNetTables, read_scannet
 from tests.ray.conftest import parquet_bytes
 
@@ -44,12 +45,7 @@ def scans(small_world, tmp_path_factory) -> ScanNetTables:
 
 @pytest.fixture(autouse=True)
 def single_open3d_thread():
-    """Run open3d on one thread in this process, as the Ray task does (one CPU reserved).
-
-    open3d's RANSAC floor fit is seeded but not reproducible on more than one thread (two local builds
-    of the same scan can find planes with different inliers), so local mode is only comparable, to
-    itself or to anything else, on one thread.
-    """
+    """Run open3d on one thread in this process, as the Ray task does (one CPU reserved)."""
     import open3d as o3d
 
     previous = o3d.utility.get_max_threads()
@@ -125,7 +121,10 @@ def test_a_worker_killed_mid_scan_is_retried_and_nothing_is_lost_or_duplicated(
     assert remote == local
 
 
-def _materialize_scene_geometry(scans: ScanNetTables, root: Path, scene_id: str, config: dict) -> None:
+def _materialize_scene_geometry(
+    scans: ScanNetTables, root: Path, scene_id: str | list[str], config: dict
+) -> None:
+    """Materialise ``scene_geometry`` for one scan, or for a list of scans as one range run."""
     import dagster as dg
 
     from assets.dge.assets import SCENES_PARTITIONS_NAME, scene_geometry_asset
@@ -135,12 +134,23 @@ def _materialize_scene_geometry(scans: ScanNetTables, root: Path, scene_id: str,
 
     write_table(scans.frames, table_path(root, "rgbd_frames"))
     write_table(scans.scenes, table_path(root, "rgbd_scenes"))
+    scene_ids = scene_id if isinstance(scene_id, list) else [scene_id]
     instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, [scene_id])
+    instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, scene_ids)
+    selection = (
+        {"partition_key": scene_ids[0]}
+        if len(scene_ids) == 1
+        else {
+            "tags": {
+                ASSET_PARTITION_RANGE_START_TAG: scene_ids[0],
+                ASSET_PARTITION_RANGE_END_TAG: scene_ids[-1],
+            }
+        }
+    )
     result = dg.materialize(
         [scene_geometry_asset, dg.SourceAsset("rgbd_frames"), dg.SourceAsset("rgbd_scenes")],
         instance=instance,
-        partition_key=scene_id,
+        **selection,
         resources={
             "io_manager": ParquetIOManager(root=str(root)),
             "storage": StorageResource(root=str(root)),
@@ -159,3 +169,22 @@ def test_the_asset_with_compute_ray_writes_the_files_of_local_mode(ray_local_clu
         local = table_path(tmp_path / "local", table, BROKEN_SCENE).read_bytes()
         remote = table_path(tmp_path / "ray", table, BROKEN_SCENE).read_bytes()
         assert remote == local, f"{table} differs"
+
+
+def test_a_range_run_submits_every_scan_at_once_and_writes_the_files_of_local_mode(
+    ray_local_cluster, scans, tmp_path, caplog
+):
+    """A backfill of several scans is one run: with ``compute: ray`` all its scans go to the cluster together."""
+    from data_contracts.storage import table_path
+
+    scene_ids = sorted(scans.scenes["scene_id"].to_list())
+    assert len(scene_ids) >= 2
+    _materialize_scene_geometry(scans, tmp_path / "local", scene_ids, {})
+    with caplog.at_level("INFO", logger="assets.dge.scan_compute"):
+        _materialize_scene_geometry(scans, tmp_path / "ray", scene_ids, {"compute": "ray"})
+    assert f"submitted {len(scene_ids)} scans as Ray tasks" in caplog.text
+    for scene_id in scene_ids:
+        for table in ("scene_geometry", "scene_geometry_quarantine"):
+            local = table_path(tmp_path / "local", table, scene_id).read_bytes()
+            remote = table_path(tmp_path / "ray", table, scene_id).read_bytes()
+            assert remote == local, f"{table} of {scene_id} differs"
