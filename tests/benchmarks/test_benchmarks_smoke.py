@@ -100,6 +100,15 @@ CASES = {
         ],
         _json_last_line({"results", "per_image_seconds", "projection_basis", "omnispatial_8_worker_hours"}),
     ),
+    "bench_tick": (
+        [],
+        [
+            r"partitions requested by the ticks: 0$",
+            rf"^automation tick, nothing changed \(best\) +{NUMBER} s$",
+            rf"^no-change tick in all \(observe \+ evaluate\) +{NUMBER} s$",
+        ],
+        None,
+    ),
     "bench_confidence_overhead": (
         [],
         [
@@ -117,6 +126,7 @@ SLOW = {
     "bench_grounding",
     "bench_confidence_overhead",
     "bench_ray",
+    "bench_tick",
 }  # over ~10 s at tiny sizes on 2 shared cores
 RAY = {"bench_ray"}  # starts local Ray clusters: needs the ray extra
 # bench_confidence_overhead trains in three child processes (each imports torch, transformers and TRL):
