@@ -42,12 +42,13 @@ def tiny_grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def world_questions(small_world: Path) -> pl.DataFrame:
-    """The small world's OmniSpatial questions as an `mcq_questions` frame (read once)."""
+    """The small world's OmniSpatial questions as an `mcq_questions` frame (read once; origin: the sample world)."""
+    from data_contracts.origin import SAMPLE_WORLD
     from readers.mcq import read_omnispatial
 
     frame, log = read_omnispatial(small_world / "omnispatial", split="train")
     assert len(log) == 0
-    return frame
+    return frame.with_columns(origin=pl.lit(SAMPLE_WORLD))
 
 
 def grounding_resources(storage_root: Path, world: Path, **llm_settings) -> dict:
