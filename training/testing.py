@@ -370,6 +370,7 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
                 ],
                 "split": "train",
                 "source": "tiny",
+                "origin": "sample_world",
             }
         )
         question_with_options = "Is the red chair left of the blue lamp?\nOptions:\n(A) yes\n(B) no"
