@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import io
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 
 import polars as pl
 import pytest
+
+from tests.grounding.conftest import single_torch_thread  # noqa: F401  (the driver's torch on one thread)
 
 RAY_CPUS = 2
 
@@ -29,21 +30,6 @@ def ray_local_cluster() -> Iterator[object]:
     finally:
         ray.shutdown()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
-def single_torch_thread() -> Iterator[None]:
-    """Run the driver's torch on one thread, as Ray's one-CPU actors do (OMP_NUM_THREADS=1)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def parquet_bytes(frame: pl.DataFrame) -> bytes:
