@@ -49,7 +49,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Self
@@ -487,18 +487,31 @@ class LLMClient:
     ) -> None:
         workers = min(self.config.max_concurrency, len(pending))
         executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
+        interrupted = threading.Event()
+
+        def execute_unless_interrupted(index: int) -> LLMResult:
+            if interrupted.is_set():
+                raise CancelledError  # the batch was interrupted: start no new (paid) request
+            try:
+                return self._execute(requests[index], keys[index])
+            except KeyboardInterrupt:
+                interrupted.set()  # before this worker takes the next request off the queue
+                raise
+
         completed = False
         try:
             futures: dict[Future, int] = {
-                executor.submit(self._execute, requests[index], keys[index]): index for index in pending
+                executor.submit(execute_unless_interrupted, index): index for index in pending
             }
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 bar.update(1)
             completed = True
         finally:
-            # On an interrupt, do not wait for workers sleeping in a backoff: answers already received are
-            # committed, and the next run resumes from the cache.
+            # On an interrupt, start nothing new and do not wait for workers sleeping in a backoff: answers
+            # already received are committed, and the next run resumes from the cache.
+            if not completed:
+                interrupted.set()
             executor.shutdown(wait=completed, cancel_futures=True)
 
     def _execute(self, request: LLMRequest, key: str) -> LLMResult:

@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from llm import LLMClient, LLMClientConfig, LLMRequest
 from tests.fakes.llm_servers import request_text
 from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
@@ -114,3 +116,31 @@ def test_kill_and_restart(llm_server_factory, tmp_path):
     assert sorted(paid_after_restart) == sorted({request.prompt for request in requests} - saved_prompts)
     # At most the requests in flight at the kill were paid for twice.
     assert len(set(paid_before_kill) - saved_prompts) <= CONCURRENCY
+
+
+def test_an_interrupted_batch_starts_no_new_request(llm_server_factory, make_llm_client, monkeypatch):
+    """Ctrl-C during a batch: the answers already received stay cached and no queued request is sent
+    afterwards (the worker that saw the interrupt must not take the next request off the queue)."""
+    server = llm_server_factory("openai", responder=lambda body: {"phrases": [request_text(body)]})
+    client = make_llm_client(server, max_concurrency=1)
+    original = LLMClient._execute
+    started = []
+
+    def interrupted_on_the_fourth(self, request, key):
+        started.append(request.prompt)
+        if len(started) == 4:
+            raise KeyboardInterrupt
+        return original(self, request, key)
+
+    monkeypatch.setattr(LLMClient, "_execute", interrupted_on_the_fourth)
+    requests = [LLMRequest("object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA) for n in range(12)]
+    with pytest.raises(KeyboardInterrupt):
+        client.run_batch(requests, progress=False)
+    time.sleep(0.3)  # a worker still taking requests would have sent one by now
+    assert server.texts() == ["question 0", "question 1", "question 2"]
+    assert started == ["question 0", "question 1", "question 2", "question 3"]
+
+    monkeypatch.setattr(LLMClient, "_execute", original)
+    results = client.run_batch(requests, progress=False)
+    assert [result.cached for result in results] == [True] * 3 + [False] * 9
+    assert sorted(server.texts()[3:]) == sorted(f"question {n}" for n in range(3, 12))
