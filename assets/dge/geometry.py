@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
-import open3d as o3d
 import polars as pl
 from pydantic import Field
 
@@ -48,6 +47,7 @@ from assets.dge.objects import (
     ObjectSettings,
     measure_object,
     mesh_object_samples,
+    statistical_inliers,
     voxel_point_areas,
 )
 from assets.dge.room import RoomGeometry, measure_room
@@ -90,6 +90,12 @@ class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings, Confi
     )
     cloud_outlier_std_ratio: float = Field(
         default=3.0, description="Threshold (standard deviations) of the scene cloud's outlier test."
+    )
+    cloud_outlier_voxel_m: float = Field(
+        default=0.06,
+        description="The scene cloud's outlier test runs on the centres of voxels of this size (a point goes with its "
+        "voxel): stray depth readings stay alone in their voxel, and the test costs a few times less than on every "
+        "point. 0 tests every point.",
     )
 
 
@@ -423,14 +429,37 @@ def choose_object_source(
     return InstanceMaskObjects() if has_masks else NoObjects()
 
 
+def voxel_groups(points: np.ndarray, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each point's voxel (an index into the occupied voxels) and the occupied voxels' point centres.
+
+    >>> group, centres = voxel_groups(np.array([[0.01, 0, 0], [0.03, 0, 0], [0.5, 0, 0]]), 0.1)
+    >>> group.tolist(), centres[:, 0].round(3).tolist()
+    [0, 0, 1] [0.02, 0.5]
+    """
+    keys = np.floor(points / voxel_size).astype(np.int64)
+    keys -= keys.min(axis=0)
+    span = keys.max(axis=0) + 1
+    flat = (keys[:, 0] * span[1] + keys[:, 1]) * span[2] + keys[:, 2]
+    _, group = np.unique(flat, return_inverse=True)
+    group = group.reshape(-1)
+    counts = np.bincount(group)
+    centres = np.stack([np.bincount(group, weights=points[:, axis]) for axis in range(3)], axis=1)
+    return group, centres / counts[:, None]
+
+
 def _remove_cloud_outliers(points: np.ndarray, colors: np.ndarray | None, settings: SceneGeometrySettings):
+    """The scene cloud without its statistical outliers, tested on ``cloud_outlier_voxel_m`` voxels."""
     if len(points) <= settings.cloud_outlier_neighbors:
         return points, colors
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-    _, kept = cloud.remove_statistical_outlier(
-        nb_neighbors=settings.cloud_outlier_neighbors, std_ratio=settings.cloud_outlier_std_ratio
-    )
-    kept = np.asarray(kept, dtype=np.int64)
+    if settings.cloud_outlier_voxel_m > 0:
+        group, centres = voxel_groups(points, settings.cloud_outlier_voxel_m)
+        inlier_voxels = np.zeros(len(centres), dtype=bool)
+        inlier_voxels[
+            statistical_inliers(centres, settings.cloud_outlier_neighbors, settings.cloud_outlier_std_ratio)
+        ] = True
+        kept = np.flatnonzero(inlier_voxels[group])
+    else:
+        kept = statistical_inliers(points, settings.cloud_outlier_neighbors, settings.cloud_outlier_std_ratio)
     return points[kept], (None if colors is None else colors[kept])
 
 

@@ -78,10 +78,20 @@ class ObjectSettings(pydantic.BaseModel):
         "segments that do not touch); smaller clusters are stray points.",
     )
     extent_trim_share: float = Field(
-        default=0.003,
+        default=0.005,
         description="Objects fused from noisy depth frames (instance masks) are measured without this share of "
-        "their points at each end of each gravity-frame axis: the extremes of a noisy cloud are its noise "
-        "(a cabinet 3 m away grows by 10 cm at both ends otherwise). Mesh samples are not trimmed.",
+        "their points at each end of the box's length and width axes and at its top: the extremes of a noisy cloud "
+        "are its noise (a cabinet 3 m away grows by 10 cm at both ends otherwise). The bottom is not trimmed (a "
+        "chair's legs are few points; nothing is measured below the floor). Mesh samples are not trimmed.",
+    )
+    settle_neighbors: int = Field(
+        default=32,
+        description="Noisy objects: each point moves along its normal to the mean of its this many nearest points "
+        "before the box is measured (see settle_on_surface); 0 leaves the points where they are.",
+    )
+    settle_iterations: int = Field(
+        default=3,
+        description="Noisy objects: rounds of settle_on_surface (each halves what is left of the noise).",
     )
     surface_neighbors: int = Field(
         default=48,
@@ -125,7 +135,7 @@ class ObjectSettings(pydantic.BaseModel):
         "axis the face closes.",
     )
     face_max_shrink_share: float = Field(
-        default=0.2,
+        default=0.5,
         description="Noisy objects: faces that would shorten an axis of the box by more than this share are inner "
         "parts (a monitor's screen above a deeper stand): the axis keeps its trimmed extremes.",
     )
@@ -299,6 +309,24 @@ def yaw_oriented_box(
     return centre, np.array([extents_xy[0], extents_xy[1], z_high - z_low]), yaw
 
 
+def statistical_inliers(points: np.ndarray, neighbors: int, std_ratio: float) -> np.ndarray:
+    """Indices of the points whose mean distance to their ``neighbors`` nearest points (the point itself included)
+    is below the mean of those distances plus ``std_ratio`` standard deviations: open3d's
+    ``remove_statistical_outlier``, with scipy's KD-tree on every core.
+
+    >>> grid = np.stack(np.meshgrid(np.arange(10.0), np.arange(10.0), [0.0]), axis=-1).reshape(-1, 3)
+    >>> kept = statistical_inliers(np.vstack([grid, [[50.0, 50.0, 0.0]]]), 4, 2.0)
+    >>> len(kept), int(kept.max())
+    (100, 99)
+    """
+    if len(points) <= neighbors:
+        return np.arange(len(points))
+    distances, _ = cKDTree(points).query(points, k=neighbors, workers=-1)
+    mean_distance = distances.mean(axis=1)
+    threshold = mean_distance.mean() + std_ratio * mean_distance.std(ddof=1)
+    return np.flatnonzero(mean_distance < threshold)
+
+
 def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJECT_SETTINGS) -> np.ndarray:
     """Indices of the points kept by statistical outlier removal, then every DBSCAN cluster that holds at least
     ``min_cluster_share`` of the points (open3d).
@@ -318,11 +346,9 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
     everything = np.arange(len(points))
     if len(points) < max(config.object_outlier_neighbors, config.dbscan_min_points) + 1:
         return everything
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, dtype=np.float64)))
-    _, kept = cloud.remove_statistical_outlier(
-        nb_neighbors=config.object_outlier_neighbors, std_ratio=config.object_outlier_std_ratio
+    kept = statistical_inliers(
+        np.asarray(points, dtype=np.float64), config.object_outlier_neighbors, config.object_outlier_std_ratio
     )
-    kept = np.asarray(kept, dtype=np.int64)
     if len(kept) < config.dbscan_min_points:
         return kept
     voxel = config.dbscan_eps_m / 2.0
@@ -532,6 +558,49 @@ def voxel_point_areas(normals: np.ndarray, voxel_size: float) -> np.ndarray:
     return np.where(l1 > 0.5, voxel_size**2 / np.maximum(l1, 1.0), voxel_size**2)
 
 
+def settle_on_surface(points: np.ndarray, normals: np.ndarray, neighbors: int, iterations: int) -> np.ndarray:
+    """Points moved along their normals onto the mean of their ``neighbors`` nearest points, ``iterations`` times.
+
+    Depth noise scatters a scanned surface's points across it (along each camera's rays), so the
+    extremes of a noisy cloud lie outside the object; the mean of a point's neighbours along its
+    normal is the surface with the noise averaged away. Points without a normal stay.
+
+    >>> rng = np.random.default_rng(0)
+    >>> flat = np.column_stack([rng.uniform(0, 1, (3000, 2)), rng.normal(0, 0.01, 3000)])
+    >>> normals = np.tile([0.0, 0.0, 1.0], (3000, 1))
+    >>> settled = settle_on_surface(flat, normals, 32, 3)
+    >>> bool(np.abs(settled[:, 2]).max() < 0.3 * np.abs(flat[:, 2]).max()), bool(np.allclose(settled[:, :2], flat[:, :2]))
+    (True, True)
+    """
+    settled = np.asarray(points, dtype=np.float64).copy()
+    k = min(neighbors, len(settled))
+    if k < 2 or iterations <= 0:
+        return settled
+    unit = np.nan_to_num(np.asarray(normals, dtype=np.float64), nan=0.0)
+    unit = np.where((np.linalg.norm(unit, axis=1) > 0.5)[:, None], unit, 0.0)
+    for _ in range(iterations):
+        _, index = cKDTree(settled).query(settled, k=k, workers=-1)
+        offset = np.einsum("ij,ij->i", settled - settled[index].mean(axis=1), unit)
+        settled -= unit * offset[:, None]
+    return settled
+
+
+def trimmed_box_points(points: np.ndarray, yaw: float, share: float) -> np.ndarray:
+    """Which points lie inside the ``share`` and ``1 - share`` quantiles along the yaw box's length and width axes
+    and below the ``1 - share`` quantile of height (the bottom is not trimmed).
+
+    >>> points = np.column_stack([np.linspace(0, 1, 101), np.zeros(101), np.linspace(0, 1, 101)])
+    >>> kept = trimmed_box_points(points, 0.0, 0.05)
+    >>> int(kept.sum()), bool(kept[0]), bool(kept[-1])
+    (91, False, False)
+    """
+    cos_a, sin_a = math.cos(yaw), math.sin(yaw)
+    local = points[:, :2] @ np.array([[cos_a, sin_a], [-sin_a, cos_a]]).T
+    low, high = np.quantile(local, [share, 1.0 - share], axis=0)
+    top = np.quantile(points[:, 2], 1.0 - share)
+    return np.all((local >= low) & (local <= high), axis=1) & (points[:, 2] <= top)
+
+
 def measure_object(
     object_id: int,
     label: str,
@@ -544,32 +613,39 @@ def measure_object(
     """Clean and measure one object's gravity-frame points; raise :class:`ObjectRejectedError` if too few remain.
 
     ``point_areas`` is the area each input point stands for (same length as ``points``). ``noisy``
-    points (fused from depth frames) are measured without their extremes (``extent_trim_share``).
+    points (fused from depth frames) are settled onto their surface (:func:`settle_on_surface`) and
+    measured without their extremes (``extent_trim_share``, :func:`trimmed_box_points`); the stored
+    points stay as fused.
     """
     kept = clean_point_indices(points, config)
     if len(kept) < config.min_object_points:
         raise ObjectRejectedError(
             f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_object_points}"
         )
-    measured = kept
     spread = surface_spread(points[kept], config.surface_neighbors) if noisy else 0.0
-    if noisy and config.extent_trim_share > 0:
-        low = np.quantile(points[kept], config.extent_trim_share, axis=0)
-        high = np.quantile(points[kept], 1.0 - config.extent_trim_share, axis=0)
-        measured = kept[np.all((points[kept] >= low) & (points[kept] <= high), axis=1)]
-    cleaned = points[measured]
-    if noisy and cleaned[:, 2].min() < 0.0 < cleaned[:, 2].max():
-        # Nothing stands below the floor (z = 0): those points are the floor's depth noise under the object.
-        cleaned = cleaned.copy()
-        cleaned[:, 2] = np.maximum(cleaned[:, 2], 0.0)
+    cleaned, cleaned_normals = points[kept], np.asarray(normals)[kept]
+    cleaned_areas = np.asarray(point_areas)[kept]
+    if noisy:
+        cleaned = settle_on_surface(
+            cleaned, cleaned_normals, config.settle_neighbors, config.settle_iterations
+        )
+        if config.extent_trim_share > 0:
+            _, _, rough_yaw = yaw_oriented_box(cleaned, cleaned_normals, cleaned_areas)
+            inner = trimmed_box_points(cleaned, rough_yaw, config.extent_trim_share)
+            cleaned, cleaned_normals, cleaned_areas = (
+                cleaned[inner],
+                cleaned_normals[inner],
+                cleaned_areas[inner],
+            )
+        if cleaned[:, 2].min() < 0.0 < cleaned[:, 2].max():
+            # Nothing stands below the floor (z = 0): those points are the floor's depth noise under the object.
+            cleaned[:, 2] = np.maximum(cleaned[:, 2], 0.0)
     aabb_min, aabb_max = cleaned.min(axis=0), cleaned.max(axis=0)
-    obb_center, obb_extents, obb_yaw = yaw_oriented_box(
-        cleaned, normals[measured], np.asarray(point_areas)[measured]
-    )
+    obb_center, obb_extents, obb_yaw = yaw_oriented_box(cleaned, cleaned_normals, cleaned_areas)
     blur = 0.0
     if noisy:
         obb_center, obb_extents, obb_yaw, blur = face_refined_box(
-            cleaned, normals[measured], obb_center, obb_extents, obb_yaw, config
+            cleaned, cleaned_normals, obb_center, obb_extents, obb_yaw, config
         )
     stored = kept
     areas = np.asarray(point_areas, dtype=np.float64)[kept]

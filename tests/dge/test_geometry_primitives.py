@@ -329,16 +329,20 @@ def test_noisy_box_sides_run_through_its_faces(yaw):
 
 
 def test_noisy_cylinder_has_no_faces_and_a_blurred_boundary():
-    """A noisy cylinder (a vase) has no flat face: its box keeps the trimmed extremes, and the blur of its ends
-    enters its size uncertainty."""
+    """A noisy cylinder (a vase, 1 cm radial noise) has no flat face: its points settle onto the surface, so its box
+    is the true diameter (the noise's extremes lie 2-3 cm outside), and the blur of its ends enters its size
+    uncertainty."""
     rng = np.random.default_rng(4)
     angle = rng.uniform(0, 2 * math.pi, 8000)
     radius = 0.08 + rng.normal(0, 0.01, 8000)
     points = np.column_stack([radius * np.cos(angle), radius * np.sin(angle), rng.uniform(0, 0.3, 8000)])
     normals = np.column_stack([np.cos(angle), np.sin(angle), np.zeros(8000)])
     obj = measure_object(0, "vase", points, normals, np.full(len(points), 1e-4), noisy=True)
-    assert obj.obb_extents[0] >= 0.16
-    assert obj.boundary_blur_m > 0.01
+    assert obj.obb_extents[0] == pytest.approx(0.16, rel=0.03)
+    assert obj.obb_extents[1] == pytest.approx(0.16, rel=0.03)
+    assert (
+        obj.boundary_blur_m > 0.002
+    )  # unfaced ends: a few millimetres of settled curve, never 0 like a face
 
 
 def test_noisy_floor_is_fitted_through_its_middle():

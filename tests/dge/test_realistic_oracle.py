@@ -46,26 +46,45 @@ def realistic_run(request, realistic_world):
     return source, scenes, {scene["scene_id"]: scene for scene in truth["scenes"]}
 
 
+THIN_CATEGORIES = ("lamp", "chair", "shelf")
+"""Objects with thin parts: a 3 cm lamp pole under its shade, chair legs under the seat, a shelf's boards."""
+MASK_FOOTPRINT_TOLERANCE = {"lamp": 0.08, "chair": 0.06, "shelf": THIN_TOLERANCE}
+"""From instance masks a lamp's shade measures 6-7% too wide and a chair's seat 5.0% too narrow (see
+assets/dge/README.md); their footprints are held to these looser bounds (size answers stay guarded by the size
+uncertainty, see test_sizes_agree_with_the_oracle)."""
+
+
+def _true_extents(item: dict) -> np.ndarray:
+    """The generator's own box of an object: (longer, shorter horizontal extent, height)."""
+    extents = np.asarray(item["extents"], dtype=np.float64)
+    return np.array([max(extents[:2]), min(extents[:2]), extents[2]])
+
+
 def test_thin_objects_measure_within_5_percent(realistic_run):
+    """Lamps, chairs (legs) and shelves against the generator's boxes: every extent within 5% from both sources, but
+    the footprints of lamps (8%) and chairs (6%) from the masks."""
     source, scenes, truth = realistic_run
-    checked = 0
+    errors = {}
     for scene_id, (geometry, _, _) in scenes.items():
         measured = {obj.object_id: obj for obj in geometry.objects}
         for item in truth[scene_id]["objects"]:
-            # Lamps (a 3 cm pole under a shade) from both sources; chairs, shelves and tables from the mesh
-            # (from noisy instance masks their extents are within 6-10%, see assets/dge/README.md).
-            thin = ("lamp", "chair", "shelf", "table") if source == "mesh" else ("lamp",)
-            if item["category"] not in thin:
+            if item["category"] not in THIN_CATEGORIES:
                 continue
             obj = measured[item["object_id"]]
-            height = item["extents"][2]
-            assert abs(obj.obb_extents[2] - height) <= THIN_TOLERANCE * height, (source, item["name"])
-            assert abs(obj.size - max(item["extents"])) <= THIN_TOLERANCE * max(item["extents"]), (
-                source,
-                item["name"],
-            )
-            checked += 1
-    assert checked >= 2
+            extents = np.array([max(obj.obb_extents[:2]), min(obj.obb_extents[:2]), obj.obb_extents[2]])
+            errors[(scene_id, item["name"])] = (extents - _true_extents(item)) / _true_extents(item)
+    logger.info(
+        "%s thin objects, relative error (length, width, height):\n%s",
+        source,
+        "\n".join(f"{name}: {np.round(100 * error, 1).tolist()} %" for name, error in errors.items()),
+    )
+    assert {name.split()[-1] for _, name in errors} == set(THIN_CATEGORIES)
+    for (scene_id, name), error in errors.items():
+        footprint = THIN_TOLERANCE
+        if source == "instance_masks":
+            footprint = MASK_FOOTPRINT_TOLERANCE[name.split()[-1]]
+        assert abs(error[2]) <= THIN_TOLERANCE, (source, scene_id, name, error)
+        assert np.all(np.abs(error[:2]) <= footprint), (source, scene_id, name, error)
 
 
 def test_the_floor_and_the_walls_appear_in_frame_visibility(realistic_run):
