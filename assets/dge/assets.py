@@ -57,7 +57,7 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-DGE_CODE_VERSION = "3"  # 3: measurement confidence, walls, faces, balanced tasks; 2: ray-cast visibility
+DGE_CODE_VERSION = "4"  # 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
