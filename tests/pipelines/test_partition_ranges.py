@@ -19,7 +19,7 @@ from data_contracts.storage import read_table
 from pipelines.cli import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.io_manager import ParquetIOManager
 
-pytestmark = pytest.mark.slow  # three small builds: 25 s on an idle 2-core machine
+pytestmark = pytest.mark.slow  # small builds, each paying Dagster's run set-up
 
 KEYS = ["a", "b", "c"]
 ROWS = {"a": 2, "b": 0, "c": 5}
@@ -114,10 +114,11 @@ def _materializations(result, key: str) -> dict[str, dict]:
     }
 
 
-@pytest.fixture
-def built(tmp_path):
-    """The same assets built as one range run and as one run per partition, in two roots."""
-    range_root, single_root = tmp_path / "range", tmp_path / "single"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The same assets built as one range run and as one run per partition, in two roots (once: the tests only read)."""
+    folder = tmp_path_factory.mktemp("built")
+    range_root, single_root = folder / "range", folder / "single"
     with dg.instance_for_test() as instance:
         ranged = dg.materialize(
             _assets(),
