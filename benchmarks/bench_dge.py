@@ -36,10 +36,14 @@ logger = logging.getLogger("bench_dge")
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("assets", "readers", "data_contracts", "pipelines", "training", "llm")
 """Top-level packages copied into the old variant's tree."""
-OLD_REV = "b7f49ff7ff40f35b740572f136bf4dd8afa7ad18"
-"""The commit before the DGE speed work (issue 13)."""
+OLD_REV = "98a6cc0e2ce75b8c33bc604a6059d3e1c6ba3f0f"
+"""The commit before the second round of DGE speed work (issue 13: numpy voxel grid, outlier tests on voxels with
+scipy's KD-tree on every core). The first round is measured with ``--old-rev b7f49ff7ff40f35b740572f136bf4dd8afa7ad18
+--old-paths assets/dge/fusion.py assets/dge/visibility.py assets/dge/raycast.py assets/dge/camera.py``."""
 OLD_PATHS = (
     "assets/dge/fusion.py",
+    "assets/dge/geometry.py",
+    "assets/dge/objects.py",
     "assets/dge/visibility.py",
     "assets/dge/raycast.py",
     "assets/dge/camera.py",
@@ -137,6 +141,14 @@ def _timed(function, *arguments, **keywords):
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _stride(settings, records, with_instances: bool) -> int:
+    """The pixel stride ``build_scan_geometry`` fuses the scan with (older code's ``stride_for`` has no frame count)."""
+    try:
+        return settings.stride_for(records[0].depth_size, with_instances, frames=len(records))
+    except TypeError:
+        return settings.stride_for(records[0].depth_size, with_instances)
+
+
 def work(world: Path, source: str, repeats: int) -> dict:
     """Time the stages of one scan and object source in this process (best of ``repeats`` per stage)."""
     from assets.dge.fusion import fuse_frames
@@ -149,9 +161,7 @@ def work(world: Path, source: str, repeats: int) -> dict:
     settings = SceneGeometrySettings(object_points_source=source)
     records = frame_records(tables.frames)
     with_instances = source == "instance_masks"
-    fusion = settings.model_copy(
-        update={"pixel_stride": settings.stride_for(records[0].depth_size, with_instances)}
-    )
+    fusion = settings.model_copy(update={"pixel_stride": _stride(settings, records, with_instances)})
     best = {stage: (float("inf"), float("inf")) for stage in STAGES}
     for _ in range(repeats):
         _, *fusion_times = _timed(fuse_frames, records, fusion, with_instances=with_instances)

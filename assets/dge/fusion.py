@@ -56,6 +56,10 @@ OBJECT_PIXELS_PER_FRAME = 80_000
 """Depth pixels back-projected per frame when objects come from the frames' instance masks."""
 SCENE_PIXELS_PER_FRAME = 20_000
 """Depth pixels back-projected per frame when only the scene cloud comes from the frames."""
+OBJECT_PIXELS_PER_SCAN = 1_200_000
+"""Depth pixels back-projected per scan (all frames together) for object points from instance masks: a long sweep
+sees each surface from many nearly equal views, so beyond this its frames use a coarser grid (never coarser than
+the scene cloud's). 12 frames at 320x240 stay at every pixel; 50 frames at 640x480 use every 4th."""
 
 
 def auto_pixel_stride(
@@ -126,6 +130,11 @@ class FusionSettings(pydantic.BaseModel):
         "projection carries the object's id at the point's depth (pose registration error moves a projection by "
         "about a pixel, which would otherwise vote a thin pole away).",
     )
+    mask_vote_max_views: int = Field(
+        default=16,
+        description="The label vote looks at most at this many frames, evenly spread over the scan (neighbouring "
+        "frames of a sweep see nearly the same thing; the vote's cost grows with the frames).",
+    )
     mask_vote_tolerance_m: float = Field(
         default=0.02,
         description="A frame sees a point on its surface when the frame's depth there is within this plus "
@@ -141,16 +150,22 @@ class FusionSettings(pydantic.BaseModel):
         "instance masks need a finer grid than the scene cloud, which is then fused from its own coarser grid.",
     )
 
-    def stride_for(self, depth_size: tuple[int, int], with_instances: bool) -> int:
-        """The pixel stride for frames of ``depth_size`` (``pixel_stride``, or the automatic one when 0).
+    def stride_for(self, depth_size: tuple[int, int], with_instances: bool, frames: int = 1) -> int:
+        """The pixel stride for a scan of ``frames`` frames of ``depth_size`` (``pixel_stride``, or the automatic one
+        when 0: about OBJECT_PIXELS_PER_FRAME pixels per frame with instances, at most OBJECT_PIXELS_PER_SCAN in all
+        and never fewer than SCENE_PIXELS_PER_FRAME; without, SCENE_PIXELS_PER_FRAME).
 
         >>> FusionSettings().stride_for((640, 480), with_instances=False), FusionSettings(pixel_stride=3).stride_for((640, 480), True)
         (4, 3)
+        >>> FusionSettings().stride_for((640, 480), True), FusionSettings().stride_for((640, 480), True, frames=50)
+        (2, 4)
         """
         if self.pixel_stride > 0:
             return self.pixel_stride
-        target = OBJECT_PIXELS_PER_FRAME if with_instances else SCENE_PIXELS_PER_FRAME
-        return auto_pixel_stride(depth_size[0], depth_size[1], target)
+        if not with_instances:
+            return auto_pixel_stride(depth_size[0], depth_size[1], SCENE_PIXELS_PER_FRAME)
+        per_frame = min(OBJECT_PIXELS_PER_FRAME, OBJECT_PIXELS_PER_SCAN / max(frames, 1))
+        return auto_pixel_stride(depth_size[0], depth_size[1], max(per_frame, SCENE_PIXELS_PER_FRAME))
 
     def scene_stride_for(self, depth_size: tuple[int, int], with_instances: bool) -> int:
         """The pixel stride of the scene cloud (``scene_pixel_stride``, or the automatic scene stride when 0,
@@ -750,6 +765,11 @@ def _vote_object_points(
     ids = sorted(object_points)
     points = np.concatenate([object_points[object_id][0] for object_id in ids])
     owners = np.concatenate([np.full(len(object_points[object_id][0]), object_id) for object_id in ids])
+    if len(views) > config.mask_vote_max_views:
+        chosen = np.unique(
+            np.linspace(0, len(views) - 1, config.mask_vote_max_views).round().astype(np.int64)
+        )
+        views = [views[index] for index in chosen]
     support, against = mask_votes(points, owners, views, config)
     keep = support >= config.mask_vote_min_share * (support + against)
     kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}

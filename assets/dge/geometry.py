@@ -477,7 +477,7 @@ def _fuse_scan(
     progress: bool,
 ) -> FusedScene:
     """Fuse the frames at the stride the first frame's depth size calls for; bad frames are logged."""
-    stride = settings.stride_for(records[0].depth_size, source.reads_instance_masks)
+    stride = settings.stride_for(records[0].depth_size, source.reads_instance_masks, frames=len(records))
     fusion = settings.model_copy(update={"pixel_stride": stride})
     fused = fuse_frames(records, fusion, with_instances=source.reads_instance_masks, progress=progress)
     for record_id, source_file, reason in fused.failures:

@@ -85,7 +85,7 @@ class ObjectSettings(pydantic.BaseModel):
         "chair's legs are few points; nothing is measured below the floor). Mesh samples are not trimmed.",
     )
     settle_neighbors: int = Field(
-        default=32,
+        default=16,
         description="Noisy objects: each point moves along its normal to the mean of its this many nearest points "
         "before the box is measured (see settle_on_surface); 0 leaves the points where they are.",
     )
@@ -559,7 +559,8 @@ def voxel_point_areas(normals: np.ndarray, voxel_size: float) -> np.ndarray:
 
 
 def settle_on_surface(points: np.ndarray, normals: np.ndarray, neighbors: int, iterations: int) -> np.ndarray:
-    """Points moved along their normals onto the mean of their ``neighbors`` nearest points, ``iterations`` times.
+    """Points moved along their normals onto the mean of their ``neighbors`` nearest points, ``iterations`` times
+    (the neighbours are found once, among the points as given).
 
     Depth noise scatters a scanned surface's points across it (along each camera's rays), so the
     extremes of a noisy cloud lie outside the object; the mean of a point's neighbours along its
@@ -578,8 +579,8 @@ def settle_on_surface(points: np.ndarray, normals: np.ndarray, neighbors: int, i
         return settled
     unit = np.nan_to_num(np.asarray(normals, dtype=np.float64), nan=0.0)
     unit = np.where((np.linalg.norm(unit, axis=1) > 0.5)[:, None], unit, 0.0)
+    _, index = cKDTree(settled).query(settled, k=k, workers=-1)
     for _ in range(iterations):
-        _, index = cKDTree(settled).query(settled, k=k, workers=-1)
         offset = np.einsum("ij,ij->i", settled - settled[index].mean(axis=1), unit)
         settled -= unit * offset[:, None]
     return settled

@@ -14,6 +14,7 @@ from assets.dge.floor import (
     gravity_transform,
     up_prior_from_poses,
 )
+from assets.dge.fusion import FusionSettings, voxel_downsample
 from assets.dge.objects import (
     ObjectRejectedError,
     ObjectSettings,
@@ -329,14 +330,16 @@ def test_noisy_box_sides_run_through_its_faces(yaw):
 
 
 def test_noisy_cylinder_has_no_faces_and_a_blurred_boundary():
-    """A noisy cylinder (a vase, 1 cm radial noise) has no flat face: its points settle onto the surface, so its box
-    is the true diameter (the noise's extremes lie 2-3 cm outside), and the blur of its ends enters its size
-    uncertainty."""
+    """A noisy cylinder (a vase, 1 cm radial noise), voxel-downsampled as fusion does, has no flat face: its points
+    settle onto the surface, so its box is the true diameter (the noise's extremes lie 2-3 cm outside), and the blur
+    of its ends enters its size uncertainty."""
     rng = np.random.default_rng(4)
     angle = rng.uniform(0, 2 * math.pi, 8000)
     radius = 0.08 + rng.normal(0, 0.01, 8000)
     points = np.column_stack([radius * np.cos(angle), radius * np.sin(angle), rng.uniform(0, 0.3, 8000)])
     normals = np.column_stack([np.cos(angle), np.sin(angle), np.zeros(8000)])
+    assert np.hypot(points[:, 0], points[:, 1]).max() > 0.1  # the noise reaches 2 cm outside
+    points, normals, _ = voxel_downsample(points, FusionSettings().object_voxel_size_m, normals)
     obj = measure_object(0, "vase", points, normals, np.full(len(points), 1e-4), noisy=True)
     assert obj.obb_extents[0] == pytest.approx(0.16, rel=0.03)
     assert obj.obb_extents[1] == pytest.approx(0.16, rel=0.03)
