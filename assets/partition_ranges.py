@@ -25,13 +25,32 @@ partition's metadata as ``data_version_fingerprint`` instead.
 Inputs: in a range run, the IO manager hands a partitioned upstream of the same partitioning to
 the body as ``{partition_key: table}``; :func:`partition_input` picks one partition's table from
 that (or returns a table unchanged).
+
+Worker processes: the per-partition work of a range run can run in parallel, one partition per
+worker process (:func:`partition_results`): the run submits every partition's pure function (plain,
+picklable arguments in, plain values out) at once and the body emits each partition's outputs in
+key order as its result arrives, so the outputs are those of the serial run, in the same order. The
+pool is the process's own, shared by every run of the process (``spatial-build`` runs many in one
+process, and starts the pool before the first one, so the workers import their modules while the
+sources build); its workers come from a fork server, so they never inherit a running thread pool.
+It has one worker per usable core, at most :data:`MAX_WORKERS` (:func:`configure_workers` changes
+that; 1 turns the pool off). A run of one partition, or a process with one core, runs the function
+in its own process, exactly as before.
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -213,3 +232,160 @@ def run_partitions(
             metadata={**common_metadata(metadata_by_key), **totals_metadata(metadata_by_key)},
             data_version=shared_version,
         )
+
+
+MAX_WORKERS = 8
+"""Most worker processes a pool starts by default (each holds open3d, polars and the task's modules)."""
+
+WORKER_MODULES = ("assets.dge.assets", "assets.stvqa.work")
+"""Modules the fork server imports once, so that every worker starts with them loaded."""
+
+_workers: int | None = None
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def configure_workers(workers: int | None) -> None:
+    """Set the size of the process's worker pool (None: one per usable core, at most :data:`MAX_WORKERS`;
+    1: no pool, every partition runs in the run's own process). Call before the pool starts."""
+    global _workers
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    _workers = workers
+
+
+def worker_count() -> int:
+    """How many worker processes the pool has (see :func:`configure_workers`)."""
+    return _workers if _workers is not None else min(usable_cpus(), MAX_WORKERS)
+
+
+def _import_modules(modules: Sequence[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)
+
+
+def worker_pool() -> ProcessPoolExecutor | None:
+    """The process's pool of worker processes, started on first use; None when :func:`worker_count` is 1.
+
+    The first call waits until the fork server has imported :data:`WORKER_MODULES` (seconds), unless
+    :func:`start_workers` started it in the background before.
+    """
+    global _pool
+    with _pool_lock:
+        if _pool is None and worker_count() > 1:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(list(WORKER_MODULES))
+            pool = ProcessPoolExecutor(max_workers=worker_count(), mp_context=context)
+            for _ in range(worker_count()):  # start every worker now (the fork server imports the modules)
+                pool.submit(_import_modules, WORKER_MODULES)
+            atexit.register(pool.shutdown, wait=True, cancel_futures=True)
+            logger.info("started a pool of %d worker processes", worker_count())
+            _pool = pool
+        return _pool
+
+
+def start_workers() -> threading.Thread:
+    """Start the worker pool in a background thread (it mostly waits for the fork server's imports, so the
+    caller goes on working); :func:`worker_pool` waits for it when called before it is ready."""
+    thread = threading.Thread(target=worker_pool, name="start-worker-pool", daemon=True)
+    thread.start()
+    return thread
+
+
+def _discard_broken_pool() -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+
+
+def partition_events(body: Callable[..., Iterable[dg.Output | dg.AssetCheckResult]], *arguments: Any) -> list:
+    """``body(*arguments)``'s events as :func:`portable_events`: what a worker sends back for one partition.
+
+    ``body`` is a one-partition body of plain arguments (a module-level function, so that it pickles)."""
+    return portable_events(body(*arguments))
+
+
+@contextmanager
+def partition_results(
+    function: Callable[..., Any], arguments: Mapping[str, tuple], parallel: bool = True
+) -> Iterator[Callable[[str], Any]]:
+    """``function(*arguments[key])`` for every partition key of a run, for the duration of the block.
+
+    Yields ``result(key)``. With a worker pool and more than one key, every key is submitted to the
+    pool when the block starts, and ``result`` waits for the one asked (an exception raised by the
+    function is raised again here, as the same class); without, ``result`` calls the function in this
+    process when asked. ``function`` must be a module-level function and its arguments and result
+    picklable. Keys not asked for before the block ends (the run failed first) are cancelled.
+    ``parallel=False`` keeps every key in this process (work that holds a client of a paid service).
+    """
+    pool = worker_pool() if parallel and len(arguments) > 1 else None
+    if pool is None:
+        yield lambda key: function(*arguments[key])
+        return
+    futures: dict[str, Future] = {key: pool.submit(function, *values) for key, values in arguments.items()}
+
+    def result(key: str) -> Any:
+        future = futures.pop(key, None)
+        try:
+            return (future or pool.submit(function, *arguments[key])).result()
+        except BrokenProcessPool:
+            _discard_broken_pool()  # a worker died (killed, out of memory): the next run starts a new pool
+            raise
+
+    try:
+        yield result
+    finally:
+        for future in futures.values():
+            future.cancel()
+
+
+PortableEvent = tuple[str, dict[str, Any]]
+"""An ``Output`` or ``AssetCheckResult`` as picklable values (a check result does not pickle)."""
+
+
+def portable_events(events: Iterable[dg.Output | dg.AssetCheckResult]) -> list[PortableEvent]:
+    """A partition body's events as picklable values, for :func:`restore_events` in another process.
+
+    >>> events = [dg.Output(1, output_name="t"), dg.AssetCheckResult(asset_key="t", check_name="c", passed=True)]
+    >>> [type(event).__name__ for event in restore_events(portable_events(events))]
+    ['Output', 'AssetCheckResult']
+    """
+    portable: list[PortableEvent] = []
+    for event in events:
+        if isinstance(event, dg.Output):
+            portable.append(
+                (
+                    "output",
+                    {
+                        "value": event.value,
+                        "output_name": event.output_name,
+                        "metadata": dict(event.metadata),
+                        "data_version": event.data_version,
+                    },
+                )
+            )
+        elif isinstance(event, dg.AssetCheckResult):
+            portable.append(("check", event._asdict()))
+        else:
+            raise TypeError(
+                f"a partition body yielded {type(event).__name__}, not Output or AssetCheckResult"
+            )
+    return portable
+
+
+def restore_events(portable: Iterable[PortableEvent]) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """The events that :func:`portable_events` turned into values."""
+    for kind, fields in portable:
+        if kind == "output":
+            yield dg.Output(**fields)
+        else:
+            yield dg.AssetCheckResult(**fields)

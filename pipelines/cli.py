@@ -1,13 +1,15 @@
 """``spatial-build``: materialise the whole asset graph in one command, then summarise the caches.
 
 The graph runs through the project's named jobs, in dependency order (a Dagster run cannot mix
-partitions definitions): unpartitioned assets whose inputs are built run together in one
-``datasets_job`` run; partitioned assets (per-scan DGE geometry, Grounding DINO shards, STVQA
-shards) run in ``dge_job``, ``grounding_shards_job`` or ``stvqa_shards_job``, all partitions of a
-wave in one run (a partition range, as a single-run backfill launches it; see
-:mod:`assets.partition_ranges`). When that run fails, the wave's partitions are built again one run
-each, so a failing partition does not stop the others, and the failures are reported per
-partition. ``--run-per-partition`` builds every partition in its own run from the start (slower:
+partitions definitions), in as few runs as that allows (:func:`build_waves`): the sample world;
+then every unpartitioned asset whose inputs are built, in one ``datasets_job`` run; then each
+partitioned family (per-scan DGE geometry, Grounding DINO shards, STVQA shards) in ``dge_job``,
+``grounding_shards_job`` or ``stvqa_shards_job``, all partitions of a wave in one run (a partition
+range, as a single-run backfill launches it; see :mod:`assets.partition_ranges`); then the
+unpartitioned assets built on them, in one more run. The partitions of a range run are computed in
+a pool of worker processes, one per core (``--workers``), started in the background when the build
+starts. When a range run fails, the wave's partitions are built again one run each, so a failing
+partition does not stop the others, and the failures are reported per partition. ``--run-per-partition`` builds every partition in its own run from the start (slower:
 each run costs about a second of instance bookkeeping; ``benchmarks/bench_build.py`` compares the
 two). Before the sources are read, new scan folders are added as ``scenes`` partitions and the raw
 folders are observed (``observe_raw_files_job``), so the automation sensor knows what the build read.
@@ -68,6 +70,13 @@ def make_parser() -> argparse.ArgumentParser:
         help="Build each partition in its own run (the old mode; by default all partitions of a wave run as "
         "one range run, and only a failed range is retried partition by partition).",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Worker processes for the partitions of a range run (default: one per core, at most 8; 1: none, "
+        "every partition in the build's own process).",
+    )
     parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
     parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")
     return parser
@@ -98,42 +107,59 @@ def _upstream_nodes(node: dg.AssetsDefinition, owner: dict) -> set[int]:
 
 
 def build_waves(
-    all_assets: Sequence[dg.AssetsDefinition], selection: dg.AssetSelection
+    all_assets: Sequence[dg.AssetsDefinition],
+    selection: dg.AssetSelection,
+    alone: frozenset[str] = frozenset({"sample_world"}),
 ) -> list[list[dg.AssetsDefinition]]:
-    """Order the selected asset definitions into waves (see the module docstring).
+    """Order the selected asset definitions into waves (see the module docstring), as few as the graph allows.
 
     Each wave is either a list of unpartitioned definitions, built in one run, or a list of
-    partitioned definitions sharing one partitions definition, built once per partition.
+    partitioned definitions sharing one partitions definition, built as one range run (or once per
+    partition). Partitioned waves go first whenever one is ready, so that the unpartitioned assets that
+    wait for them are built together afterwards; an unpartitioned wave takes every unpartitioned
+    definition whose inputs are built before it or inside it. A definition holding a key of ``alone``
+    (the sample world, which the raw files are observed after) is a wave of its own.
     """
     selected_keys = selection.resolve(all_assets)
     owner = {key: node for node in all_assets for key in node.keys}
     remaining = [node for node in all_assets if set(node.keys) & selected_keys]
     remaining_ids = {id(node) for node in remaining}
     waves: list[list[dg.AssetsDefinition]] = []
+
+    def is_alone(node: dg.AssetsDefinition) -> bool:
+        return any(key.to_user_string() in alone for key in node.keys)
+
+    def grow(wave: list[dg.AssetsDefinition], partitions_def) -> None:
+        """Add the remaining definitions of ``partitions_def`` whose inputs are built or in the wave."""
+        grown = True
+        while grown:
+            wave_ids = {id(n) for n in wave}
+            extra = [
+                n
+                for n in remaining
+                if id(n) not in wave_ids
+                and not is_alone(n)
+                and n.partitions_def == partitions_def
+                and _upstream_nodes(n, owner) & remaining_ids <= wave_ids
+            ]
+            wave.extend(extra)
+            grown = bool(extra)
+
     while remaining:
         ready = [n for n in remaining if not (_upstream_nodes(n, owner) & remaining_ids)]
         if not ready:
             raise RuntimeError(
                 "the asset graph has a cycle among: " + ", ".join(str(n.key) for n in remaining)
             )
-        unpartitioned = [n for n in ready if n.partitions_def is None]
-        if unpartitioned:
-            wave = unpartitioned
+        partitioned = [n for n in ready if n.partitions_def is not None]
+        if any(is_alone(n) for n in ready):
+            wave = [next(n for n in ready if is_alone(n))]
+        elif partitioned:
+            wave = [n for n in partitioned if n.partitions_def == partitioned[0].partitions_def]
+            grow(wave, partitioned[0].partitions_def)
         else:
-            first = ready[0].partitions_def
-            wave = [n for n in ready if n.partitions_def == first]
-            grown = True
-            while grown:  # a chain of assets with the same partitions runs in one run per partition
-                wave_ids = {id(n) for n in wave}
-                extra = [
-                    n
-                    for n in remaining
-                    if id(n) not in wave_ids
-                    and n.partitions_def == first
-                    and _upstream_nodes(n, owner) & remaining_ids <= wave_ids
-                ]
-                wave.extend(extra)
-                grown = bool(extra)
+            wave = [n for n in ready if not is_alone(n)]
+            grow(wave, None)
         waves.append(wave)
         remaining = [n for n in remaining if all(n is not w for w in wave)]
         remaining_ids = {id(node) for node in remaining}
@@ -270,11 +296,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    from assets.partition_ranges import configure_workers, start_workers
     from data_contracts.storage import resolve_storage_root
     from pipelines.definitions import ALL_ASSETS, build_definitions
     from pipelines.jobs import job_for
 
     storage_root = resolve_storage_root(args.storage_root).resolve()
+    configure_workers(args.workers)
+    if not args.run_per_partition:
+        start_workers()  # the workers import their modules while the first waves run
     defs = build_definitions(str(storage_root))
     instance = _instance()
     selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()

@@ -13,13 +13,22 @@ own partition only. Each writes its rejected records (bad frames, unmeasurable o
 break the contract) to a ``*_quarantine`` table and carries a blocking contract check.
 ``dge_image_tasks`` is unpartitioned, reads ``scene_graphs`` and produces rows flagged
 ``estimated`` only when a depth source is configured.
+
+A range run of the scan assets computes its scans in the process's worker pool
+(:func:`assets.partition_ranges.partition_results`): each scan's whole partition (the work, the
+contract check, the previews) is one plain function of picklable values, so the outputs are those of
+a serial run, emitted in key order. ``scene_geometry`` with ``compute: ray`` sends the geometry to Ray
+instead (:mod:`assets.dge.scan_compute`), and a run of one scan runs in the run's own process.
 """
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import open3d as o3d
 import polars as pl
 
 from assets.compute import ComputeSettings
@@ -27,16 +36,26 @@ from assets.dge.geometry import (
     ScanGeometry,
     SceneBuildError,
     SceneGeometrySettings,
+    build_scan_geometry,
     camera_poses_in_gravity,
     frame_records,
 )
 from assets.dge.plots import top_down_plot
-from assets.dge.scan_compute import ScanGeometryBuilder, scan_geometry_builder
+from assets.dge.scan_compute import ScanGeometryBuilder, geometry_settings, scan_geometry_builder
 from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import GenerationReport, TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.tasks.rows import colour_problem
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
-from assets.partition_ranges import SINGLE_RUN, PartitionedInput, partition_input, run_partitions
+from assets.partition_ranges import (
+    SINGLE_RUN,
+    PartitionedInput,
+    partition_events,
+    partition_input,
+    partition_results,
+    restore_events,
+    run_partitions,
+    worker_pool,
+)
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview, with_caption
 from assets.resources import StorageResource
@@ -57,7 +76,9 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-DGE_CODE_VERSION = "4"  # 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast
+DGE_CODE_VERSION = (
+    "4"  # 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast
+)
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
@@ -101,7 +122,7 @@ def _scene_row(rgbd_scenes: pl.DataFrame, scene_id: str) -> dict:
 
 
 def _top_down(
-    geometry: ScanGeometry, frames: pl.DataFrame, storage: StorageResource
+    geometry: ScanGeometry, frames: pl.DataFrame, storage_path: Path
 ) -> dict[str, dg.MetadataValue]:
     records = frame_records(frames.filter(pl.col("scene_id") == geometry.scene_id))
     cameras = []
@@ -114,7 +135,7 @@ def _top_down(
         title=f"{geometry.scene_id}: {len(geometry.objects)} objects, {len(cameras)} cameras",
         cloud_points=geometry.cloud_points,
     )
-    path = save_preview(image, storage.path, f"{SCENE_GEOMETRY}__{geometry.scene_id}")
+    path = save_preview(image, storage_path, f"{SCENE_GEOMETRY}__{geometry.scene_id}")
     return {
         "top_down_plot": dg.MetadataValue.md(markdown_image(image, alt=f"top-down {geometry.scene_id}")),
         "top_down_plot_path": dg.MetadataValue.path(str(path)),
@@ -145,28 +166,51 @@ def scene_geometry_asset(
     rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Fuse each scan's RGB-D frames (open3d) and measure its floor, room and objects."""
+    keys = list(context.partition_keys)
+    if config.compute == "local" and len(keys) > 1 and worker_pool() is not None:
+        settings = geometry_settings(config)
+        arguments = {
+            scene_id: (
+                _scene_geometry_in_worker,
+                _scene_row(rgbd_scenes, scene_id),
+                rgbd_frames.filter(pl.col("scene_id") == scene_id),
+                settings,
+                storage.path,
+            )
+            for scene_id in keys
+        }
+        with partition_results(partition_events, arguments) as result:
+            yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+        return
     known = set(rgbd_scenes["scene_id"].to_list())
-    scenes = [_scene_row(rgbd_scenes, key) for key in context.partition_keys if key in known]
+    scenes = [_scene_row(rgbd_scenes, key) for key in keys if key in known]
     with scan_geometry_builder(rgbd_frames, scenes, config) as build:
         yield from run_partitions(
             context,
             lambda scene_id: _scene_geometry_partition(
-                context, config, storage, build, rgbd_frames, rgbd_scenes, scene_id
+                _scene_row(rgbd_scenes, scene_id), rgbd_frames, storage.path, build
             ),
         )
 
 
+def _scene_geometry_in_worker(
+    scene: Mapping[str, Any], frames: pl.DataFrame, settings: SceneGeometrySettings, storage_path: Path
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """One scan of ``scene_geometry`` in a worker process: open3d on one thread (the pool has a worker per core)."""
+    o3d.utility.set_max_threads(1)
+    return _scene_geometry_partition(
+        scene, frames, storage_path, lambda row, log: build_scan_geometry(frames, row, settings, log)
+    )
+
+
 def _scene_geometry_partition(
-    context: dg.AssetExecutionContext,
-    config: SceneGeometryAssetConfig,
-    storage: StorageResource,
-    build: ScanGeometryBuilder,
+    scene: Mapping[str, Any],
     rgbd_frames: pl.DataFrame,
-    rgbd_scenes: pl.DataFrame,
-    scene_id: str,
+    storage_path: Path,
+    build: ScanGeometryBuilder,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """One scan of ``scene_geometry`` (see :mod:`assets.partition_ranges`)."""
-    scene = _scene_row(rgbd_scenes, scene_id)
+    scene_id = str(scene["scene_id"])
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
         geometry = build(scene, log)
@@ -208,10 +252,10 @@ def _scene_geometry_partition(
                 }
             ),
             "floor_tilt_deg": round(geometry.floor.tilt_deg(), 4),
-            **_top_down(geometry, rgbd_frames, storage),
+            **_top_down(geometry, rgbd_frames, storage_path),
         },
     )
-    context.log.info(
+    logger.info(
         "scene_geometry %s: %d objects, %d quarantined records", scene_id, len(geometry.objects), len(log)
     )
     yield dg.Output(checked.frame, output_name=SCENE_GEOMETRY, metadata=checked.metadata)
@@ -267,31 +311,39 @@ def frame_visibility_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Every measured object in every used frame of each scan: one ray cast per frame against the scan's
     segmented mesh when it has one, else its points projected with a depth-buffer test."""
-    yield from run_partitions(
-        context,
-        lambda scene_id: _frame_visibility_partition(
-            config, partition_input(scene_geometry, scene_id), rgbd_frames, rgbd_scenes, scene_id
-        ),
-    )
+    settings = VisibilitySettings.model_validate(config.model_dump())
+    arguments = {}
+    for scene_id in context.partition_keys:
+        scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
+        arguments[scene_id] = (
+            _frame_visibility_partition,
+            settings,
+            _geometry_row(partition_input(scene_geometry, scene_id), scene_id),
+            rgbd_frames.filter(pl.col("scene_id") == scene_id),
+            scenes.row(0, named=True) if scenes.height else None,
+        )
+    with partition_results(partition_events, arguments) as result:
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
 
 
-def _frame_visibility_partition(
-    config: FrameVisibilityAssetConfig,
-    scene_geometry: pl.DataFrame,
-    rgbd_frames: pl.DataFrame,
-    rgbd_scenes: pl.DataFrame,
-    scene_id: str,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One scan of ``frame_visibility``."""
+def _geometry_row(scene_geometry: pl.DataFrame, scene_id: str) -> dict:
+    """The ``scene_geometry`` row of one scan (a failure naming the scan when it has none)."""
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
-    geometry = ScanGeometry.from_row(rows.row(0, named=True))
+    return rows.row(0, named=True)
+
+
+def _frame_visibility_partition(
+    config: VisibilitySettings,
+    geometry_row: Mapping[str, Any],
+    scene_frames: pl.DataFrame,
+    scene: Mapping[str, Any] | None,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """One scan of ``frame_visibility`` (``scene_frames``: the scan's ``rgbd_frames`` rows)."""
+    geometry = ScanGeometry.from_row(dict(geometry_row))
     log = QuarantineLog(FRAME_VISIBILITY)
-    scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
-    scene = scenes.row(0, named=True) if scenes.height else None
-    frame = build_frame_visibility(geometry, rgbd_frames, config, log, scene=scene)
-    scene_frames = rgbd_frames.filter(pl.col("scene_id") == scene_id)
+    frame = build_frame_visibility(geometry, scene_frames, config, log, scene=scene)
     checked = finalize_table(
         frame,
         frame_visibility_contract.FrameVisibility,
@@ -426,35 +478,36 @@ def dge_tasks_asset(
     rgbd_frames: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Generate each scan's unambiguous questions with exact answers."""
-    yield from run_partitions(
-        context,
-        lambda scene_id: _dge_tasks_partition(
-            config,
-            partition_input(scene_geometry, scene_id),
+    settings = TaskSettings.model_validate(config.model_dump())
+    arguments = {
+        scene_id: (
+            _dge_tasks_partition,
+            settings,
+            _geometry_row(partition_input(scene_geometry, scene_id), scene_id),
             partition_input(frame_visibility, scene_id),
-            rgbd_frames,
+            rgbd_frames.filter(pl.col("scene_id") == scene_id),
             scene_id,
-        ),
-    )
+        )
+        for scene_id in context.partition_keys
+    }
+    with partition_results(partition_events, arguments) as result:
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
 
 
 def _dge_tasks_partition(
-    config: DgeTasksAssetConfig,
-    scene_geometry: pl.DataFrame,
+    config: TaskSettings,
+    geometry_row: Mapping[str, Any],
     frame_visibility: pl.DataFrame,
-    rgbd_frames: pl.DataFrame,
+    scene_frames: pl.DataFrame,
     scene_id: str,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One scan of ``dge_tasks``."""
-    rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
-    if rows.height == 0:
-        raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
+    """One scan of ``dge_tasks`` (``scene_frames``: the scan's ``rgbd_frames`` rows)."""
     log = QuarantineLog(DGE_TASKS)
     report = GenerationReport()
-    tasks = build_scene_tasks(rows.row(0, named=True), frame_visibility, rgbd_frames, config, log, report)
+    tasks = build_scene_tasks(geometry_row, frame_visibility, scene_frames, config, log, report)
     missing = report.missing(config.task_types)
-    for task_type, why in missing.items():
-        logger.warning("scene %s: no %s question: %s", scene_id, task_type, why)
+    for task_type, why in missing.items():  # also in the metadata (missing_task_types)
+        logger.info("scene %s: no %s question: %s", scene_id, task_type, why)
     checked = finalize_table(
         tasks,
         dge_tasks_contract.DgeTasks,

@@ -38,9 +38,9 @@ garbage answers; :mod:`llm.failures`), so an empty or tiny table never materiali
 ``stvqa``; below the threshold the failed rows are quarantined and the counts go into the metadata.
 """
 
+import functools
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,37 +48,41 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.partition_ranges import SINGLE_RUN, PartitionedInput, partition_input, run_partitions
+from assets.partition_ranges import (
+    SINGLE_RUN,
+    PartitionedInput,
+    partition_input,
+    partition_results,
+    restore_events,
+    run_partitions,
+)
 from assets.partitions import LLM_POOL, stvqa_shard_partitions
-from assets.previews import draw_boxes, gallery
 from assets.resources import LLMResource, SourcesResource, StorageResource
-from assets.stvqa import generate as generate_module
-from assets.stvqa import pass_at_2 as pass_at_2_module
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
-from assets.stvqa.generate import QuestionGenerationSettings, count_by, generate_candidates
+from assets.stvqa.generate import QuestionGenerationSettings, count_by
 from assets.stvqa.geometry import ImageGeometry, load_geometry
-from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
-from assets.stvqa.prompts import ANSWER_PROMPT_VERSION
-from assets.stvqa.shards import STVQA_SHARD_KEYS, image_rows, shard_fingerprint, shard_rows
+from assets.stvqa.pass_at_2 import PassAt2Settings
+from assets.stvqa.shards import STVQA_SHARD_KEYS, image_rows, shard_rows
+from assets.stvqa.work import (
+    GENERATOR_RESOURCE_KEY,
+    JUDGE_RESOURCE_KEY,
+    STVQA_CODE_VERSION,
+    candidates_shard,
+    gt_preview,
+    validated_shard,
+)
 from assets.tables import (
     contract_check_specs,
     finalize_table,
     json_metadata,
-    llm_failure_check,
     quarantine_output,
     table_and_quarantine_outs,
     upstream_table_location,
 )
 from data_contracts import stvqa as stvqa_contract
-from data_contracts import stvqa_candidates, stvqa_validated
 from data_contracts.storage import table_path
-from llm import LLMClient
 
 GROUP = "stvqa"
-STVQA_CODE_VERSION = "1"
-GENERATOR_RESOURCE_KEY = generate_module.RESOURCE_KEY
-JUDGE_RESOURCE_KEY = pass_at_2_module.RESOURCE_KEY
-PREVIEW_ITEMS = 3
 
 
 class GeometryConfigMixin(dg.Config):
@@ -133,51 +137,22 @@ def resolve_geometry(
     else:
         path = Path(setting)
     wanted = set(image_ids)
-    geometry = {image_id: objects for image_id, objects in load_geometry(path).items() if image_id in wanted}
+    stat = path.stat()
+    every_image = _load_geometry_cached(str(path), stat.st_mtime_ns, stat.st_size)
+    geometry = {image_id: objects for image_id, objects in every_image.items() if image_id in wanted}
     return geometry, str(path)
 
 
-def _llm_client(
-    resource: LLMResource, model: str | None, needed: bool
-) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource (``model`` overriding its model) when the backend calls a model, else None."""
-    if not needed:
-        return nullcontext()
-    config = resource.client_config()
-    if model:
-        config = config.model_copy(update={"model": model})
-    return LLMClient(config)
-
-
-def _usage(client: LLMClient | None) -> dict[str, Any]:
-    """The client's usage for the metadata; no cost when no model was called."""
-    return client.summary.as_metadata() if client is not None else {"llm_cost_usd": 0.0}
+@functools.lru_cache(maxsize=4)
+def _load_geometry_cached(path: str, mtime_ns: int, size: int) -> Mapping[str, ImageGeometry]:
+    """:func:`load_geometry` of ``path``, read once per version of the file (every shard of a run reads it)."""
+    return load_geometry(path)
 
 
 def _output_settings(config: dg.Config) -> dict[str, Any]:
     """The settings that shape a shard's rows (its data version): all but the failure threshold, which only
     decides whether the shard materialises."""
     return config.model_dump(exclude={"max_failure_fraction"})
-
-
-def _gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
-    """Images of the first questions with their ground-truth boxes drawn, tiled."""
-    tiles = []
-    for row in frame.iter_rows(named=True):
-        image = images.get(row["image_id"])
-        objects = (row.get("gt_scene") or {}).get("objects") or []
-        if image is None or not objects:
-            continue
-        tiles.append(draw_boxes(image, [obj["bbox_2d"] for obj in objects], [obj["id"] for obj in objects]))
-        if len(tiles) == PREVIEW_ITEMS:
-            break
-    return gallery(tiles) if tiles else None
-
-
-def _retention_by_category(before: pl.DataFrame, after: pl.DataFrame) -> dict[str, float]:
-    totals = Counter(before["category"].cast(pl.String).to_list()) if before.height else Counter()
-    kept = Counter(after["category"].cast(pl.String).to_list()) if after.height else Counter()
-    return {category: round(kept[category] / total, 4) for category, total in sorted(totals.items()) if total}
 
 
 # -- assets -----------------------------------------------------------------------------------------
@@ -205,80 +180,31 @@ def stvqa_candidates_asset(
     stvqa_generator_llm: LLMResource,
     scene_graphs: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Generate STVQA questions for each shard of the scene graphs."""
-    yield from run_partitions(
-        context,
-        lambda shard: _stvqa_candidates_shard(
-            context, config, storage, sources, stvqa_generator_llm, scene_graphs, shard
-        ),
-    )
-
-
-def _stvqa_candidates_shard(
-    context: dg.AssetExecutionContext,
-    config: StvqaCandidatesConfig,
-    storage: StorageResource,
-    sources: SourcesResource,
-    stvqa_generator_llm: LLMResource,
-    scene_graphs: pl.DataFrame,
-    shard: str,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One shard of ``stvqa_candidates`` (see :mod:`assets.partition_ranges`)."""
-    rows = shard_rows(scene_graphs, shard)
-    geometry, geometry_source = resolve_geometry(
-        config.geometry, sources, storage, rows["image_id"].to_list()
-    )
+    """Generate STVQA questions for each shard of the scene graphs (offline: the shards of a range run in the
+    worker pool, see :mod:`assets.stvqa.work`)."""
     source_file = upstream_table_location(context, "scene_graphs")
-    with _llm_client(stvqa_generator_llm, config.model, config.calls_model) as client:
-        output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
-        usage = _usage(client)
-        usage.update(
-            llm_failure_check(client, config, f"stvqa_candidates shard {shard}", GENERATOR_RESOURCE_KEY)
+    settings = QuestionGenerationSettings.model_validate(
+        config.model_dump(include=set(QuestionGenerationSettings.model_fields))
+    )
+    arguments = {}
+    for shard in context.partition_keys:
+        rows = shard_rows(scene_graphs, shard)
+        geometry, geometry_source = resolve_geometry(
+            config.geometry, sources, storage, rows["image_id"].to_list()
         )
-    images = {row["image_id"]: row["image"] for row in rows.select("image_id", "image").iter_rows(named=True)}
-    version = dg.DataVersion(
-        shard_fingerprint(
-            rows, _output_settings(config), STVQA_CODE_VERSION, output.prompt_version, geometry_source
+        arguments[shard] = (
+            shard,
+            rows,
+            settings,
+            _output_settings(config),
+            geometry,
+            geometry_source,
+            source_file,
+            stvqa_generator_llm if config.calls_model else None,
+            config.model,
         )
-    )
-    checked = finalize_table(
-        output.candidates,
-        stvqa_candidates.StvqaCandidates,
-        stvqa_candidates.CONTRACT_VERSION,
-        asset_key="stvqa_candidates",
-        quarantine=output.quarantine,
-        record_id_column="question_id",
-        preview_columns=["image_id", "category", "level", "rating", "question", "options", "answer"],
-        preview_image=lambda frame: _gt_preview(frame, images),
-        extra_metadata={
-            "shard": shard,
-            "backend": config.backend,
-            "prompt_version": output.prompt_version,
-            "geometry": geometry_source,
-            "images": rows.height,
-            "counts_generated": json_metadata(output.generated_counts),
-            "counts_kept": json_metadata(
-                count_by(list(output.candidates.select("category", "level").iter_rows(named=True)))
-            ),
-            "stats": json_metadata(output.stats),
-            **usage,
-        },
-    )
-    context.log.info(
-        "stvqa_candidates shard %s: %d images, %d questions, %d quarantined",
-        shard,
-        rows.height,
-        checked.frame.height,
-        len(output.quarantine),
-    )
-    yield dg.Output(
-        checked.frame, output_name="stvqa_candidates", metadata=checked.metadata, data_version=version
-    )
-    yield checked.check
-    quarantine, metadata = quarantine_output(output.quarantine)
-    yield dg.Output(
-        quarantine, output_name="stvqa_candidates_quarantine", metadata=metadata, data_version=version
-    )
+    with partition_results(candidates_shard, arguments, parallel=not config.calls_model) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 
 @dg.multi_asset(
@@ -313,123 +239,26 @@ def stvqa_validated_asset(
     sources: SourcesResource,
     stvqa_judge_llm: LLMResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Filter each shard's candidates by pass@2."""
-    yield from run_partitions(
-        context,
-        lambda shard: _stvqa_validated_shard(
-            context,
-            config,
-            partition_input(stvqa_candidates, shard),
-            scene_graphs,
-            storage,
-            sources,
-            stvqa_judge_llm,
+    """Filter each shard's candidates by pass@2 (offline: the shards of a range run in the worker pool)."""
+    settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
+    arguments = {}
+    for shard in context.partition_keys:
+        candidates = partition_input(stvqa_candidates, shard)
+        image_ids = sorted(set(candidates["image_id"].to_list()))
+        geometry, geometry_source = resolve_geometry(config.geometry, sources, storage, image_ids)
+        arguments[shard] = (
             shard,
-        ),
-    )
-
-
-def _stvqa_validated_shard(
-    context: dg.AssetExecutionContext,
-    config: StvqaValidatedConfig,
-    stvqa_candidates: pl.DataFrame,
-    scene_graphs: pl.DataFrame,
-    storage: StorageResource,
-    sources: SourcesResource,
-    stvqa_judge_llm: LLMResource,
-    shard: str,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One shard of ``stvqa_validated`` (see :mod:`assets.partition_ranges`)."""
-    image_ids = sorted(set(stvqa_candidates["image_id"].to_list()))
-    scene_rows = image_rows(scene_graphs, image_ids)
-    geometry, geometry_source = resolve_geometry(config.geometry, sources, storage, image_ids)
-    with _llm_client(stvqa_judge_llm, config.model, config.calls_model) as client:
-        output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
-        usage = _usage(client)
-        usage.update(llm_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
-    images = {
-        row["image_id"]: row["image"] for row in scene_rows.select("image_id", "image").iter_rows(named=True)
-    }
-    version = dg.DataVersion(
-        shard_fingerprint(
-            scene_rows,
+            candidates,
+            image_rows(scene_graphs, image_ids),
+            settings,
             _output_settings(config),
-            STVQA_CODE_VERSION,
-            ANSWER_PROMPT_VERSION,
-            stvqa_candidates.select("question_id", "answer", "options").sort("question_id").rows(),
+            geometry,
             geometry_source,
+            stvqa_judge_llm if config.calls_model else None,
+            config.model,
         )
-    )
-    validated = finalize_table(
-        output.validated,
-        stvqa_validated.StvqaValidated,
-        stvqa_validated.CONTRACT_VERSION,
-        asset_key="stvqa_validated",
-        quarantine=output.quarantine,
-        record_id_column="question_id",
-        preview_columns=[
-            "image_id",
-            "category",
-            "level",
-            "question",
-            "answer",
-            "pass_at_2_correct",
-            "attempt_answers",
-        ],
-        preview_image=lambda frame: _gt_preview(frame, images),
-        extra_metadata={
-            "shard": shard,
-            "backend": config.backend,
-            "geometry": geometry_source,
-            "pass_at_2_retention": output.stats["retention"],
-            "retention_by_category": json_metadata(
-                _retention_by_category(stvqa_candidates, output.validated)
-            ),
-            "counts_before": json_metadata(
-                count_by(list(stvqa_candidates.select("category", "level").iter_rows(named=True)))
-            ),
-            "counts_after": json_metadata(
-                count_by(list(output.validated.select("category", "level").iter_rows(named=True)))
-            ),
-            "stats": json_metadata(output.stats),
-            **usage,
-        },
-    )
-    attempts = finalize_table(
-        output.attempts,
-        stvqa_validated.StvqaPassAtTwoAttempts,
-        stvqa_validated.ATTEMPTS_CONTRACT_VERSION,
-        asset_key="stvqa_pass_at_2_attempts",
-        quarantine=output.quarantine,
-        preview_columns=["question_id", "attempt", "round", "gold", "answer", "correct", "status"],
-        extra_metadata={
-            "shard": shard,
-            "attempts_by_status": json_metadata(output.stats["attempts_by_status"]),
-        },
-    )
-    context.log.info(
-        "stvqa_validated shard %s: %d of %d kept (retention %.1f%%), %d quarantined",
-        shard,
-        validated.frame.height,
-        stvqa_candidates.height,
-        100 * output.stats["retention"],
-        len(output.quarantine),
-    )
-    yield dg.Output(
-        validated.frame, output_name="stvqa_validated", metadata=validated.metadata, data_version=version
-    )
-    yield validated.check
-    yield dg.Output(
-        attempts.frame,
-        output_name="stvqa_pass_at_2_attempts",
-        metadata=attempts.metadata,
-        data_version=version,
-    )
-    yield attempts.check
-    quarantine, metadata = quarantine_output(output.quarantine)
-    yield dg.Output(
-        quarantine, output_name="stvqa_validated_quarantine", metadata=metadata, data_version=version
-    )
+    with partition_results(validated_shard, arguments, parallel=not config.calls_model) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 
 def load_validated_shards(
@@ -520,7 +349,7 @@ def stvqa_asset(
             "answer_option_text",
             "split",
         ],
-        preview_image=lambda rows: _gt_preview(rows, images_by_id),
+        preview_image=lambda rows: gt_preview(rows, images_by_id),
         storage_root=storage.path,
         extra_metadata={
             **extra,

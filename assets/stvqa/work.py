@@ -1,0 +1,262 @@
+"""The work of one STVQA shard as a plain function: picklable values in, the shard's events out.
+
+``stvqa_candidates`` and ``stvqa_validated`` (:mod:`assets.stvqa.assets`) build each shard of a range run
+with :func:`candidates_shard` and :func:`validated_shard`. With the offline backends (no model is called)
+the shards of a range run are computed in the process's worker pool
+(:func:`assets.partition_ranges.partition_results`), one shard per worker at a time; with a model backend
+they run one after another in the run's own process, which holds the LLM client (its cache, rate limit
+and failure budget). Either way a shard's outputs, checks and metadata are the same, and the asset emits
+them in key order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from assets.partition_ranges import PortableEvent, portable_events
+from assets.previews import draw_boxes, gallery
+from assets.resources import LLMResource
+from assets.stvqa import generate as generate_module
+from assets.stvqa import pass_at_2 as pass_at_2_module
+from assets.stvqa.generate import QuestionGenerationSettings, count_by, generate_candidates
+from assets.stvqa.geometry import ImageGeometry
+from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
+from assets.stvqa.prompts import ANSWER_PROMPT_VERSION
+from assets.stvqa.shards import shard_fingerprint
+from assets.tables import finalize_table, json_metadata, llm_failure_check, quarantine_output
+from data_contracts import stvqa_candidates, stvqa_validated
+from llm import LLMClient
+
+logger = logging.getLogger(__name__)
+
+STVQA_CODE_VERSION = "1"
+"""Code version of the STVQA assets (part of every shard's data version)."""
+GENERATOR_RESOURCE_KEY = generate_module.RESOURCE_KEY
+JUDGE_RESOURCE_KEY = pass_at_2_module.RESOURCE_KEY
+PREVIEW_ITEMS = 3
+
+
+def _llm_client(
+    resource: LLMResource | None, model: str | None, needed: bool
+) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource (``model`` overriding its model) when the backend calls a model, else None."""
+    if not needed:
+        return nullcontext()
+    config = resource.client_config()
+    if model:
+        config = config.model_copy(update={"model": model})
+    return LLMClient(config)
+
+
+def _usage(client: LLMClient | None) -> dict[str, Any]:
+    """The client's usage for the metadata; no cost when no model was called."""
+    return client.summary.as_metadata() if client is not None else {"llm_cost_usd": 0.0}
+
+
+def gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
+    """Images of the first questions with their ground-truth boxes drawn, tiled."""
+    tiles = []
+    for row in frame.iter_rows(named=True):
+        image = images.get(row["image_id"])
+        objects = (row.get("gt_scene") or {}).get("objects") or []
+        if image is None or not objects:
+            continue
+        tiles.append(draw_boxes(image, [obj["bbox_2d"] for obj in objects], [obj["id"] for obj in objects]))
+        if len(tiles) == PREVIEW_ITEMS:
+            break
+    return gallery(tiles) if tiles else None
+
+
+def _retention_by_category(before: pl.DataFrame, after: pl.DataFrame) -> dict[str, float]:
+    totals = Counter(before["category"].cast(pl.String).to_list()) if before.height else Counter()
+    kept = Counter(after["category"].cast(pl.String).to_list()) if after.height else Counter()
+    return {category: round(kept[category] / total, 4) for category, total in sorted(totals.items()) if total}
+
+
+def candidates_shard(
+    shard: str,
+    rows: pl.DataFrame,
+    config: QuestionGenerationSettings,
+    output_settings: Mapping[str, Any],
+    geometry: Mapping[str, ImageGeometry],
+    geometry_source: str,
+    source_file: str,
+    generator: LLMResource | None = None,
+    model: str | None = None,
+) -> list[PortableEvent]:
+    """One shard of ``stvqa_candidates``: its outputs and check, as :func:`portable_events`.
+
+    ``rows`` are the shard's ``scene_graphs`` rows; ``output_settings`` the run config that shapes the rows
+    (its data version); ``generator`` the LLM resource of a model backend (``model`` overriding its model).
+    """
+    with _llm_client(generator, model, config.calls_model) as client:
+        output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
+        usage = _usage(client)
+        usage.update(
+            llm_failure_check(client, config, f"stvqa_candidates shard {shard}", GENERATOR_RESOURCE_KEY)
+        )
+    images = {row["image_id"]: row["image"] for row in rows.select("image_id", "image").iter_rows(named=True)}
+    version = dg.DataVersion(
+        shard_fingerprint(rows, output_settings, STVQA_CODE_VERSION, output.prompt_version, geometry_source)
+    )
+    checked = finalize_table(
+        output.candidates,
+        stvqa_candidates.StvqaCandidates,
+        stvqa_candidates.CONTRACT_VERSION,
+        asset_key="stvqa_candidates",
+        quarantine=output.quarantine,
+        record_id_column="question_id",
+        preview_columns=["image_id", "category", "level", "rating", "question", "options", "answer"],
+        preview_image=lambda frame: gt_preview(frame, images),
+        extra_metadata={
+            "shard": shard,
+            "backend": config.backend,
+            "prompt_version": output.prompt_version,
+            "geometry": geometry_source,
+            "images": rows.height,
+            "counts_generated": json_metadata(output.generated_counts),
+            "counts_kept": json_metadata(
+                count_by(list(output.candidates.select("category", "level").iter_rows(named=True)))
+            ),
+            "stats": json_metadata(output.stats),
+            **usage,
+        },
+    )
+    logger.info(
+        "stvqa_candidates shard %s: %d images, %d questions, %d quarantined",
+        shard,
+        rows.height,
+        checked.frame.height,
+        len(output.quarantine),
+    )
+    quarantine, metadata = quarantine_output(output.quarantine)
+    return portable_events(
+        [
+            dg.Output(
+                checked.frame, output_name="stvqa_candidates", metadata=checked.metadata, data_version=version
+            ),
+            checked.check,
+            dg.Output(
+                quarantine, output_name="stvqa_candidates_quarantine", metadata=metadata, data_version=version
+            ),
+        ]
+    )
+
+
+def validated_shard(
+    shard: str,
+    stvqa_candidates: pl.DataFrame,
+    scene_rows: pl.DataFrame,
+    config: PassAt2Settings,
+    output_settings: Mapping[str, Any],
+    geometry: Mapping[str, ImageGeometry],
+    geometry_source: str,
+    judge: LLMResource | None = None,
+    model: str | None = None,
+) -> list[PortableEvent]:
+    """One shard of ``stvqa_validated``: its outputs and checks, as :func:`portable_events`.
+
+    ``scene_rows`` are the ``scene_graphs`` rows of the shard's candidates' images; ``judge`` the LLM
+    resource of a model backend (``model`` overriding its model).
+    """
+    with _llm_client(judge, model, config.calls_model) as client:
+        output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
+        usage = _usage(client)
+        usage.update(llm_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
+    images = {
+        row["image_id"]: row["image"] for row in scene_rows.select("image_id", "image").iter_rows(named=True)
+    }
+    version = dg.DataVersion(
+        shard_fingerprint(
+            scene_rows,
+            output_settings,
+            STVQA_CODE_VERSION,
+            ANSWER_PROMPT_VERSION,
+            stvqa_candidates.select("question_id", "answer", "options").sort("question_id").rows(),
+            geometry_source,
+        )
+    )
+    validated = finalize_table(
+        output.validated,
+        stvqa_validated.StvqaValidated,
+        stvqa_validated.CONTRACT_VERSION,
+        asset_key="stvqa_validated",
+        quarantine=output.quarantine,
+        record_id_column="question_id",
+        preview_columns=[
+            "image_id",
+            "category",
+            "level",
+            "question",
+            "answer",
+            "pass_at_2_correct",
+            "attempt_answers",
+        ],
+        preview_image=lambda frame: gt_preview(frame, images),
+        extra_metadata={
+            "shard": shard,
+            "backend": config.backend,
+            "geometry": geometry_source,
+            "pass_at_2_retention": output.stats["retention"],
+            "retention_by_category": json_metadata(
+                _retention_by_category(stvqa_candidates, output.validated)
+            ),
+            "counts_before": json_metadata(
+                count_by(list(stvqa_candidates.select("category", "level").iter_rows(named=True)))
+            ),
+            "counts_after": json_metadata(
+                count_by(list(output.validated.select("category", "level").iter_rows(named=True)))
+            ),
+            "stats": json_metadata(output.stats),
+            **usage,
+        },
+    )
+    attempts = finalize_table(
+        output.attempts,
+        stvqa_validated.StvqaPassAtTwoAttempts,
+        stvqa_validated.ATTEMPTS_CONTRACT_VERSION,
+        asset_key="stvqa_pass_at_2_attempts",
+        quarantine=output.quarantine,
+        preview_columns=["question_id", "attempt", "round", "gold", "answer", "correct", "status"],
+        extra_metadata={
+            "shard": shard,
+            "attempts_by_status": json_metadata(output.stats["attempts_by_status"]),
+        },
+    )
+    logger.info(
+        "stvqa_validated shard %s: %d of %d kept (retention %.1f%%), %d quarantined",
+        shard,
+        validated.frame.height,
+        stvqa_candidates.height,
+        100 * output.stats["retention"],
+        len(output.quarantine),
+    )
+    quarantine, metadata = quarantine_output(output.quarantine)
+    return portable_events(
+        [
+            dg.Output(
+                validated.frame,
+                output_name="stvqa_validated",
+                metadata=validated.metadata,
+                data_version=version,
+            ),
+            validated.check,
+            dg.Output(
+                attempts.frame,
+                output_name="stvqa_pass_at_2_attempts",
+                metadata=attempts.metadata,
+                data_version=version,
+            ),
+            attempts.check,
+            dg.Output(
+                quarantine, output_name="stvqa_validated_quarantine", metadata=metadata, data_version=version
+            ),
+        ]
+    )

@@ -1,0 +1,84 @@
+"""The worker pool of range runs (``assets.partition_ranges``) and the waves ``spatial-build`` runs.
+
+The pool's results are checked against the same functions called in this process; the pool is the
+process's own, so the tests configure two workers and leave the setting as they found it.
+"""
+
+import operator
+
+import dagster as dg
+import pytest
+
+from assets import partition_ranges
+from assets.partition_ranges import (
+    configure_workers,
+    partition_events,
+    partition_results,
+    restore_events,
+    worker_count,
+)
+from pipelines.cli import build_waves
+from pipelines.definitions import ALL_ASSETS
+
+
+@pytest.fixture
+def two_workers():
+    before = partition_ranges._workers
+    configure_workers(2)
+    yield
+    configure_workers(before)
+
+
+def _body(value: int, fail: bool = False):
+    """A one-partition body of plain arguments (module level, so that a worker can unpickle it)."""
+    if fail:
+        raise dg.Failure(description=f"value {value} is broken")
+    yield dg.Output(value * 2, output_name="doubled", metadata={"value": value})
+    yield dg.AssetCheckResult(asset_key="doubled", check_name="even", passed=value % 2 == 0)
+
+
+def test_worker_count_is_configurable(two_workers):
+    assert worker_count() == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        configure_workers(0)
+
+
+@pytest.mark.slow  # starts the pool's fork server (a few seconds on 2 busy cores)
+def test_pool_results_are_the_in_process_results_in_key_order(two_workers):
+    arguments = {key: (base, exponent) for key, base, exponent in [("a", 2, 10), ("b", 3, 4), ("c", 7, 0)]}
+    with partition_results(operator.pow, arguments) as result:
+        pooled = [result(key) for key in ("c", "a", "b")]
+    assert pooled == [1, 1024, 81]  # 7**0, 2**10, 3**4
+    with partition_results(operator.pow, arguments, parallel=False) as result:
+        assert [result(key) for key in ("c", "a", "b")] == pooled
+
+
+@pytest.mark.slow
+def test_pool_events_and_errors_come_back_as_in_process(two_workers):
+    arguments = {"x": (_body, 3), "y": (_body, 4)}
+    with partition_results(partition_events, arguments) as result:
+        events = {key: list(restore_events(result(key))) for key in ("x", "y")}
+    for key, value in (("x", 3), ("y", 4)):
+        output, check = events[key]
+        assert (output.value, output.output_name, output.metadata["value"].value) == (
+            2 * value,
+            "doubled",
+            value,
+        )
+        assert check.passed == (value % 2 == 0) and check.check_name == "even"
+    failing = {"x": (_body, 3), "y": (_body, 5, True)}
+    with partition_results(partition_events, failing) as result:
+        assert len(result("x")) == 2
+        with pytest.raises(dg.Failure, match="value 5 is broken"):
+            result("y")
+
+
+def test_waves_are_as_few_as_the_partitionings_allow():
+    waves = build_waves(ALL_ASSETS, dg.AssetSelection.all())
+    names = [sorted(node.node_def.name for node in wave) for wave in waves]
+    assert names[0] == ["sample_world_asset"]  # alone: the raw files are observed after it
+    partitionings = [repr(wave[0].partitions_def) for wave in waves if wave[0].partitions_def is not None]
+    assert len(partitionings) == len(set(partitionings)) == 3  # each partitioning in one wave
+    kinds = [wave[0].partitions_def is None for wave in waves[1:]]
+    assert not any(first and second for first, second in zip(kinds, kinds[1:], strict=False)), names
+    assert len(waves) == 6, names  # sample world, sources and their tables, 3 partitionings, the rest
