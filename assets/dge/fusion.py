@@ -579,6 +579,27 @@ def frame_clouds(
     return scene, _grid_points(record, depth, stride, config, False, True, labelled_only=True)
 
 
+DENSE_VOXEL_GRID_CELLS = 50_000_000
+"""Voxel grids up to this many cells are indexed by counting (linear time) instead of sorting the keys."""
+
+
+def voxel_indices(keys: np.ndarray) -> np.ndarray:
+    """Each point's voxel as an index into the occupied voxels in key order (x, then y, then z), from its
+    non-negative integer voxel keys ``(N, 3)``: counted on the dense grid when it is small enough, else sorted.
+
+    >>> voxel_indices(np.array([[2, 0, 0], [0, 1, 0], [2, 0, 0], [0, 0, 5]])).tolist()
+    [2, 1, 2, 0]
+    """
+    span = keys.max(axis=0) + 1
+    flat = (keys[:, 0] * span[1] + keys[:, 1]) * span[2] + keys[:, 2]
+    cells = int(np.prod(span))
+    if cells > DENSE_VOXEL_GRID_CELLS:
+        return np.unique(flat, return_inverse=True)[1].reshape(-1)
+    occupied = np.bincount(flat, minlength=cells) > 0
+    rank = np.cumsum(occupied) - 1
+    return rank[flat]
+
+
 def voxel_downsample(
     points: np.ndarray, voxel_size: float, normals: np.ndarray | None = None, colors: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -603,11 +624,7 @@ def voxel_downsample(
         )
     points = np.asarray(points, dtype=np.float64)
     lowest = points.min(axis=0) - voxel_size * 0.5
-    keys = np.floor((points - lowest) / voxel_size).astype(np.int64)
-    span = keys.max(axis=0) + 1
-    flat = (keys[:, 0] * span[1] + keys[:, 1]) * span[2] + keys[:, 2]
-    _, voxel_of_point = np.unique(flat, return_inverse=True)
-    voxel_of_point = voxel_of_point.reshape(-1)
+    voxel_of_point = voxel_indices(np.floor((points - lowest) / voxel_size).astype(np.int64))
     counts = np.bincount(voxel_of_point).astype(np.float64)
 
     def voxel_means(values: np.ndarray) -> np.ndarray:

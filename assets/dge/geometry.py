@@ -39,7 +39,14 @@ from assets.dge.floor import (
     gravity_transform,
     up_prior_from_poses,
 )
-from assets.dge.fusion import FrameRecord, FusedScene, FusionSettings, fuse_frames, voxel_downsample
+from assets.dge.fusion import (
+    FrameRecord,
+    FusedScene,
+    FusionSettings,
+    fuse_frames,
+    voxel_downsample,
+    voxel_indices,
+)
 from assets.dge.objects import (
     MeshSegmentationError,
     ObjectGeometry,
@@ -434,14 +441,10 @@ def voxel_groups(points: np.ndarray, voxel_size: float) -> tuple[np.ndarray, np.
 
     >>> group, centres = voxel_groups(np.array([[0.01, 0, 0], [0.03, 0, 0], [0.5, 0, 0]]), 0.1)
     >>> group.tolist(), centres[:, 0].round(3).tolist()
-    [0, 0, 1] [0.02, 0.5]
+    ([0, 0, 1], [0.02, 0.5])
     """
     keys = np.floor(points / voxel_size).astype(np.int64)
-    keys -= keys.min(axis=0)
-    span = keys.max(axis=0) + 1
-    flat = (keys[:, 0] * span[1] + keys[:, 1]) * span[2] + keys[:, 2]
-    _, group = np.unique(flat, return_inverse=True)
-    group = group.reshape(-1)
+    group = voxel_indices(keys - keys.min(axis=0))
     counts = np.bincount(group)
     centres = np.stack([np.bincount(group, weights=points[:, axis]) for axis in range(3)], axis=1)
     return group, centres / counts[:, None]
