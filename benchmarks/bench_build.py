@@ -1,19 +1,28 @@
-"""Time ``spatial-build`` on the default sample world, old mode and new mode side by side.
+"""Time ``spatial-build`` on the default sample world, old and new side by side in one run.
 
 Usage:
-    python benchmarks/bench_build.py            # the default world (12 scenes x 6 views)
-    python benchmarks/bench_build.py --tiny     # smoke run: 1 scene x 2 views, the sources only
+    python benchmarks/bench_build.py                      # the default world (12 scenes x 6 views)
+    python benchmarks/bench_build.py --baseline HEAD~3    # also the code of a git revision (the old code)
+    python benchmarks/bench_build.py --tiny               # smoke run: 1 scene x 2 views, the sources only
 
 Each case runs ``spatial-build`` as a user does (a subprocess with its own ``DAGSTER_HOME``, the
 shipped instance template ``pipelines/deploy/dagster.yaml``, and an empty storage root), one after
-the other in the same run of this script, so the machine's load affects both alike:
+the other in the same run of this script, so the machine's load affects all alike:
 
-- ``run per partition``: ``spatial-build --run-per-partition``, every partition its own run (the
-  old mode);
-- ``range runs``: ``spatial-build``, all partitions of a wave in one run (single-run backfills).
+- ``baseline`` (with ``--baseline REV``): the code of that git revision (``git archive`` into a
+  temporary folder, run with that folder first on ``PYTHONPATH``), range runs as it builds them;
+- ``per partition``: ``spatial-build --run-per-partition --workers 1``, every partition its own run;
+- ``one process``: ``spatial-build --workers 1``, all partitions of a wave in one range run, computed
+  one after another in the build's process;
+- ``range runs``: ``spatial-build``, range runs whose partitions are computed in a pool of worker
+  processes (one per core), as a user builds.
 
-Prints, per case, the wall time of the whole command, the graph time
-that ``spatial-build`` reports, the time of every wave, and the ratio of the two graph times.
+``--cases`` picks among the last three (default: ``per partition`` and ``range runs``).
+
+Prints, per case, the wall time of the whole command, the graph time that ``spatial-build`` reports
+(with and without the sample world), the time of every wave (a blank where a case builds that set
+of assets in another wave), the console lines, and the load average before and after, since a busy
+machine stretches every figure.
 """
 
 from __future__ import annotations
@@ -36,41 +45,49 @@ SUMMARY = re.compile(
 WAVE = re.compile(
     r"spatial_build: (?P<job>\w+) (?P<assets>[\w, ]+): (?P<outcome>.*) \((?:\d+ runs?, )?(?P<seconds>[0-9.]+) s\)$"
 )
-CASES = {"run per partition": ["--run-per-partition"], "range runs": []}
+CASES = {
+    "per partition": ["--run-per-partition", "--workers", "1"],
+    "one process": ["--workers", "1"],
+    "range runs": [],
+}
+DEFAULT_CASES = "per partition,range runs"
+BUILD = "import sys\nfrom pipelines.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+"""What runs ``spatial-build`` (the console script's body), so the same command runs a baseline's code."""
 
 
-def _build(name: str, flags: list[str], scenes: int, views: int, work: Path, select: str) -> dict:
+def _build(
+    name: str, flags: list[str], scenes: int, views: int, work: Path, select: str, code: Path | None
+) -> dict:
     home, storage = work / name / "dagster_home", work / name / "data"
     home.mkdir(parents=True)
     (home / "dagster.yaml").write_text(TEMPLATE.read_text())
-    command = [
-        str(Path(sys.executable).parent / "spatial-build"),
-        "--storage-root",
-        str(storage),
-        "--scenes",
-        str(scenes),
-        "--views",
-        str(views),
-        "--select",
-        select,
-        *flags,
-    ]
+    arguments = ["--storage-root", str(storage), "--scenes", str(scenes), "--views", str(views)]
+    command = [sys.executable, "-c", BUILD, *arguments, "--select", select, *flags]
     environment = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     environment.pop("SPATIAL_DATA_ROOT", None)
+    if code is not None:
+        environment["PYTHONPATH"] = os.pathsep.join([str(code), environment.get("PYTHONPATH", "")])
     started = time.perf_counter()
-    completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    completed = subprocess.run(
+        command,
+        env=environment,
+        cwd=code or REPOSITORY_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - started
     match = SUMMARY.search(completed.stdout)
     if completed.returncode != 0 or match is None:
         raise SystemExit(
             f"{name}: spatial-build failed ({completed.returncode}):\n{completed.stderr[-3000:]}"
         )
-    waves = []
+    waves = {}
     for line in completed.stderr.splitlines():
         wave = WAVE.search(line)
         if wave:
-            label = wave["assets"].replace("_asset", "")
-            waves.append((f"{wave['job']}: {label}", float(wave["seconds"])))
+            label = ", ".join(sorted(name.replace("_asset", "") for name in wave["assets"].split(", ")))
+            waves[f"{wave['job']}: {label}"] = float(wave["seconds"])
     return {
         "wall": wall,
         "graph": float(match["graph"]),
@@ -80,11 +97,29 @@ def _build(name: str, flags: list[str], scenes: int, views: int, work: Path, sel
     }
 
 
+def _baseline(revision: str, folder: Path) -> Path:
+    """The repository's files at ``revision``, unpacked into ``folder``."""
+    folder.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPOSITORY_ROOT), "archive", revision], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenes", type=int, default=None, help="Sample world scenes (default 12).")
     parser.add_argument("--views", type=int, default=None, help="Views per scene (default 6).")
     parser.add_argument("--select", default="*", help="Asset selection to build (default: everything).")
+    parser.add_argument(
+        "--baseline", default=None, help="A git revision whose code is timed too (the old code)."
+    )
+    parser.add_argument(
+        "--cases",
+        default=DEFAULT_CASES,
+        help=f"Comma-separated cases of this code to time, of {', '.join(CASES)} (default: {DEFAULT_CASES}).",
+    )
     parser.add_argument(
         "--tiny", action="store_true", help="1 scene x 2 views, only the sources (a smoke run)."
     )
@@ -92,23 +127,43 @@ def main(argv: list[str] | None = None) -> int:
     scenes = args.scenes or (1 if args.tiny else 12)
     views = args.views or (2 if args.tiny else 6)
     select = "*rgbd_frames" if args.tiny and args.select == "*" else args.select
+    cases = {name: (CASES[name], None) for name in args.cases.split(",")}
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        if args.baseline:
+            code = _baseline(args.baseline, work / "baseline_code")
+            cases = {f"baseline {args.baseline}": ([], code), **cases}
         results = {
-            name: _build(name.replace(" ", "_"), flags, scenes, views, Path(folder), select)
-            for name, flags in CASES.items()
+            name: _build(name.replace(" ", "_"), flags, scenes, views, work, select, code)
+            for name, (flags, code) in cases.items()
         }
-    old, new = results["run per partition"], results["range runs"]
-    sys.stdout.write(f"spatial-build, {scenes} scenes x {views} views, {os.cpu_count()} cores\n")
-    sys.stdout.write(f"{'':<58}{'per partition':>15}{'range runs':>12}\n")
-    rows = [("wall s (whole command)", old["wall"], new["wall"])]
-    rows.append(("graph s (spatial-build's figure)", old["graph"], new["graph"]))
-    rows.append(("graph s after the sample world", old["after"], new["after"]))
-    for (label, old_seconds), (_, new_seconds) in zip(old["waves"], new["waves"], strict=True):
-        rows.append((f"  {label}"[:58], old_seconds, new_seconds))
-    for label, old_value, new_value in rows:
-        sys.stdout.write(f"{label:<58}{old_value:>15.1f}{new_value:>12.1f}\n")
-    sys.stdout.write(f"{'console lines':<58}{old['console_lines']:>15d}{new['console_lines']:>12d}\n")
-    sys.stdout.write(f"graph time ratio per partition / range runs: {old['graph'] / new['graph']:.2f}\n")
+    load_after = os.getloadavg()[0]
+    names = list(results)
+    width = max(14, *(len(name) + 2 for name in names))
+    sys.stdout.write(
+        f"spatial-build, {scenes} scenes x {views} views, {os.cpu_count()} cores, "
+        f"load average {load_before:.1f} before, {load_after:.1f} after\n"
+    )
+    sys.stdout.write(f"{'':<58}" + "".join(f"{name:>{width}}" for name in names) + "\n")
+
+    def row(label: str, values: list[float | None]) -> None:
+        cells = "".join(f"{value:>{width}.1f}" if value is not None else f"{'':>{width}}" for value in values)
+        sys.stdout.write(f"{label[:58]:<58}{cells}\n")
+
+    row("wall s (whole command)", [results[name]["wall"] for name in names])
+    row("graph s (spatial-build's figure)", [results[name]["graph"] for name in names])
+    row("graph s after the sample world", [results[name]["after"] for name in names])
+    labels = list(dict.fromkeys(label for name in names for label in results[name]["waves"]))
+    for label in labels:
+        row(f"  {label}", [results[name]["waves"].get(label) for name in names])
+    lines = "".join(f"{results[name]['console_lines']:>{width}d}" for name in names)
+    sys.stdout.write(f"{'console lines':<58}{lines}\n")
+    first = names[0]
+    for name in names[1:]:
+        sys.stdout.write(
+            f"graph time ratio {first} / {name}: {results[first]['graph'] / results[name]['graph']:.2f}\n"
+        )
     return 0
 
 

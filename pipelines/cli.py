@@ -302,19 +302,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipelines.jobs import job_for
 
     storage_root = resolve_storage_root(args.storage_root).resolve()
+    selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()
+    waves = build_waves(ALL_ASSETS, selection)
     configure_workers(args.workers)
-    if not args.run_per_partition:
-        start_workers()  # the workers import their modules while the first waves run
+    starting_workers = None
+    if not args.run_per_partition and any(wave[0].partitions_def is not None for wave in waves):
+        starting_workers = start_workers()  # the workers import their modules while the first waves run
     defs = build_definitions(str(storage_root))
     instance = _instance()
-    selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()
     tags = {"spatial/launched_by": "spatial-build", "spatial/selection": args.select}
     started = time.perf_counter()
     ok = True
     observed = False
     sample_world_seconds = 0.0
     built_unpartitioned = partitions_ok = failed_partitions = 0
-    for wave in build_waves(ALL_ASSETS, selection):
+    for wave in waves:
         keys = [key for node in wave for key in node.keys]
         names = ", ".join(sorted({node.node_def.name for node in wave}))
         job_name = job_for(wave[0])
@@ -370,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({failed_partitions} failed) in {elapsed:.1f} s ({elapsed - sample_world_seconds:.1f} s after the "
         f"sample world). Dagster UI: ./dev.sh dagster\n"
     )
+    if starting_workers is not None:
+        starting_workers.join()  # a pool still starting when the build ends is shut down whole, at exit
     return 0 if ok and not failed_partitions else 1
 
 
