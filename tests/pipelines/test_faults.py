@@ -8,6 +8,12 @@
 - ``spatial-build`` killed (SIGKILL) at random points, 20 times and more, two builds at a time on one
   root: after every kill each Parquet file reads, and a rebuild gives files byte-equal to a clean
   build at the same path (tables hold absolute paths), with nothing left over.
+
+The concurrent sample world builds are ``python -m pipelines.cli`` processes. The builds of the kill
+test (a clean one, the killed ones, the rebuild) run the same ``main`` of ``pipelines.cli`` in
+processes forked from a server that has done the imports that start no thread (Dagster's, the
+slowest), so those are paid once instead of per build; each kill lands at a random moment of a
+build's work, as in a started ``spatial-build``.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from data_contracts.storage import STAGING_FOLDER, read_parquet_file, read_table
 from pipelines.io_manager import ParquetIOManager
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-SMALL_WORLD = ["--scenes", "2", "--views", "3"]
+SMALL_WORLD = {"scenes": 2, "views": 3}
+KILLED_BUILD_WORLD = {"scenes": 2, "views": 2}
+"""The world of the killed builds: smaller, so each build (and so each kill) costs less."""
 KILLED_BUILD_SELECTION = " or ".join(
     f"key:{key}"
     for key in (
@@ -74,28 +82,135 @@ def _environment(dagster_home: Path) -> dict[str, str]:
     return environment
 
 
+_FORK_SERVER = """
+import json, os, sys
+import dagster, dash  # the slowest imports of a build that start no thread (dash comes with open3d)
+
+# fork() copies only the calling thread: forking is safe only while this process has no other thread.
+single_threaded = len(os.listdir("/proc/self/task")) == 1
+sys.stdout.write(json.dumps({"single_threaded": single_threaded}) + "\\n")
+sys.stdout.flush()
+for line in sys.stdin if single_threaded else ():
+    request = json.loads(line)
+    if "wait" in request:
+        reply = {"returncode": os.waitstatus_to_exitcode(os.waitpid(request["wait"], 0)[1])}
+    else:
+        pid = os.fork()
+        if pid == 0:  # the build: its own output file, environment and exit status
+            log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.environ.clear()
+            os.environ.update(request["environment"])
+            from pipelines.cli import main
+
+            raise SystemExit(main(request["argv"]))
+        reply = {"pid": pid}
+    sys.stdout.write(json.dumps(reply) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+class ForkServer:
+    """A process that has done the imports of a build that start no thread, and forks builds on request.
+
+    Its children run ``main`` of ``pipelines.cli`` as ``python -m pipelines.cli`` does, without the
+    seconds a new interpreter pays for those imports. It reaps them when asked (until then an ended
+    child stays a zombie, so its process id is not reused). Where those imports start a thread (a
+    new version of a dependency), forking would be unsafe: ``usable`` is False and builds start as
+    new processes.
+    """
+
+    def __init__(self, dagster_home: Path, logs: Path) -> None:
+        self.environment = _environment(dagster_home)
+        self.logs = logs
+        logs.mkdir(exist_ok=True)
+        self.started = 0
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _FORK_SERVER],
+            cwd=REPOSITORY_ROOT,
+            env=self.environment,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.usable = json.loads(self.process.stdout.readline() or "{}").get("single_threaded", False)
+
+    def _ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"the fork server ended (status {self.process.poll()})"
+        return json.loads(line)
+
+    def start(self, argv: list[str], dagster_home: Path) -> ForkedBuildProcess:
+        self.started += 1
+        log = self.logs / f"build_{self.started}.log"
+        environment = {**self.environment, "DAGSTER_HOME": str(dagster_home)}
+        pid = self._ask({"argv": argv, "environment": environment, "log": str(log)})["pid"]
+        return ForkedBuildProcess(self, pid, log)
+
+    def reap(self, pid: int) -> int:
+        return self._ask({"wait": pid})["returncode"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+class ForkedBuildProcess:
+    """A build forked by :class:`ForkServer`, with the part of ``subprocess.Popen`` the tests use."""
+
+    def __init__(self, server: ForkServer, pid: int, log: Path) -> None:
+        self.server, self.pid, self.log = server, pid, log
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            if stat[stat.rindex(")") + 2] == "Z":  # ended, not yet reaped
+                self.returncode = self.server.reap(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float = 600) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"build {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, signal_number: int) -> None:
+        os.kill(self.pid, signal_number)
+
+
 class Build:
-    """``spatial-build`` in a subprocess (output drained on a thread).
+    """``spatial-build`` in a subprocess (output drained on a thread), or forked by a :class:`ForkServer`.
 
     It counts as *working* from the first moment it holds a file of its Dagster instance or its
     storage root open: its imports are done and the build has begun (a Linux ``/proc`` look-up).
     """
 
-    def __init__(self, root: Path, dagster_home: Path, select: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        dagster_home: Path,
+        select: str,
+        server: ForkServer | None = None,
+        world: dict[str, int] = SMALL_WORLD,
+    ) -> None:
         self.watched = (str(root), str(dagster_home))
         self.working_since: float | None = None
         self.lines: list[str] = []
+        argv = ["--storage-root", str(root), "--select", select]
+        argv += ["--scenes", str(world["scenes"]), "--views", str(world["views"])]
+        self.reader: threading.Thread | None = None
+        if server is not None and server.usable:
+            self.process = server.start(argv, dagster_home)
+            return
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pipelines.cli",
-                "--storage-root",
-                str(root),
-                "--select",
-                select,
-                *SMALL_WORLD,
-            ],
+            [sys.executable, "-m", "pipelines.cli", *argv],
             cwd=REPOSITORY_ROOT,
             env=_environment(dagster_home),
             stdout=subprocess.PIPE,
@@ -117,6 +232,12 @@ class Build:
                 self.working_since = time.monotonic()
         return None if self.working_since is None else time.monotonic() - self.working_since
 
+    def _ended(self) -> None:
+        if self.reader is not None:
+            self.reader.join(timeout=10)
+        else:
+            self.lines = self.process.log.read_text(errors="replace").splitlines(keepends=True)
+
     def wait(self, timeout: float = 600) -> int:
         """Wait for the end (noting when the build began working); the exit status."""
         deadline = time.monotonic() + timeout
@@ -124,7 +245,7 @@ class Build:
             self.working_for()
             time.sleep(0.01)
         status = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
-        self.reader.join(timeout=10)
+        self._ended()
         return status
 
     def kill(self) -> bool:
@@ -133,7 +254,7 @@ class Build:
         if running:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait()
-        self.reader.join(timeout=10)
+        self._ended()
         return running and self.process.returncode == -signal.SIGKILL
 
     @property
@@ -199,13 +320,13 @@ def _assert_parquet_files_read(root: Path) -> int:
     return len(files)
 
 
-def _built_world_config(root: Path) -> SampleWorldConfig:
-    """The world ``spatial-build --scenes 2 --views 3`` builds (the asset's defaults otherwise)."""
+def _built_world_config(root: Path, world: dict[str, int] = SMALL_WORLD) -> SampleWorldConfig:
+    """The world ``spatial-build --scenes S --views V`` builds (the asset's defaults otherwise)."""
     return SampleWorldConfig(
         root=root / "sample_world",
         seed=0,
-        num_scenes=2,
-        views_per_scene=3,
+        num_scenes=world["scenes"],
+        views_per_scene=world["views"],
         width=320,
         height=240,
         show_progress=False,
@@ -326,40 +447,48 @@ def test_a_step_publishes_its_outputs_together(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 2 minutes on two idle cores; allow for a machine shared with other work
 def test_builds_killed_at_random_points_lose_nothing(tmp_path):
-    """Builds run two at a time on one root and are killed at random points, until 20 kills."""
+    """Builds run two at a time on one root and are killed at random points, until 20 kills.
+
+    Every build here (the clean one, the killed ones, the rebuild) is forked from one server that has
+    done part of the imports (see :class:`ForkServer`), and works on a smaller world, so a kill costs less.
+    """
     seed = int(time.time())
     rng = random.Random(seed)
     home = _dagster_home(tmp_path)
     root = tmp_path / "data"
-    clean = Build(root, home, KILLED_BUILD_SELECTION)
-    assert clean.wait() == 0, clean.output
-    seconds = clean.working_for()  # how long a whole build works, once its imports are done
-    expected = _snapshot(root)
-    assert any(name.endswith("_quarantine.parquet") for name in expected) and seconds is not None
-    os.rename(root, tmp_path / "clean")
+    server = ForkServer(home, tmp_path / "build_logs")
+    try:
+        clean = Build(root, home, KILLED_BUILD_SELECTION, server, KILLED_BUILD_WORLD)
+        assert clean.wait() == 0, clean.output
+        seconds = clean.working_for()  # how long a whole build works
+        expected = _snapshot(root)
+        assert any(name.endswith("_quarantine.parquet") for name in expected) and seconds is not None
+        os.rename(root, tmp_path / "clean")
 
-    kills = builds = files_checked = 0
-    for round_number in range(MIN_KILLS):
-        if kills >= MIN_KILLS:
-            break
-        if round_number % 3 == 1:  # now and then the world is gone, so kills land in its generation too
-            shutil.rmtree(root / "sample_world", ignore_errors=True)
-        pair = [Build(root, home, KILLED_BUILD_SELECTION) for _ in range(2)]
-        builds += len(pair)
-        killed, seconds = _kill_at_random_moments(pair, rng, seconds)
-        kills += killed
-        if root.exists():
-            files_checked += _assert_parquet_files_read(root)
-    assert kills >= MIN_KILLS, f"only {kills} kills in {builds} builds (seed {seed})"
+        kills = builds = files_checked = 0
+        for round_number in range(MIN_KILLS):
+            if kills >= MIN_KILLS:
+                break
+            if round_number % 3 == 1:  # now and then the world is gone, so kills land in its generation too
+                shutil.rmtree(root / "sample_world", ignore_errors=True)
+            pair = [Build(root, home, KILLED_BUILD_SELECTION, server, KILLED_BUILD_WORLD) for _ in range(2)]
+            builds += len(pair)
+            killed, seconds = _kill_at_random_moments(pair, rng, seconds)
+            kills += killed
+            if root.exists():
+                files_checked += _assert_parquet_files_read(root)
+        assert kills >= MIN_KILLS, f"only {kills} kills in {builds} builds (seed {seed})"
 
-    rebuild = Build(root, home, KILLED_BUILD_SELECTION)
-    assert rebuild.wait() == 0, rebuild.output
+        rebuild = Build(root, home, KILLED_BUILD_SELECTION, server, KILLED_BUILD_WORLD)
+        assert rebuild.wait() == 0, rebuild.output
+    finally:
+        server.close()
     _assert_parquet_files_read(root)
     actual = _snapshot(root)
     assert sorted(actual) == sorted(expected), f"seed {seed}"  # no leftovers, nothing missing
     different = [name for name in expected if actual[name] != expected[name]]
     assert different == [], f"seed {seed}: {different}"
-    config = _built_world_config(root)
+    config = _built_world_config(root, KILLED_BUILD_WORLD)
     assert verify_world(config.root, stamp_config(config)) is not None
     sys.stderr.write(
         f"{kills} kills in {builds} builds (seed {seed}), {files_checked} Parquet files read after kills, "
