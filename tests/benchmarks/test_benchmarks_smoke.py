@@ -91,10 +91,10 @@ CASES = {
         None,
     ),
     "bench_ray": (
-        [],
+        # One cluster size: each size starts its own Ray cluster, and the loop over sizes is the same code.
+        ["--workers", "2", "--images", "4", "--scenes", "1"],
         [
             rf"^local +{NUMBER} +{NUMBER}$",
-            rf"^ray, 1 worker +{NUMBER} +{NUMBER}$",
             rf"^ray, 2 workers +{NUMBER} +{NUMBER}$",
             rf"^OmniSpatial projection \(.+-based\): 6900 images x {NUMBER} s/image .+ = {NUMBER} h$",
         ],
