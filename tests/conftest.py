@@ -1,4 +1,4 @@
-"""Shared test set-up: offline hubs, a small sample world, a temporary storage root."""
+"""Shared test set-up: offline hubs, a small sample world, a tiny Grounding DINO, a temporary storage root."""
 
 import os
 
@@ -22,6 +22,15 @@ def small_world(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("world") / "sample_world"
     generate_sample_world(SampleWorldConfig(root=root, show_progress=False, **SMALL_WORLD))
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_grounding_dino(tmp_path_factory) -> Path:
+    """A Grounding DINO with random weights, tokenizer and image processor saved to a folder, built once per
+    test session (the grounding and the Ray tests use it). Do not modify it."""
+    from assets.grounding.detector import build_tiny_grounding_dino
+
+    return build_tiny_grounding_dino(tmp_path_factory.mktemp("models") / "tiny-grounding-dino", seed=0)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Fixtures of the grounding tests: the LLM loopback servers, a tiny Grounding DINO, questions, resources."""
+"""Fixtures of the grounding tests: the LLM loopback servers, questions, resources (the tiny Grounding DINO is
+in ``tests/conftest.py``, shared with the Ray tests)."""
 
 from __future__ import annotations
 
@@ -30,14 +31,6 @@ def single_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="session")
-def tiny_grounding_dino(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Grounding DINO with random weights, tokenizer and image processor saved to a folder, built once."""
-    from assets.grounding.detector import build_tiny_grounding_dino
-
-    return build_tiny_grounding_dino(tmp_path_factory.mktemp("models") / "tiny-grounding-dino", seed=0)
 
 
 @pytest.fixture(scope="session")

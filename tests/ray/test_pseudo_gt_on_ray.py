@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from assets.compute import ComputeSettings
-from assets.grounding.detector import DetectorSettings, GroundingDinoDetector, build_tiny_grounding_dino
+from assets.grounding.detector import DetectorSettings, GroundingDinoDetector
 from assets.grounding.detector_pool import DetectionActor, detect_on_ray, detect_row, plan_forward_batches
 from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
 from readers.mcq import read_omnispatial
@@ -36,8 +36,9 @@ PHRASE_CHOICES = [
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    return build_tiny_grounding_dino(tmp_path_factory.mktemp("models") / "tiny-grounding-dino", seed=0)
+def tiny_model(tiny_grounding_dino) -> Path:
+    """The session's tiny Grounding DINO (``tests/conftest.py``), the one the grounding tests use."""
+    return tiny_grounding_dino
 
 
 @pytest.fixture(scope="module")
