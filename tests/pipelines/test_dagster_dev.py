@@ -83,7 +83,7 @@ def _wait_for_run(port: int, run_id: str, timeout: float) -> str:
         status = data["data"]["runOrError"]["status"]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             return status
-        time.sleep(2)
+        time.sleep(0.5)
     return status
 
 
@@ -113,7 +113,7 @@ def test_dagster_dev_serves_the_graph(tmp_path):
                     break
             except (urllib.error.URLError, ConnectionError, KeyError, TypeError, json.JSONDecodeError):
                 pass
-            time.sleep(1)
+            time.sleep(0.5)
         assert {"sample_world", "mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"} <= set(keys)
         run_id = _launch(port, "sources_job", SMALL_WORLD_RUN_CONFIG)
         status = _wait_for_run(port, run_id, timeout=240)
