@@ -10,7 +10,8 @@ shipped instance template ``pipelines/deploy/dagster.yaml``, and an empty storag
 the other in the same run of this script, so the machine's load affects all alike:
 
 - ``baseline`` (with ``--baseline REV``): the code of that git revision (``git archive`` into a
-  temporary folder, run with that folder first on ``PYTHONPATH``), range runs as it builds them;
+  temporary folder, or a folder given instead of a revision, run with that folder first on
+  ``PYTHONPATH``), range runs as it builds them;
 - ``per partition``: ``spatial-build --run-per-partition --workers 1``, every partition its own run;
 - ``one process``: ``spatial-build --workers 1``, all partitions of a wave in one range run, computed
   one after another in the build's process;
@@ -113,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--views", type=int, default=None, help="Views per scene (default 6).")
     parser.add_argument("--select", default="*", help="Asset selection to build (default: everything).")
     parser.add_argument(
-        "--baseline", default=None, help="A git revision whose code is timed too (the old code)."
+        "--baseline",
+        default=None,
+        help="The old code, timed too: a git revision of this repository, or a folder holding a copy of it.",
     )
     parser.add_argument(
         "--cases",
@@ -132,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         if args.baseline:
-            code = _baseline(args.baseline, work / "baseline_code")
-            cases = {f"baseline {args.baseline}": ([], code), **cases}
+            given = Path(args.baseline)
+            code = given.resolve() if given.is_dir() else _baseline(args.baseline, work / "baseline_code")
+            cases = {f"baseline {given.name if given.is_dir() else args.baseline}": ([], code), **cases}
         results = {
             name: _build(name.replace(" ", "_"), flags, scenes, views, work, select, code)
             for name, (flags, code) in cases.items()
