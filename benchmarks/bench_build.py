@@ -12,11 +12,11 @@ the other in the same run of this script, so the machine's load affects all alik
 - ``baseline`` (with ``--baseline REV``): the code of that git revision (``git archive`` into a
   temporary folder, or a folder given instead of a revision, run with that folder first on
   ``PYTHONPATH``), range runs as it builds them;
-- ``per partition``: ``spatial-build --run-per-partition --workers 1``, every partition its own run;
-- ``one process``: ``spatial-build --workers 1``, all partitions of a wave in one range run, computed
-  one after another in the build's process;
-- ``range runs``: ``spatial-build``, range runs whose partitions are computed in a pool of worker
-  processes (one per core), as a user builds.
+- ``per partition``: ``spatial-build --run-per-partition``, every partition its own run;
+- ``range runs``: ``spatial-build`` as a user runs it, all partitions of a wave in one range run,
+  computed one after another in the build's process;
+- ``worker pool``: ``spatial-build --workers 2``, range runs whose partitions are computed in a pool
+  of two worker processes.
 
 ``--cases`` picks among the last three (default: ``per partition`` and ``range runs``).
 
@@ -47,9 +47,9 @@ WAVE = re.compile(
     r"spatial_build: (?P<job>\w+) (?P<assets>[\w, ]+): (?P<outcome>.*) \((?:\d+ runs?, )?(?P<seconds>[0-9.]+) s\)$"
 )
 CASES = {
-    "per partition": ["--run-per-partition", "--workers", "1"],
-    "one process": ["--workers", "1"],
+    "per partition": ["--run-per-partition"],
     "range runs": [],
+    "worker pool": ["--workers", "2"],
 }
 DEFAULT_CASES = "per partition,range runs"
 BUILD = "import sys\nfrom pipelines.cli import main\nsys.exit(main(sys.argv[1:]))\n"
