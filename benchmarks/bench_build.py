@@ -13,10 +13,10 @@ the other in the same run of this script, so the machine's load affects all alik
   temporary folder, or a folder given instead of a revision, run with that folder first on
   ``PYTHONPATH``), range runs as it builds them;
 - ``per partition``: ``spatial-build --run-per-partition``, every partition its own run;
-- ``range runs``: ``spatial-build`` as a user runs it, all partitions of a wave in one range run,
+- ``one process``: ``spatial-build --workers 1``, all partitions of a wave in one range run,
   computed one after another in the build's process;
-- ``worker pool``: ``spatial-build --workers 2``, range runs whose partitions are computed in a pool
-  of two worker processes.
+- ``range runs``: ``spatial-build`` as a user runs it, range runs whose partitions are computed in a
+  pool of worker processes (one per core).
 
 ``--cases`` picks among the last three (default: ``per partition`` and ``range runs``).
 
@@ -48,8 +48,8 @@ WAVE = re.compile(
 )
 CASES = {
     "per partition": ["--run-per-partition"],
+    "one process": ["--workers", "1"],
     "range runs": [],
-    "worker pool": ["--workers", "2"],
 }
 DEFAULT_CASES = "per partition,range runs"
 BUILD = "import sys\nfrom pipelines.cli import main\nsys.exit(main(sys.argv[1:]))\n"

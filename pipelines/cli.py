@@ -6,9 +6,9 @@ then every unpartitioned asset whose inputs are built, in one ``datasets_job`` r
 partitioned family (per-scan DGE geometry, Grounding DINO shards, STVQA shards) in ``dge_job``,
 ``grounding_shards_job`` or ``stvqa_shards_job``, all partitions of a wave in one run (a partition
 range, as a single-run backfill launches it; see :mod:`assets.partition_ranges`); then the
-unpartitioned assets built on them, in one more run. With ``--workers N`` the partitions of a range
-run are computed in a pool of N worker processes, started in the background when the build starts
-(by default they run one after another in the build's process). When a range run fails, the wave's partitions are built again one run each, so a failing
+unpartitioned assets built on them, in one more run. The partitions of a range run are computed in a
+pool of worker processes, one per core (``--workers N``; 1: one after another in the build's
+process), started in the background when the build starts. When a range run fails, the wave's partitions are built again one run each, so a failing
 partition does not stop the others, and the failures are reported per partition. ``--run-per-partition`` builds every partition in its own run from the start (slower:
 each run costs about a second of instance bookkeeping; ``benchmarks/bench_build.py`` compares the
 two). Before the sources are read, new scan folders are added as ``scenes`` partitions and the raw
@@ -74,8 +74,8 @@ def make_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=None,
-        help="Worker processes for the partitions of a range run (default 1: every partition in the build's own "
-        "process; on 2 cores a pool did not pay, see benchmarks/bench_build.py).",
+        help="Worker processes for the partitions of a range run (default: one per core, at most 8; 1: none, "
+        "every partition in the build's own process).",
     )
     parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
     parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")

@@ -40,7 +40,7 @@ def _body(value: int, fail: bool = False):
 def test_worker_count_is_configurable(two_workers):
     assert worker_count() == 2
     configure_workers(None)
-    assert worker_count() == 1  # the default: no pool, every partition in the run's own process
+    assert worker_count() == min(partition_ranges.usable_cpus(), partition_ranges.MAX_WORKERS)  # the default
     with pytest.raises(ValueError, match="at least 1"):
         configure_workers(0)
 
