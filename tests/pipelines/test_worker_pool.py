@@ -5,6 +5,7 @@ process's own, so the tests configure two workers and leave the setting as they 
 """
 
 import operator
+import os
 
 import dagster as dg
 import pytest
@@ -51,6 +52,8 @@ def test_pool_results_are_the_in_process_results_in_key_order(two_workers):
     with partition_results(operator.pow, arguments) as result:
         pooled = [result(key) for key in ("c", "a", "b")]
     assert pooled == [1, 1024, 81]  # 7**0, 2**10, 3**4
+    with partition_results(os.getpid, {"a": (), "b": ()}) as result:
+        assert os.getpid() not in {result("a"), result("b")}  # computed in the pool's worker processes
     with partition_results(operator.pow, arguments, parallel=False) as result:
         assert [result(key) for key in ("c", "a", "b")] == pooled
 
