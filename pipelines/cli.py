@@ -8,10 +8,11 @@ partitioned family (per-scan DGE geometry, Grounding DINO shards, STVQA shards) 
 range, as a single-run backfill launches it; see :mod:`assets.partition_ranges`); then the
 unpartitioned assets built on them, in one more run. The partitions of a range run are computed in a
 pool of worker processes, one per core (``--workers N``; 1: one after another in the build's
-process), started in the background when the build starts. When a range run fails, the wave's partitions are built again one run each, so a failing
-partition does not stop the others, and the failures are reported per partition. ``--run-per-partition`` builds every partition in its own run from the start (slower:
-each run costs about a second of instance bookkeeping; ``benchmarks/bench_build.py`` compares the
-two). Before the sources are read, new scan folders are added as ``scenes`` partitions and the raw
+process), started in the background when the build starts. When a range run fails, the wave's
+partitions are built again one run each, so a failing partition does not stop the others, and the
+failures are reported per partition. ``--run-per-partition`` builds every partition in its own run
+from the start (slower: each run costs about a second of instance bookkeeping;
+``benchmarks/bench_build.py`` compares the two). Before the sources are read, new scan folders are added as ``scenes`` partitions and the raw
 folders are observed (``observe_raw_files_job``), so the automation sensor knows what the build read.
 Every run is tagged ``spatial/launched_by`` and ``spatial/selection``.
 
