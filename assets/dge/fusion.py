@@ -606,7 +606,7 @@ def voxel_downsample(
     """Voxel-downsample: the mean of the points, normals and colours of each occupied voxel, in voxel order.
 
     The voxels are open3d's (``voxel_down_sample``: a grid whose corner lies half a voxel below the
-    points' minimum), averaged with numpy (one sort of the voxel keys, sums by ``bincount``), which
+    points' minimum), averaged with numpy (:func:`voxel_indices`, sums by ``bincount``), which
     costs a fraction of open3d's hash map on a million points. Unknown (NaN) normals are averaged as
     zeros; the averaged normals are renormalised, and voxels with no known normal get NaN.
 

@@ -326,3 +326,43 @@ class TestFusion:
         order = np.argsort(down[:, 0])
         np.testing.assert_allclose(down[order][0], [0.005, 0.005, 0.005])
         np.testing.assert_allclose(down_normals[order][0], [0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["dense grid", "sorted keys"])
+def test_voxel_downsample_matches_open3d(monkeypatch, counted):
+    """The numpy voxel grid gives open3d's ``voxel_down_sample``: the same voxels, the same means of points,
+    normals and colours (compared as sets of rows; both the counting and the sorting index are checked)."""
+    import open3d as o3d
+
+    from assets.dge import fusion
+
+    if not counted:
+        monkeypatch.setattr(fusion, "DENSE_VOXEL_GRID_CELLS", 0)
+    rng = np.random.default_rng(11)
+    points = rng.uniform([-1.0, 0.5, 2.0], [1.5, 1.0, 3.0], size=(20_000, 3))
+    normals = rng.normal(size=(20_000, 3))
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+    colors = rng.integers(0, 256, size=(20_000, 3), dtype=np.uint8)
+    down, down_normals, down_colors = voxel_downsample(points, 0.05, normals, colors)
+
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+    cloud.normals = o3d.utility.Vector3dVector(normals)
+    cloud.colors = o3d.utility.Vector3dVector(colors / 255.0)
+    expected = cloud.voxel_down_sample(0.05)
+    expected_normals = np.asarray(expected.normals)
+    expected_normals /= np.linalg.norm(expected_normals, axis=1, keepdims=True)
+    expected_colors = np.round(np.asarray(expected.colors) * 255.0)
+
+    def by_point(rows: np.ndarray, table: np.ndarray) -> np.ndarray:
+        return table[np.lexsort(np.round(rows, 9).T[::-1])]
+
+    assert len(down) == len(expected.points)
+    np.testing.assert_allclose(
+        by_point(down, down), by_point(np.asarray(expected.points), np.asarray(expected.points)), atol=1e-9
+    )
+    np.testing.assert_allclose(
+        by_point(down, down_normals), by_point(np.asarray(expected.points), expected_normals), atol=1e-9
+    )
+    np.testing.assert_array_equal(
+        by_point(down, down_colors), by_point(np.asarray(expected.points), expected_colors)
+    )
