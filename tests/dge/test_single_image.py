@@ -112,6 +112,7 @@ def test_relative_inverse_depth_keeps_the_order():
 
 @pytest.mark.slow
 def test_tiny_local_depth_model_gives_ordinal_tasks_only(tmp_path):
+    import torch
     from transformers import DPTConfig, DPTForDepthEstimation
     from transformers.models.dpt.image_processing_pil_dpt import DPTImageProcessorPil
 
@@ -128,6 +129,9 @@ def test_tiny_local_depth_model_gives_ordinal_tasks_only(tmp_path):
         head_in_index=-1,
         is_hybrid=False,
     )
+    torch.manual_seed(
+        0
+    )  # random weights: a fixed draw, so the depth map (and the tasks it allows) is reproducible
     DPTForDepthEstimation(config).save_pretrained(tmp_path)
     DPTImageProcessorPil(size={"height": 64, "width": 64}, keep_aspect_ratio=False).save_pretrained(tmp_path)
     settings = SingleImageSettings(
