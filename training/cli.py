@@ -139,6 +139,7 @@ def run_grpo(script_args, training_args, model_args):
         max_samples=script_args.max_train_samples,
         include_task_types=script_args.include_task_types,
         task_type_column=script_args.task_type_column,
+        allow_mixed_origins=script_args.allow_mixed_origins,
     )
     quarantine_path = write_quarantine(data.quarantine, training_args.output_dir, script_args.dataset_table)
     if quarantine_path is not None:

@@ -34,6 +34,8 @@ class SpatialGRPOArguments:
         dataset_split (`str`, *optional*, defaults to `"train"`): rows whose `split` is this (`None`: all).
         max_train_samples (`int`, *optional*): use only the first N usable rows.
         include_task_types (`list[str]`, *optional*): train only on these task types (`task_type_column`).
+        allow_mixed_origins (`bool`, *optional*, defaults to `False`): train on a table whose `origin`
+            column mixes the built-in sample world with real data (refused by default).
         model_family (`str`, *optional*): box convention family; read from the model config when omitted.
         reward_funcs (`list[str]`, *optional*, defaults to `["spatialcore_reward"]`): registry names or
             dotted paths.
@@ -58,6 +60,9 @@ class SpatialGRPOArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N rows."})
     include_task_types: list[str] | None = field(
         default=None, metadata={"help": "Train only on these task types."}
+    )
+    allow_mixed_origins: bool = field(
+        default=False, metadata={"help": "Accept a table mixing sample-world and real rows (origin column)."}
     )
     model_family: str | None = field(default=None, metadata={"help": "Box convention family (auto)."})
     reward_funcs: list[str] = field(

@@ -12,6 +12,10 @@ the options, no gold value) are quarantined with a reason, never crash the run; 
 Clear errors: a missing table names the path and the tables that do exist; a missing column names
 the table, the columns the format needs and the columns present.
 
+Origins: a table with an `origin` column (every SpatialCORE table, `stvqa` and `dge_tasks`) never
+mixes the built-in sample world with real data silently: such a table is refused unless
+`allow_mixed_origins` is set, and a table made only of sample-world rows is logged as synthetic.
+
 >>> FORMAT_OF_TABLE["stvqa"]
 'spatialthinker'
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ from datasets import Dataset
 from datasets.table import InMemoryTable
 
 from data_contracts.images import IMAGE_DTYPE, sniff_format, to_huggingface_arrow
+from data_contracts.origin import SAMPLE_WORLD
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.storage import table_files
 from training.prompts import build_messages
@@ -65,6 +70,10 @@ class MissingColumnError(ValueError):
     """A training table without a column the recipe needs."""
 
 
+class MixedOriginError(ValueError):
+    """A training table whose rows come from both the built-in sample world and a real data set."""
+
+
 @dataclass
 class TrainingData:
     """A loaded training table.
@@ -73,11 +82,44 @@ class TrainingData:
         dataset: the rows to train on, with a `prompt` column.
         quarantine: rejected rows (`data_contracts.quarantine` columns).
         source_files: the Parquet files read.
+        origins: rows per `origin` ('sample_world' or 'real') of the rows kept; empty when the table has
+            no `origin` column.
     """
 
     dataset: Dataset
     quarantine: pl.DataFrame
     source_files: list[Path]
+    origins: dict[str, int] = field(default_factory=dict)
+
+
+def check_origins(table: str, frame: pl.DataFrame, allow_mixed: bool = False) -> dict[str, int]:
+    """Rows per `origin` of a training table; raises `MixedOriginError` when it mixes the sample world with
+    real data (unless `allow_mixed`), and logs a warning when every row is synthetic.
+
+    >>> check_origins("t", pl.DataFrame({"origin": ["real", "real"]}))
+    {'real': 2}
+    >>> check_origins("t", pl.DataFrame({"a": [1]}))
+    {}
+    """
+    if "origin" not in frame.columns:
+        return {}
+    counts = {
+        str(origin): int(count) for origin, count in frame["origin"].value_counts(sort=True).iter_rows()
+    }
+    if len(counts) > 1 and not allow_mixed:
+        raise MixedOriginError(
+            f"table {table!r} mixes rows of different origins ({', '.join(f'{n} {o}' for o, n in counts.items())}): "
+            "the built-in sample world stands in for a source only when no real one is configured, so rebuild "
+            "the table from real sources only, or set allow_mixed_origins: true to train on both"
+        )
+    if set(counts) == {SAMPLE_WORLD}:
+        logger.warning(
+            "every row of %s comes from the built-in synthetic sample world (%d rows): fine for a smoke run, "
+            "not for a real one (configure real sources in the pipeline and rebuild)",
+            table,
+            counts[SAMPLE_WORLD],
+        )
+    return counts
 
 
 def check_columns(table: str, present: list[str], required: tuple[str, ...] | list[str]) -> None:
@@ -170,6 +212,7 @@ def load_training_data(
     max_samples: int | None = None,
     include_task_types: list[str] | None = None,
     task_type_column: str = "task_type",
+    allow_mixed_origins: bool = False,
 ) -> TrainingData:
     """Load a training table as a `datasets.Dataset` with a `prompt` column.
 
@@ -184,12 +227,14 @@ def load_training_data(
         include_task_types (`list[str]`, *optional*): keep only rows of these task types (e.g. the
             paper's ablations train on OmniSpatial's `Spatial_Interaction` rows).
         task_type_column (`str`, *optional*, defaults to `"task_type"`): column of the task type.
+        allow_mixed_origins (`bool`, *optional*, defaults to `False`): accept a table whose `origin`
+            column mixes sample-world and real rows (see `check_origins`).
 
     Returns:
         [`TrainingData`]
 
     Raises:
-        `MissingTableError`, `MissingColumnError`, `ValueError` (no usable row).
+        `MissingTableError`, `MissingColumnError`, `MixedOriginError`, `ValueError` (no usable row).
     """
     if prompt_format not in REQUIRED_COLUMNS:
         raise ValueError(
@@ -244,11 +289,14 @@ def load_training_data(
             f"table {table!r} has no usable rows (split={split!r}); {len(quarantine)} quarantined"
         )
     good = frame[keep].drop(SOURCE_FILE_COLUMN)
+    origins = check_origins(table, good, allow_mixed_origins)
     table_arrow = to_huggingface_arrow(good)
     table_arrow = table_arrow.append_column("prompt", pa.array(prompts))
     dataset = Dataset(InMemoryTable(table_arrow))
     logger.info("loaded %d rows of %s from %s", len(dataset), table, ", ".join(map(str, files)))
-    return TrainingData(dataset=dataset, quarantine=quarantine.to_frame(), source_files=files)
+    return TrainingData(
+        dataset=dataset, quarantine=quarantine.to_frame(), source_files=files, origins=origins
+    )
 
 
 def _rows_for_checks(frame: pl.DataFrame, image_columns: list[str]):

@@ -215,6 +215,8 @@ class SpatialSFTArguments:
             column; a `spatialcore_train`-like table without it gets template targets.
         dataset_split (`str`, *optional*, defaults to `"train"`): rows whose `split` equals this.
         max_train_samples (`int`, *optional*, defaults to `1000`): rows used (the paper's 1,000).
+        allow_mixed_origins (`bool`, *optional*, defaults to `False`): train on a table whose `origin`
+            column mixes the built-in sample world with real data (refused by default).
         model_family (`str`, *optional*): coordinate convention; read from the model config when omitted.
         max_length_policy (`str`, *optional*, defaults to `"fit"`): `fit` sets `max_length` to the longest
             prompt + image + completion sequence of the set, so no target is cut; `error` stops when the
@@ -227,6 +229,9 @@ class SpatialSFTArguments:
     )
     dataset_split: str | None = field(default="train", metadata={"help": "Split to train on."})
     max_train_samples: int | None = field(default=SFT_COLD_START_SAMPLES, metadata={"help": "Rows used."})
+    allow_mixed_origins: bool = field(
+        default=False, metadata={"help": "Accept a table mixing sample-world and real rows (origin column)."}
+    )
     model_family: str | None = field(default=None, metadata={"help": "Box convention family (auto)."})
     max_length_policy: str = field(
         default="fit",
@@ -366,7 +371,14 @@ def fit_max_length(lengths: SequenceLengths, max_length: int | None, policy: str
     return max_length
 
 
-def sft_dataset(data_root: str | Path, table: str, family: str, split: str | None, max_samples: int | None):
+def sft_dataset(
+    data_root: str | Path,
+    table: str,
+    family: str,
+    split: str | None,
+    max_samples: int | None,
+    allow_mixed_origins: bool = False,
+):
     """The SFT dataset: `prompt` (SpatialCORE prompt), `completion` (assistant message), `image`.
 
     Returns the dataset, the quarantined rows and each row's image size `(width, height)` (from the
@@ -374,7 +386,15 @@ def sft_dataset(data_root: str | Path, table: str, family: str, split: str | Non
     """
     from training.data import load_training_data
 
-    data = load_training_data(data_root, table, "spatialcore", family, split=split, max_samples=max_samples)
+    data = load_training_data(
+        data_root,
+        table,
+        "spatialcore",
+        family,
+        split=split,
+        max_samples=max_samples,
+        allow_mixed_origins=allow_mixed_origins,
+    )
     dataset = data.dataset
     image_sizes = [
         [(int(width), int(height))]
@@ -413,7 +433,12 @@ def build_sft_trainer(script_args: SpatialSFTArguments, training_args, model_arg
     family = script_args.model_family or detect_family(model_args.model_name_or_path)
     data_root = script_args.data_root or default_storage_root()
     dataset, quarantine, image_sizes = sft_dataset(
-        data_root, script_args.dataset_table, family, script_args.dataset_split, script_args.max_train_samples
+        data_root,
+        script_args.dataset_table,
+        family,
+        script_args.dataset_split,
+        script_args.max_train_samples,
+        script_args.allow_mixed_origins,
     )
     write_quarantine(quarantine, training_args.output_dir, script_args.dataset_table)
     processor = load_processor(model_args.model_name_or_path, family)

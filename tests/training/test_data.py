@@ -11,7 +11,7 @@ from data_contracts.dge_tasks import DgeTasks
 from data_contracts.spatialcore_train import SpatialcoreTrain
 from data_contracts.storage import MissingTableError, table_files
 from data_contracts.stvqa import Stvqa
-from training.data import MissingColumnError, load_training_data, write_quarantine
+from training.data import MissingColumnError, MixedOriginError, load_training_data, write_quarantine
 from training.testing import tiny_training_frames
 
 
@@ -87,6 +87,36 @@ def test_partitioned_table(tmp_path):
     frame[2:].write_parquet(tmp_path / "spatialcore_train" / "b.parquet")
     assert len(table_files(tmp_path, "spatialcore_train")) == 2
     assert len(load_training_data(tmp_path, "spatialcore_train", "spatialcore", "qwen3_vl").dataset) == 4
+
+
+def test_a_table_mixing_sample_world_and_real_rows_is_refused_unless_allowed(tmp_path, caplog):
+    frame = tiny_training_frames(rows=4)["spatialcore_train"]
+    frame.write_parquet(tmp_path / "spatialcore_train.parquet")
+    with caplog.at_level("WARNING", logger="training.data"):
+        data = load_training_data(tmp_path, "spatialcore_train", "spatialcore", "qwen3_vl")
+    assert data.origins == {"sample_world": 4}
+    assert "synthetic sample world (4 rows)" in caplog.text
+
+    mixed = frame.with_columns(
+        pl.when(pl.col("question_id").is_in(["q0", "q1"]))
+        .then(pl.lit("real"))
+        .otherwise(pl.col("origin"))
+        .alias("origin")
+    )
+    mixed.write_parquet(tmp_path / "spatialcore_train.parquet")
+    with pytest.raises(MixedOriginError, match=r"2 real, 2 sample_world|2 sample_world, 2 real"):
+        load_training_data(tmp_path, "spatialcore_train", "spatialcore", "qwen3_vl")
+    allowed = load_training_data(
+        tmp_path, "spatialcore_train", "spatialcore", "qwen3_vl", allow_mixed_origins=True
+    )
+    assert allowed.origins == {"real": 2, "sample_world": 2}
+    # Rows filtered out (another split) do not count: the real rows alone train without a flag.
+    only_real = mixed.with_columns(
+        pl.when(pl.col("origin") == "real").then(pl.lit("train")).otherwise(pl.lit("test")).alias("split")
+    )
+    only_real.write_parquet(tmp_path / "spatialcore_train.parquet")
+    real = load_training_data(tmp_path, "spatialcore_train", "spatialcore", "qwen3_vl")
+    assert real.origins == {"real": 2}
 
 
 def test_missing_table_names_what_exists(tiny_tables):
