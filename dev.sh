@@ -74,6 +74,10 @@ case "$command" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     exec "$VENV/bin/python" -m pytest "$@" ;;
-  dagster) install; exec "$VENV/bin/dagster" dev -h 127.0.0.1 -p "${PORT:-3000}" "$@" ;;
+  # `dagster dev`, not `dg dev`: dagster-dg-cli pins an older Dagster than this project's, so its
+  # notice that `dagster dev` is superseded is not shown.
+  dagster) install
+    PYTHONWARNINGS="ignore:Function \`dev_command\` is superseded" \
+      exec "$VENV/bin/dagster" dev -h 127.0.0.1 -p "${PORT:-3000}" "$@" ;;
   *) echo "usage: ./dev.sh build|test|dagster|install [args]" >&2; exit 2 ;;
 esac
