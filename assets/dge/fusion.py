@@ -255,7 +255,8 @@ def read_depth_m(path: str | Path, depth_scale: float) -> np.ndarray:
         raise FrameError(f"unreadable depth image: {error}", str(path)) from error
     if raw.ndim != 2:
         raise FrameError(f"depth image has shape {raw.shape}, expected one channel", str(path))
-    return (raw.astype(np.float32) / np.float32(depth_scale)).astype(np.float32)
+    # One pass: each stored value is converted to float32 and divided in float32.
+    return np.divide(raw, np.float32(depth_scale), dtype=np.float32)
 
 
 def depth_problem(depth_m: np.ndarray, min_valid_fraction: float = 0.01) -> str:
@@ -284,21 +285,30 @@ def depth_problem(depth_m: np.ndarray, min_valid_fraction: float = 0.01) -> str:
     return ""
 
 
-def read_instance_ids(path: str | Path, erode_boundaries: bool = True) -> np.ndarray:
-    """Read a ScanNet instance image as object ids (``value - 1``; -1 where no object).
-
-    With ``erode_boundaries`` the pixels whose 4-neighbourhood holds another id become -1.
-    """
+def read_instance_labels(path: str | Path) -> np.ndarray:
+    """Read a ScanNet instance image as stored: ``objectId + 1`` per pixel, 0 where no object (integers, first
+    channel of a colour image); raises :class:`FrameError` when the file is unreadable."""
     try:
         with Image.open(path) as image:
-            raw = np.asarray(image).astype(np.int32)
+            raw = np.asarray(image)
     except FileNotFoundError as error:
         raise FrameError(f"missing instance mask: {error}", str(path)) from error
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
         raise FrameError(f"unreadable instance mask: {error}", str(path)) from error
     if raw.ndim == 3:
         raw = raw[..., 0]
-    ids = raw - 1
+    if not np.issubdtype(raw.dtype, np.integer):
+        raw = raw.astype(np.int32)
+    return raw
+
+
+def read_instance_ids(path: str | Path, erode_boundaries: bool = True) -> np.ndarray:
+    """Read a ScanNet instance image as object ids (``value - 1``; -1 where no object).
+
+    With ``erode_boundaries`` the pixels whose 4-neighbourhood holds another id become -1.
+    """
+    ids = read_instance_labels(path).astype(np.int32)
+    ids -= 1
     if erode_boundaries:
         boundary = np.zeros(ids.shape, dtype=bool)
         boundary[1:, :] |= ids[1:, :] != ids[:-1, :]
@@ -494,13 +504,21 @@ def _grid_points(
                 )
             colors = color_image[pixel_rows, pixel_cols]
         if with_instances:
-            ids = read_instance_ids(record.instance_path, config.erode_instance_boundaries)
+            if config.erode_instance_boundaries:
+                ids = read_instance_ids(record.instance_path, erode_boundaries=True)
+            else:
+                ids = read_instance_labels(
+                    record.instance_path
+                )  # objectId + 1: shifted below, at the points only
             if ids.shape != (height, width):
                 raise FrameError(
                     f"instance mask is {ids.shape[1]}x{ids.shape[0]}, the colour image is {width}x{height}",
                     record.instance_path,
                 )
-            object_ids = np.where(inside, ids[pixel_rows, pixel_cols], NO_OBJECT).astype(np.int32)
+            point_ids = ids[pixel_rows, pixel_cols].astype(np.int32)
+            if not config.erode_instance_boundaries:
+                point_ids -= 1
+            object_ids = np.where(inside, point_ids, NO_OBJECT).astype(np.int32)
             bled = bled_labels(object_ids, points_camera[:, 2], rows, cols, stride, config)
             object_ids[bled] = NO_OBJECT
             grid_ids = np.full(depth[::stride, ::stride].shape, NO_OBJECT, dtype=np.int32)
@@ -747,28 +765,35 @@ def mask_votes(
     offsets = [(dr, dc) for dr in range(-radius, radius + 1) for dc in range(-radius, radius + 1) if dr or dc]
     for view in views:
         height, width = view.depth.shape
-        camera = points @ view.world_to_camera[:3, :3].T + view.world_to_camera[:3, 3]
-        z = camera[:, 2]
-        in_front = z > 1e-6
-        with np.errstate(divide="ignore", invalid="ignore"):
-            u = (view.intrinsics[0, 0] * camera[:, 0] / z + view.intrinsics[0, 2]) / view.stride
-            v = (view.intrinsics[1, 1] * camera[:, 1] / z + view.intrinsics[1, 2]) / view.stride
-        col = np.round(np.where(in_front, u, -1.0)).astype(np.int64)
-        row = np.round(np.where(in_front, v, -1.0)).astype(np.int64)
-        inside = np.flatnonzero(in_front & (col >= 0) & (col < width) & (row >= 0) & (row < height))
-        col, row, z_in, own_id = col[inside], row[inside], z[inside], object_ids[inside]
-        observed = view.depth[row, col]
+        # Element-wise (no BLAS threads); only the points in front of the camera are projected.
+        camera = transform_points(view.world_to_camera, points)
+        in_front = np.flatnonzero(camera[:, 2] > 1e-6)
+        z = camera[in_front, 2]
+        u = (view.intrinsics[0, 0] * camera[in_front, 0] / z + view.intrinsics[0, 2]) / view.stride
+        v = (view.intrinsics[1, 1] * camera[in_front, 1] / z + view.intrinsics[1, 2]) / view.stride
+        col = np.round(u).astype(np.int64)
+        row = np.round(v).astype(np.int64)
+        on_grid = (col >= 0) & (col < width) & (row >= 0) & (row < height)
+        inside = in_front[on_grid]
+        cell = row[on_grid] * width + col[on_grid]
+        z_in, own_id = z[on_grid], object_ids[inside]
+        depth_cells, id_cells = view.depth.ravel(), view.object_ids.ravel()
+        observed = depth_cells[cell]
         valid = observed > 0
         tolerance = config.mask_vote_tolerance_m + config.mask_vote_tolerance_relative * z_in
-        sees_own = valid & (view.object_ids[row, col] == own_id) & (np.abs(observed - z_in) <= tolerance)
+        sees_own = valid & (id_cells[cell] == own_id) & (np.abs(observed - z_in) <= tolerance)
         undecided = np.flatnonzero(valid & ~sees_own & (observed >= z_in - tolerance))
         near_own = np.zeros(len(undecided), dtype=bool)
-        for d_row, d_col in offsets:
-            r = np.clip(row[undecided] + d_row, 0, height - 1)
-            c = np.clip(col[undecided] + d_col, 0, width - 1)
-            near_own |= (view.object_ids[r, c] == own_id[undecided]) & (
-                np.abs(view.depth[r, c] - z_in[undecided]) <= tolerance[undecided]
-            )
+        if len(undecided):
+            row_u, col_u = row[on_grid][undecided], col[on_grid][undecided]
+            z_u, id_u, tolerance_u = z_in[undecided], own_id[undecided], tolerance[undecided]
+            for d_row, d_col in offsets:
+                neighbour = np.clip(row_u + d_row, 0, height - 1) * width + np.clip(
+                    col_u + d_col, 0, width - 1
+                )
+                near_own |= (id_cells[neighbour] == id_u) & (
+                    np.abs(depth_cells[neighbour] - z_u) <= tolerance_u
+                )
         sees_own[undecided[near_own]] = True
         support[inside[sees_own]] += 1
         against[inside[undecided[~near_own]]] += 1

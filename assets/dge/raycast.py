@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import open3d as o3d
 
-from assets.dge.camera import transform_points
+from assets.dge.camera import rotate_vectors, transform_points
 from assets.dge.objects import read_mesh_segmentation
 
 logger = logging.getLogger(__name__)
@@ -146,9 +146,10 @@ def cast_frame(
     something the sensor saw nearer (by more than the tolerance): the object there is occluded by
     something the mesh lacks.
     """
-    directions = grid.directions @ camera_pose[:3, :3].T
-    origins = np.broadcast_to(camera_pose[:3, 3], directions.shape)
-    rays = o3d.core.Tensor(np.ascontiguousarray(np.hstack([origins, directions]), dtype=np.float32))
+    rays = np.empty((len(grid.directions), 6), dtype=np.float32)
+    rays[:, :3] = camera_pose[:3, 3]
+    rays[:, 3:] = rotate_vectors(camera_pose, grid.directions)
+    rays = o3d.core.Tensor(rays)
     hits = mesh.scene.list_intersections(rays)
     ray_ids = hits["ray_ids"].numpy().astype(np.int64)
     t_hit = hits["t_hit"].numpy().astype(np.float64)

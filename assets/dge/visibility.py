@@ -45,7 +45,7 @@ from scipy.spatial import cKDTree
 from tqdm.auto import tqdm
 
 from assets.dge.camera import invert_rigid, project_points, rotate_vectors, transform_points
-from assets.dge.fusion import FrameError, FrameRecord, depth_problem, read_depth_m, read_instance_ids
+from assets.dge.fusion import FrameError, FrameRecord, depth_problem, read_depth_m, read_instance_labels
 from assets.dge.geometry import ScanGeometry, camera_poses_in_gravity, frame_records
 from assets.dge.objects import MeshSegmentationError, ObjectGeometry
 from assets.dge.raycast import ObjectRays, SceneMesh, cast_frame, ray_grid
@@ -465,7 +465,17 @@ def mask_boxes(object_ids: np.ndarray) -> dict[int, list[float]]:
     >>> mask_boxes(ids)
     {7: [2.0, 1.0, 5.0, 3.0]}
     """
-    labels = np.where(object_ids >= 0, object_ids + 1, 0).astype(np.int64)
+    return label_boxes(np.where(object_ids >= 0, object_ids + 1, 0).astype(np.int64))
+
+
+def label_boxes(labels: np.ndarray) -> dict[int, list[float]]:
+    """Pixel-edge boxes ``[x1, y1, x2, y2]`` by object id of an instance image as stored (``objectId + 1``, 0 where
+    no object; non-negative integers), in one pass.
+
+    >>> labels = np.zeros((4, 5), np.uint8); labels[1:3, 2:5] = 8
+    >>> label_boxes(labels)
+    {7: [2.0, 1.0, 5.0, 3.0]}
+    """
     boxes = {}
     for index, found in enumerate(ndimage.find_objects(labels)):
         if found is not None:
@@ -498,14 +508,14 @@ def frame_visibility(
         )
     instance_boxes = None
     if config.boxes_from_instance_masks and record.instance_path is not None:
-        instance_ids = read_instance_ids(record.instance_path, erode_boundaries=False)
-        if instance_ids.shape != (record.color_size[1], record.color_size[0]):
+        instance_labels = read_instance_labels(record.instance_path)
+        if instance_labels.shape != (record.color_size[1], record.color_size[0]):
             raise FrameError(
-                f"instance mask is {instance_ids.shape[1]}x{instance_ids.shape[0]}, the colour image is "
+                f"instance mask is {instance_labels.shape[1]}x{instance_labels.shape[0]}, the colour image is "
                 f"{record.color_size[0]}x{record.color_size[1]}",
                 record.instance_path,
             )
-        instance_boxes = mask_boxes(instance_ids)
+        instance_boxes = label_boxes(instance_labels)
     results = []
     if mesh is not None:
         width, height = record.color_size
