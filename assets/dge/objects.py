@@ -139,6 +139,27 @@ class ObjectSettings(pydantic.BaseModel):
         description="Noisy objects: faces that would shorten an axis of the box by more than this share are inner "
         "parts (a monitor's screen above a deeper stand): the axis keeps its trimmed extremes.",
     )
+    curved_end_band_m: float = Field(
+        default=0.03,
+        description="Noisy objects: an end of the box without a face (a lamp's round shade, a chair's seat edge) runs "
+        "through the object's outward-facing points within this distance inside its trimmed side (see "
+        "outward_surface_edge); it never moves farther in.",
+    )
+    curved_end_min_alignment: float = Field(
+        default=0.9,
+        description="Noisy objects: a point faces out of an end without a face when its normal's component along the "
+        "axis, pointing out, is at least this (within 26 degrees of the axis).",
+    )
+    curved_end_min_points: int = Field(
+        default=20,
+        description="Noisy objects: an end without a face moves only when at least this many outward-facing points lie "
+        "within curved_end_band_m of it (a side seen by few frames keeps its trimmed extreme).",
+    )
+    curved_end_quantile: float = Field(
+        default=0.9,
+        description="Noisy objects: the side of an end without a face runs through this quantile of its outward-facing "
+        "points along the axis (registration error between frames blurs a curved surface by about a centimetre).",
+    )
     boundary_quantile: float = Field(
         default=0.05,
         description="Noisy objects: an end of the box without a face is blurred by its distance to this quantile "
@@ -462,6 +483,30 @@ def face_cover(
     return len(np.unique(row * cells + column)) / cells**2
 
 
+def outward_surface_edge(
+    coordinates: np.ndarray, outward: np.ndarray, end: float, band_m: float, min_points: int, quantile: float
+) -> float | None:
+    """Where the surface that faces out of an axis' high end lies: the ``quantile`` of the coordinates of the
+    ``outward``-facing points within ``band_m`` below ``end``, or None when fewer than ``min_points`` are there.
+
+    The silhouette of a round object seen by one or two frames leaves points outside it (flying
+    pixels between it and the background, mask labels on background depth); their normals are
+    missing (a depth jump) or do not face along the axis, while the object's own surface there does.
+
+    >>> angles = np.linspace(0, 2 * np.pi, 720, endpoint=False)
+    >>> ring = np.column_stack([0.17 * np.cos(angles), 0.17 * np.sin(angles)])
+    >>> tail = np.column_stack([np.linspace(0.18, 0.22, 20), np.zeros(20)])
+    >>> points = np.vstack([ring, tail])
+    >>> facing = np.concatenate([np.cos(angles) >= 0.9, np.zeros(20, dtype=bool)])
+    >>> round(outward_surface_edge(points[:, 0], facing, 0.19, 0.03, 20, 0.9), 3)
+    0.17
+    """
+    near = outward & (coordinates >= end - band_m)
+    if np.count_nonzero(near) < min_points:
+        return None
+    return float(np.quantile(coordinates[near], quantile))
+
+
 def face_refined_box(
     points: np.ndarray,
     normals: np.ndarray,
@@ -479,13 +524,17 @@ def face_refined_box(
     keep their side: a face lies within ``face_max_inset_m`` of the side, few points lie beyond it
     (``face_max_beyond_share`` of its own; a monitor's screen is not the back of its stand),
     ``face_min_aligned_share`` of its normals point along the axis (a ball has no face) and its
-    points fill ``face_min_cover`` of the side (:func:`face_cover`).
+    points fill ``face_min_cover`` of the side (:func:`face_cover`). An end without a face (a round
+    shade, a seat's edge) moves in to the surface that faces out of it (:func:`outward_surface_edge`,
+    at most ``curved_end_band_m``): the points a silhouette leaves outside a curved object (a lamp's
+    shade seen by one or two frames) do not face along the axis.
 
     Returns ``(centre, extents, yaw, boundary blur)``. The blur is how far an end without a face is
     from the bulk of the points: the distance from the side to the ``boundary_quantile`` of the
     points along the axis, summed over the axis' two ends (0 for a face), the larger of the two
-    axes. Depth noise and mixed pixels on a curved or thin object's silhouette spread its ends,
-    which the blur measures, so it enters the object's size uncertainty.
+    axes, measured from the trimmed sides (before an unfaced end moves to its outward surface). Depth
+    noise and mixed pixels on a curved or thin object's silhouette spread its ends, which the blur
+    measures, so it enters the object's size uncertainty.
 
     >>> rng = np.random.default_rng(0)
     >>> face = np.column_stack([rng.normal(1.0, 0.015, 2000), rng.uniform(-0.5, 0.5, 2000), rng.uniform(0, 1, 2000)])
@@ -536,6 +585,20 @@ def face_refined_box(
             0.0 if faced[axis, 1] else high[axis] - inner[1]
         )
         blur = max(blur, float(ends))
+        for end, bounds in ((0, low), (1, high)):
+            if faced[axis, end]:
+                continue
+            side = 2 * end - 1  # -1: the low end, +1: the high end
+            edge = outward_surface_edge(
+                side * local[:, axis],
+                side * local_normals[:, axis] >= config.curved_end_min_alignment,
+                side * bounds[axis],
+                config.curved_end_band_m,
+                config.curved_end_min_points,
+                config.curved_end_quantile,
+            )
+            if edge is not None and edge < side * bounds[axis]:
+                bounds[axis] = side * edge
     new_extents = np.array([high[0] - low[0], high[1] - low[1], extents[2]])
     shift = rotation.T @ ((low + high) / 2.0)
     new_center = np.array([center[0] + shift[0], center[1] + shift[1], center[2]])

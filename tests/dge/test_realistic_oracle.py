@@ -48,10 +48,6 @@ def realistic_run(request, realistic_world):
 
 THIN_CATEGORIES = ("lamp", "chair", "shelf")
 """Objects with thin parts: a 3 cm lamp pole under its shade, chair legs under the seat, a shelf's boards."""
-MASK_FOOTPRINT_TOLERANCE = {"lamp": 0.08, "chair": 0.06, "shelf": THIN_TOLERANCE}
-"""From instance masks a lamp's shade measures 6-7% too wide and a chair's seat 5.0% too narrow (see
-assets/dge/README.md); their footprints are held to these looser bounds (size answers stay guarded by the size
-uncertainty, see test_sizes_agree_with_the_oracle)."""
 
 
 def _true_extents(item: dict) -> np.ndarray:
@@ -61,8 +57,9 @@ def _true_extents(item: dict) -> np.ndarray:
 
 
 def test_thin_objects_measure_within_5_percent(realistic_run):
-    """Lamps, chairs (legs) and shelves against the generator's boxes: every extent within 5% from both sources, but
-    the footprints of lamps (8%) and chairs (6%) from the masks."""
+    """Lamps, chairs (legs) and shelves against the generator's boxes: every extent within 5% from both sources (from
+    the instance masks a round shade's silhouette leaves stray points outside it, which the box's unfaced ends
+    leave out, see assets.dge.objects.outward_surface_edge)."""
     source, scenes, truth = realistic_run
     errors = {}
     for scene_id, (geometry, _, _) in scenes.items():
@@ -80,11 +77,7 @@ def test_thin_objects_measure_within_5_percent(realistic_run):
     )
     assert {name.split()[-1] for _, name in errors} == set(THIN_CATEGORIES)
     for (scene_id, name), error in errors.items():
-        footprint = THIN_TOLERANCE
-        if source == "instance_masks":
-            footprint = MASK_FOOTPRINT_TOLERANCE[name.split()[-1]]
-        assert abs(error[2]) <= THIN_TOLERANCE, (source, scene_id, name, error)
-        assert np.all(np.abs(error[:2]) <= footprint), (source, scene_id, name, error)
+        assert np.all(np.abs(error) <= THIN_TOLERANCE), (source, scene_id, name, error)
 
 
 def test_the_floor_and_the_walls_appear_in_frame_visibility(realistic_run):
