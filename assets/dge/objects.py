@@ -32,10 +32,16 @@ from pathlib import Path
 import numpy as np
 import open3d as o3d
 import pydantic
+import scipy.sparse
 from pydantic import ConfigDict, Field
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 logger = logging.getLogger(__name__)
+
+OBJECT_QUERY_WORKERS = 1
+"""Threads of the KD-tree queries on one object's points. An object holds at most some 50,000 points, where
+scipy's thread pool costs more CPU time than it saves (every thread's time counts on shared cores); scenes run
+in parallel processes instead."""
 
 
 class ObjectSettings(pydantic.BaseModel):
@@ -226,13 +232,13 @@ def min_area_rectangle(points_xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
     >>> c.round(6).tolist(), e.round(6).tolist(), round(math.degrees(yaw), 3)
     ([0.75, 1.25], [2.828427, 0.707107], 45.0)
     """
-    unique = np.unique(np.round(points_xy, 9), axis=0)
-    if len(unique) < 3:
-        return _degenerate_rectangle(unique)
+    rounded = np.round(np.asarray(points_xy, dtype=np.float64), 9)
     try:
-        hull = unique[ConvexHull(unique).vertices]
+        hull = rounded[ConvexHull(rounded).vertices] if len(rounded) >= 3 else None
     except QhullError:
-        return _degenerate_rectangle(unique)
+        hull = None
+    if hull is None:  # fewer than 3 points, or all on one line
+        return _degenerate_rectangle(np.unique(rounded, axis=0))
     edges = np.diff(np.vstack([hull, hull[:1]]), axis=0)
     angles = np.unique(np.mod(np.arctan2(edges[:, 1], edges[:, 0]), math.pi / 2))
     best = None
@@ -330,22 +336,31 @@ def yaw_oriented_box(
     return centre, np.array([extents_xy[0], extents_xy[1], z_high - z_low]), yaw
 
 
-def statistical_inliers(points: np.ndarray, neighbors: int, std_ratio: float) -> np.ndarray:
+def statistical_inliers(
+    points: np.ndarray, neighbors: int, std_ratio: float, workers: int = -1
+) -> np.ndarray:
     """Indices of the points whose mean distance to their ``neighbors`` nearest points (the point itself included)
     is below the mean of those distances plus ``std_ratio`` standard deviations: open3d's
-    ``remove_statistical_outlier``, with scipy's KD-tree on every core.
+    ``remove_statistical_outlier``, with scipy's KD-tree (``workers`` threads; -1: every core).
 
     >>> grid = np.stack(np.meshgrid(np.arange(10.0), np.arange(10.0), [0.0]), axis=-1).reshape(-1, 3)
     >>> kept = statistical_inliers(np.vstack([grid, [[50.0, 50.0, 0.0]]]), 4, 2.0)
     >>> len(kept), int(kept.max())
     (100, 99)
     """
+    return _statistical_test(points, neighbors, std_ratio, workers)[0]
+
+
+def _statistical_test(
+    points: np.ndarray, neighbors: int, std_ratio: float, workers: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`statistical_inliers` and every point's ``neighbors`` nearest points (None when it has too few)."""
     if len(points) <= neighbors:
-        return np.arange(len(points))
-    distances, _ = cKDTree(points).query(points, k=neighbors, workers=-1)
+        return np.arange(len(points)), None
+    distances, index = cKDTree(points).query(points, k=neighbors, workers=workers)
     mean_distance = distances.mean(axis=1)
     threshold = mean_distance.mean() + std_ratio * mean_distance.std(ddof=1)
-    return np.flatnonzero(mean_distance < threshold)
+    return np.flatnonzero(mean_distance < threshold), index
 
 
 def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJECT_SETTINGS) -> np.ndarray:
@@ -364,17 +379,31 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
     >>> len(kept) > 250, bool(kept.max() < 300)
     (True, True)
     """
+    return _clean_points(points, config)[0]
+
+
+def _clean_points(points: np.ndarray, config: ObjectSettings) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`clean_point_indices` and every point's ``object_outlier_neighbors`` nearest points among all of them
+    (None when the outlier test did not run)."""
     everything = np.arange(len(points))
     if len(points) < max(config.object_outlier_neighbors, config.dbscan_min_points) + 1:
-        return everything
-    kept = statistical_inliers(
-        np.asarray(points, dtype=np.float64), config.object_outlier_neighbors, config.object_outlier_std_ratio
+        return everything, None
+    kept, neighbours = _statistical_test(
+        np.asarray(points, dtype=np.float64),
+        config.object_outlier_neighbors,
+        config.object_outlier_std_ratio,
+        OBJECT_QUERY_WORKERS,
     )
     if len(kept) < config.dbscan_min_points:
-        return kept
+        return kept, neighbours
     voxel = config.dbscan_eps_m / 2.0
     keys = np.floor(points[kept] / voxel).astype(np.int64)
-    _, voxel_of_point = np.unique(keys, axis=0, return_inverse=True)
+    keys -= keys.min(axis=0)
+    # One integer per voxel, in the order of its (x, y, z) keys: the same voxels, in the same order, as np.unique
+    # of the key rows, for a fraction of the cost.
+    _, voxel_of_point = np.unique(
+        np.ravel_multi_index(keys.T, tuple(keys.max(axis=0) + 1)), return_inverse=True
+    )
     voxel_of_point = voxel_of_point.reshape(-1)
     counts = np.bincount(voxel_of_point)
     centres = np.stack([np.bincount(voxel_of_point, weights=points[kept, axis]) for axis in range(3)], axis=1)
@@ -383,21 +412,60 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
     labels = np.asarray(cloud.cluster_dbscan(eps=config.dbscan_eps_m, min_points=config.dbscan_min_points))
     clustered = labels >= 0
     if not clustered.any():
-        return kept[:0]
+        return kept[:0], neighbours
     sizes = np.bincount(labels[clustered], weights=counts[clustered])
     substantial = np.flatnonzero(sizes >= config.min_cluster_share * sizes.sum())
-    return kept[np.isin(labels[voxel_of_point], substantial)]
+    return kept[np.isin(labels[voxel_of_point], substantial)], neighbours
+
+
+def neighbours_among_kept(
+    kept: np.ndarray,
+    neighbours: np.ndarray | None,
+    kept_points: np.ndarray,
+    k: int,
+    tree: cKDTree | None = None,
+) -> np.ndarray:
+    """Each kept point's ``k`` nearest kept points (itself first), as positions in ``kept``: ``(len(kept), k)``.
+
+    ``neighbours`` are every point's nearest points among all of them (``(N, >= k)``, nearest first) or None;
+    where a kept point's ``k`` nearest were all kept they are its nearest kept points too, so only the others
+    are queried again (on ``tree``, the KD-tree of ``kept_points``, built when not given).
+
+    >>> points = np.array([[0.0, 0, 0], [1, 0, 0], [3, 0, 0], [3.5, 0, 0]])
+    >>> neighbours = cKDTree(points).query(points, k=2)[1]
+    >>> neighbours_among_kept(np.array([0, 1, 3]), neighbours, points[[0, 1, 3]], 2).tolist()
+    [[0, 1], [1, 0], [2, 1]]
+    """
+    k = min(k, len(kept))
+    if neighbours is None or neighbours.shape[1] < k:
+        incomplete = np.arange(len(kept))
+        rows = np.zeros((len(kept), k), dtype=np.int64)
+    else:
+        position = np.full(len(neighbours), -1, dtype=np.int64)
+        position[kept] = np.arange(len(kept))
+        rows = position[neighbours[kept, :k]]
+        incomplete = np.flatnonzero((rows < 0).any(axis=1))
+    if len(incomplete):
+        tree = cKDTree(kept_points) if tree is None else tree
+        _, rows[incomplete] = tree.query(kept_points[incomplete], k=k, workers=OBJECT_QUERY_WORKERS)
+    return rows.reshape(len(kept), k)
 
 
 def surface_spread(
-    points: np.ndarray, neighbors: int, min_planarity: float = 3.0, max_queries: int = 2000, seed: int = 0
+    points: np.ndarray,
+    neighbors: int,
+    min_planarity: float = 3.0,
+    max_queries: int = 2000,
+    seed: int = 0,
+    tree: cKDTree | None = None,
 ) -> float:
     """Spread of points about the planes fitted to their ``neighbors`` nearest points: the noise of a scanned surface.
 
     The median standard deviation across their planes of the planar neighbourhoods (second
     covariance eigenvalue at least ``min_planarity`` times the smallest; a small curved object
     narrower than a neighbourhood is no plane), corrected for the three fitted degrees of freedom.
-    At most ``max_queries`` points (seeded subsample) are the neighbourhoods' centres.
+    At most ``max_queries`` points (seeded subsample) are the neighbourhoods' centres; ``tree`` is the
+    points' KD-tree when the caller has one.
 
     >>> rng = np.random.default_rng(0)
     >>> flat = np.column_stack([rng.uniform(0, 1, (2000, 2)), rng.normal(0, 0.01, 2000)])
@@ -411,7 +479,8 @@ def surface_spread(
     queries = points
     if len(points) > max_queries:
         queries = points[np.random.default_rng(seed).choice(len(points), size=max_queries, replace=False)]
-    _, index = cKDTree(points).query(queries, k=k)
+    tree = cKDTree(points) if tree is None else tree
+    _, index = tree.query(queries, k=k, workers=OBJECT_QUERY_WORKERS)
     neighbourhood = points[index]
     centred = neighbourhood - neighbourhood.mean(axis=1)[:, None, :]
     eigenvalues = np.linalg.eigvalsh(np.einsum("nki,nkj->nij", centred, centred) / k)
@@ -621,9 +690,16 @@ def voxel_point_areas(normals: np.ndarray, voxel_size: float) -> np.ndarray:
     return np.where(l1 > 0.5, voxel_size**2 / np.maximum(l1, 1.0), voxel_size**2)
 
 
-def settle_on_surface(points: np.ndarray, normals: np.ndarray, neighbors: int, iterations: int) -> np.ndarray:
+def settle_on_surface(
+    points: np.ndarray,
+    normals: np.ndarray,
+    neighbors: int,
+    iterations: int,
+    neighbour_index: np.ndarray | None = None,
+) -> np.ndarray:
     """Points moved along their normals onto the mean of their ``neighbors`` nearest points, ``iterations`` times
-    (the neighbours are found once, among the points as given).
+    (the neighbours are found once, among the points as given, unless ``neighbour_index`` gives them:
+    ``(N, neighbors)`` positions in ``points``, see :func:`neighbours_among_kept`).
 
     Depth noise scatters a scanned surface's points across it (along each camera's rays), so the
     extremes of a noisy cloud lie outside the object; the mean of a point's neighbours along its
@@ -642,9 +718,17 @@ def settle_on_surface(points: np.ndarray, normals: np.ndarray, neighbors: int, i
         return settled
     unit = np.nan_to_num(np.asarray(normals, dtype=np.float64), nan=0.0)
     unit = np.where((np.linalg.norm(unit, axis=1) > 0.5)[:, None], unit, 0.0)
-    _, index = cKDTree(settled).query(settled, k=k, workers=-1)
+    index = neighbour_index
+    if index is None:
+        _, index = cKDTree(settled).query(settled, k=k, workers=OBJECT_QUERY_WORKERS)
+    index = np.asarray(index)[:, :k]
+    count = len(settled)
+    # The mean of each point's neighbours as one sparse product (k entries of 1/k per row).
+    neighbour_mean = scipy.sparse.csr_matrix(
+        (np.full(index.size, 1.0 / k), index.ravel(), np.arange(0, index.size + 1, k)), shape=(count, count)
+    )
     for _ in range(iterations):
-        offset = np.einsum("ij,ij->i", settled - settled[index].mean(axis=1), unit)
+        offset = np.einsum("ij,ij->i", settled - neighbour_mean @ settled, unit)
         settled -= unit * offset[:, None]
     return settled
 
@@ -681,17 +765,22 @@ def measure_object(
     measured without their extremes (``extent_trim_share``, :func:`trimmed_box_points`); the stored
     points stay as fused.
     """
-    kept = clean_point_indices(points, config)
+    kept, neighbours = _clean_points(points, config)
     if len(kept) < config.min_object_points:
         raise ObjectRejectedError(
             f"too few points after cleaning: {len(kept)} of {len(points)} kept, need {config.min_object_points}"
         )
-    spread = surface_spread(points[kept], config.surface_neighbors) if noisy else 0.0
     cleaned, cleaned_normals = points[kept], np.asarray(normals)[kept]
     cleaned_areas = np.asarray(point_areas)[kept]
+    spread = 0.0
     if noisy:
+        tree = cKDTree(cleaned)
+        spread = surface_spread(cleaned, config.surface_neighbors, tree=tree)
+        settle_index = None
+        if config.settle_neighbors >= 2 and config.settle_iterations > 0:
+            settle_index = neighbours_among_kept(kept, neighbours, cleaned, config.settle_neighbors, tree)
         cleaned = settle_on_surface(
-            cleaned, cleaned_normals, config.settle_neighbors, config.settle_iterations
+            cleaned, cleaned_normals, config.settle_neighbors, config.settle_iterations, settle_index
         )
         if config.extent_trim_share > 0:
             _, _, rough_yaw = yaw_oriented_box(cleaned, cleaned_normals, cleaned_areas)
