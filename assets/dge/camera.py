@@ -168,19 +168,46 @@ def depth_normals_at(
     last_row, last_col = (height - 1) // stride * stride, (width - 1) // stride * stride
     interior = np.flatnonzero((rows >= stride) & (rows < last_row) & (cols >= stride) & (cols < last_col))
     rows, cols = rows[interior], cols[interior]
+    # The strided grid's depths, NaN where missing, read once (each neighbour is a gather from this small array).
+    sampled = depth_m[::stride, ::stride].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        grid_z = np.where(np.isfinite(sampled) & (sampled > 0), sampled, np.nan)
+    grid_width = grid_z.shape[1]
+    fx, fy, cx, cy = intrinsics[0, 0], intrinsics[1, 1], intrinsics[0, 2], intrinsics[1, 2]
+    flat_z = grid_z.ravel()
+    cells = rows // stride * grid_width + cols // stride
 
-    def camera_point(row: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sampled = depth_m[row, col].astype(np.float64)
-        z = np.where(np.isfinite(sampled) & (sampled > 0), sampled, np.nan)
+    def camera_point(d_row: int, d_col: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        z = flat_z[cells + (d_row * grid_width + d_col)]
         return (
-            (col - intrinsics[0, 2]) * z / intrinsics[0, 0],
-            (row - intrinsics[1, 2]) * z / intrinsics[1, 1],
+            (cols + d_col * stride - cx) * z / fx,
+            (rows + d_row * stride - cy) * z / fy,
             z,
         )
 
-    centre = camera_point(rows, cols)
-    left, right = camera_point(rows, cols - stride), camera_point(rows, cols + stride)
-    up, down = camera_point(rows - stride, cols), camera_point(rows + stride, cols)
+    unit = _facing_normals(
+        camera_point(0, 0),
+        (camera_point(0, -1), camera_point(0, 1)),
+        (camera_point(-1, 0), camera_point(1, 0)),
+        max_relative_jump,
+    )
+    for index, axis in enumerate(unit):
+        normals[interior, index] = axis
+    return normals
+
+
+Coordinates = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _facing_normals(
+    centre: Coordinates,
+    left_right: tuple[Coordinates, Coordinates],
+    up_down: tuple[Coordinates, Coordinates],
+    max_relative_jump: float,
+) -> list[np.ndarray]:
+    """Unit normals facing the camera from back-projected pixels and their four neighbours (x, y, z arrays of one
+    shape); NaN where a neighbour is missing or lies across a depth jump (see :func:`depth_normals_at`)."""
+    (left, right), (up, down) = left_right, up_down
     du = [after - before for before, after in zip(left, right, strict=True)]
     dv = [after - before for before, after in zip(up, down, strict=True)]
     # A neighbour on another surface (a depth jump) would tilt the normal: drop those pixels.
@@ -197,7 +224,5 @@ def depth_normals_at(
     norm = np.sqrt(cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2])
     with np.errstate(divide="ignore", invalid="ignore"):
         unit = [axis / norm for axis in cross]
-    facing = unit[0] * centre[0] + unit[1] * centre[1] + unit[2] * centre[2] > 0
-    for index, axis in enumerate(unit):
-        normals[interior, index] = np.where(facing, -axis, axis)
-    return normals
+        facing = unit[0] * centre[0] + unit[1] * centre[1] + unit[2] * centre[2] > 0
+    return [np.where(facing, -axis, axis) for axis in unit]

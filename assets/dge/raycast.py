@@ -170,11 +170,11 @@ def cast_frame(
         )
     visible = grid.inside & (first_object >= 0)
     # Every (ray, object) pair once: the pixels each object would cover alone.
-    annotated = objects >= 0
+    annotated = np.flatnonzero(objects >= 0)
     slots = int(objects.max(initial=0)) + 1
-    crossed = np.zeros((count, slots), dtype=bool)
-    crossed[ray_ids[annotated], objects[annotated]] = True
-    pair_rays, pair_objects = np.nonzero(crossed)
+    crossed = np.zeros(count * slots, dtype=bool)  # (ray, object) flattened row by row
+    crossed[ray_ids[annotated] * slots + objects[annotated]] = True
+    pair_rays, pair_objects = np.divmod(np.flatnonzero(crossed), slots)
     pair_inside = grid.inside[pair_rays]
     # Areas are whole pixels, so these sums are exact in any order.
     inside_area = np.bincount(
@@ -209,16 +209,16 @@ def first_hits(ray_ids: np.ndarray, t_hit: np.ndarray) -> np.ndarray:
     """
     if len(ray_ids) == 0:
         return np.zeros(0, dtype=np.int64)
-    # list_intersections lists the hits ray by ray, so this stable sort is one pass over sorted input.
-    by_ray = np.argsort(ray_ids, kind="stable")
-    sorted_rays = ray_ids[by_ray]
-    sorted_t = t_hit[by_ray]
+    # list_intersections lists the hits ray by ray: then no sort is needed.
+    by_ray = None if np.all(ray_ids[1:] >= ray_ids[:-1]) else np.argsort(ray_ids, kind="stable")
+    sorted_rays = ray_ids if by_ray is None else ray_ids[by_ray]
+    sorted_t = t_hit if by_ray is None else t_hit[by_ray]
     starts = np.flatnonzero(np.r_[True, sorted_rays[1:] != sorted_rays[:-1]])
     nearest = np.minimum.reduceat(sorted_t, starts)
     ray_of_hit = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(sorted_rays)]))
     candidates = np.flatnonzero(sorted_t == nearest[ray_of_hit])
     first = candidates[np.r_[True, ray_of_hit[candidates[1:]] != ray_of_hit[candidates[:-1]]]]
-    return by_ray[first]
+    return first if by_ray is None else by_ray[first]
 
 
 def _sees_nearer(
