@@ -233,12 +233,12 @@ def min_area_rectangle(points_xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
     ([0.75, 1.25], [2.828427, 0.707107], 45.0)
     """
     rounded = np.round(np.asarray(points_xy, dtype=np.float64), 9)
-    try:
-        hull = rounded[ConvexHull(rounded).vertices] if len(rounded) >= 3 else None
-    except QhullError:
-        hull = None
-    if hull is None:  # fewer than 3 points, or all on one line
-        return _degenerate_rectangle(np.unique(rounded, axis=0))
+    hull = _hull_points(rounded)  # duplicates are no matter to the hull: de-duplicate only when it fails
+    if hull is None:
+        unique = np.unique(rounded, axis=0)
+        hull = _hull_points(unique)
+        if hull is None:  # fewer than 3 distinct points, or all on one line
+            return _degenerate_rectangle(unique)
     edges = np.diff(np.vstack([hull, hull[:1]]), axis=0)
     angles = np.unique(np.mod(np.arctan2(edges[:, 1], edges[:, 0]), math.pi / 2))
     best = None
@@ -257,6 +257,16 @@ def min_area_rectangle(points_xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
         extents = extents[::-1]
         angle += math.pi / 2
     return centre, extents, float(np.mod(angle, math.pi))
+
+
+def _hull_points(points_xy: np.ndarray) -> np.ndarray | None:
+    """The convex hull's vertices (counter-clockwise), or None for fewer than 3 points or a flat hull."""
+    if len(points_xy) < 3:
+        return None
+    try:
+        return points_xy[ConvexHull(points_xy).vertices]
+    except QhullError:
+        return None
 
 
 def _degenerate_rectangle(points_xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
