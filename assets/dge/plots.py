@@ -9,7 +9,6 @@ True
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 
@@ -23,6 +22,9 @@ from PIL import Image
 from assets.dge.objects import ObjectGeometry
 
 _COLOURS = plt.get_cmap("tab20").colors
+_MARGINS = {"left": 0.13, "right": 0.97, "bottom": 0.1, "top": 0.93}
+"""Fixed margins (a fraction of the figure) that fit the axis labels and the title: one draw of the
+figure, where a fitted layout (``tight_layout``) draws it twice."""
 
 
 def obb_footprint(center: np.ndarray, extents: np.ndarray, yaw: float) -> np.ndarray:
@@ -110,12 +112,9 @@ def top_down_plot(
         axes.set_ylabel("y (m)")
         axes.set_title(title, fontsize=9)
         axes.grid(True, linewidth=0.3)
-        buffer = io.BytesIO()
-        figure.tight_layout()
-        figure.savefig(buffer, format="png")
+        figure.subplots_adjust(**_MARGINS)
+        figure.canvas.draw()
+        image = Image.frombuffer("RGBA", figure.canvas.get_width_height(), figure.canvas.buffer_rgba())
     finally:
         plt.close(figure)
-    buffer.seek(0)
-    image = Image.open(buffer)
-    image.load()
     return image.convert("RGB")
