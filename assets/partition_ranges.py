@@ -49,6 +49,7 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -317,9 +318,90 @@ def partition_events(body: Callable[..., Iterable[dg.Output | dg.AssetCheckResul
     return portable_events(body(*arguments))
 
 
+_prefetched: list[tuple[Callable[..., Any], tuple, Future]] = []
+_prefetched_run: str | None = None
+_prefetch_lock = threading.Lock()
+
+
+def same_arguments(first: Any, second: Any) -> bool:
+    """Whether two call arguments hold the same values: tables by value (schema and every value),
+    tuples and dicts item by item (dict keys in the same order), anything else by its pickled bytes
+    (same types and values).
+
+    Two tables with the same values can differ in their memory layout (a table read back from Parquet
+    is laid out differently from the one written, and pickles differently), hence the comparison by
+    value.
+
+    >>> same_arguments((1, {"a": pl.DataFrame({"x": [1.5]})}), (1, {"a": pl.DataFrame({"x": [1.5]})}))
+    True
+    >>> same_arguments((1, [2.0]), (1, [2]))  # 2.0 == 2, but a float is not an int
+    False
+    >>> same_arguments({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    False
+    """
+    if isinstance(first, pl.DataFrame) or isinstance(second, pl.DataFrame):
+        return (
+            isinstance(first, pl.DataFrame)
+            and isinstance(second, pl.DataFrame)
+            and first.schema == second.schema
+            and first.equals(second)
+        )
+    if type(first) is not type(second):
+        return False
+    if isinstance(first, tuple):
+        return len(first) == len(second) and all(map(same_arguments, first, second))
+    if isinstance(first, dict):
+        return list(first) == list(second) and all(same_arguments(first[k], second[k]) for k in first)
+    return pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL) == pickle.dumps(
+        second, protocol=pickle.HIGHEST_PROTOCOL
+    )
+
+
+def prefetch(run_id: str, function: Callable[..., Any], arguments: tuple) -> Future | None:
+    """Start ``function(*arguments)`` in the worker pool now, for a later step of run ``run_id``.
+
+    A step that knows what a later step of its run will compute (the next asset of the same
+    partition, from the values it has just produced) hands that work to the pool early, so the
+    workers compute it while this process writes the step's outputs and records its events. The
+    later step takes the result only when it asks for the same call: the same function, and
+    arguments that hold the same values (:func:`same_arguments`; :func:`partition_results` with
+    ``run_id``). Any difference (other settings, an input read back differently) and the step
+    computes its own, so a prefetch changes no result. Prefetches of an earlier run are dropped
+    (cancelled where not started) when a new run prefetches. Returns the future, or None without a pool.
+    """
+    global _prefetched_run
+    pool = worker_pool()
+    if pool is None:
+        return None
+    with _prefetch_lock:
+        if _prefetched_run != run_id:
+            for _, _, stale in _prefetched:
+                stale.cancel()
+            _prefetched.clear()
+            _prefetched_run = run_id
+        future = pool.submit(function, *arguments)
+        _prefetched.append((function, arguments, future))
+        return future
+
+
+def _take_prefetched(run_id: str, function: Callable[..., Any], arguments: tuple) -> Future | None:
+    """The future of a prefetched call of this run with the same function and arguments (removed), or None."""
+    with _prefetch_lock:
+        if _prefetched_run != run_id:
+            return None
+        for index, (prefetched_function, prefetched_arguments, future) in enumerate(_prefetched):
+            if prefetched_function is function and same_arguments(prefetched_arguments, arguments):
+                del _prefetched[index]
+                return future
+    return None
+
+
 @contextmanager
 def partition_results(
-    function: Callable[..., Any], arguments: Mapping[str, tuple], parallel: bool = True
+    function: Callable[..., Any],
+    arguments: Mapping[str, tuple],
+    parallel: bool = True,
+    run_id: str | None = None,
 ) -> Iterator[Callable[[str], Any]]:
     """``function(*arguments[key])`` for every partition key of a run, for the duration of the block.
 
@@ -329,12 +411,21 @@ def partition_results(
     process when asked. ``function`` must be a module-level function and its arguments and result
     picklable. Keys not asked for before the block ends (the run failed first) are cancelled.
     ``parallel=False`` keeps every key in this process (work that holds a client of a paid service).
+    With ``run_id``, a call that an earlier step of the run started with :func:`prefetch` (same
+    function, same arguments) is taken instead of submitted again.
     """
     pool = worker_pool() if parallel and len(arguments) > 1 else None
     if pool is None:
         yield lambda key: function(*arguments[key])
         return
-    futures: dict[str, Future] = {key: pool.submit(function, *values) for key, values in arguments.items()}
+    futures: dict[str, Future] = {}
+    prefetched = 0
+    for key, values in arguments.items():
+        taken = _take_prefetched(run_id, function, values) if run_id is not None else None
+        prefetched += taken is not None
+        futures[key] = taken if taken is not None else pool.submit(function, *values)
+    if run_id is not None:
+        logger.info("%d of %d partitions started early (prefetched)", prefetched, len(arguments))
 
     def result(key: str) -> Any:
         future = futures.pop(key, None)

@@ -30,6 +30,7 @@ from typing import Any
 import dagster as dg
 import open3d as o3d
 import polars as pl
+import pydantic
 
 from assets.compute import ComputeSettings
 from assets.dge.geometry import (
@@ -52,6 +53,7 @@ from assets.partition_ranges import (
     partition_events,
     partition_input,
     partition_results,
+    prefetch,
     restore_events,
     run_partitions,
     worker_pool,
@@ -121,6 +123,36 @@ def _scene_row(rgbd_scenes: pl.DataFrame, scene_id: str) -> dict:
     return rows.row(0, named=True)
 
 
+def _downstream_settings(
+    context: dg.AssetExecutionContext, asset_name: str, config_class: type[dg.Config]
+) -> dg.Config | None:
+    """The run configuration of ``asset_name`` when this run of several scans builds it too, else None.
+
+    A step uses it to start that asset's work early (:func:`assets.partition_ranges.prefetch`); the
+    later step takes the result only when its own arguments are the same, so a wrong guess costs work,
+    never a wrong result.
+    """
+    selection = context.run.asset_selection
+    if len(context.partition_keys) < 2 or (
+        selection is not None and dg.AssetKey(asset_name) not in selection
+    ):
+        return None
+    ops = context.run.run_config.get("ops") or {}
+    given = (ops.get(f"{asset_name}_asset") or {}).get("config") or {}
+    try:
+        return config_class(**given)
+    except pydantic.ValidationError:  # the later step reports its own configuration error
+        return None
+
+
+def _output_value(events: list, output_name: str) -> pl.DataFrame | None:
+    """The value of the ``Output`` named ``output_name`` among a partition's events (None when absent)."""
+    for event in events:
+        if isinstance(event, dg.Output) and event.output_name == output_name:
+            return event.value
+    return None
+
+
 def _top_down(
     geometry: ScanGeometry, frames: pl.DataFrame, storage_path: Path
 ) -> dict[str, dg.MetadataValue]:
@@ -179,8 +211,30 @@ def scene_geometry_asset(
             )
             for scene_id in keys
         }
+        next_settings = _downstream_settings(context, FRAME_VISIBILITY, FrameVisibilityAssetConfig)
+
+        def events(scene_id: str) -> list:
+            restored = list(restore_events(result(scene_id)))
+            if (
+                next_settings is not None
+            ):  # this scan's visibility, computed while this step records its outputs
+                geometry = _output_value(restored, SCENE_GEOMETRY)
+                if geometry is not None:
+                    prefetch(
+                        context.run_id,
+                        partition_events,
+                        _visibility_arguments(
+                            VisibilitySettings.model_validate(next_settings.model_dump()),
+                            geometry,
+                            rgbd_frames,
+                            rgbd_scenes,
+                            scene_id,
+                        ),
+                    )
+            return restored
+
         with partition_results(partition_events, arguments) as result:
-            yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+            yield from run_partitions(context, events)
         return
     known = set(rgbd_scenes["scene_id"].to_list())
     scenes = [_scene_row(rgbd_scenes, key) for key in keys if key in known]
@@ -312,18 +366,52 @@ def frame_visibility_asset(
     """Every measured object in every used frame of each scan: one ray cast per frame against the scan's
     segmented mesh when it has one, else its points projected with a depth-buffer test."""
     settings = VisibilitySettings.model_validate(config.model_dump())
-    arguments = {}
-    for scene_id in context.partition_keys:
-        scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
-        arguments[scene_id] = (
-            _frame_visibility_partition,
-            settings,
-            _geometry_row(partition_input(scene_geometry, scene_id), scene_id),
-            rgbd_frames.filter(pl.col("scene_id") == scene_id),
-            scenes.row(0, named=True) if scenes.height else None,
+    arguments = {
+        scene_id: _visibility_arguments(
+            settings, partition_input(scene_geometry, scene_id), rgbd_frames, rgbd_scenes, scene_id
         )
-    with partition_results(partition_events, arguments) as result:
-        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+        for scene_id in context.partition_keys
+    }
+    next_settings = _downstream_settings(context, DGE_TASKS, DgeTasksAssetConfig)
+
+    def events(scene_id: str) -> list:
+        restored = list(restore_events(result(scene_id)))
+        visibility = _output_value(restored, FRAME_VISIBILITY)
+        if next_settings is not None and visibility is not None:  # this scan's tasks, started now
+            geometry = partition_input(scene_geometry, scene_id)
+            prefetch(
+                context.run_id,
+                partition_events,
+                _tasks_arguments(
+                    TaskSettings.model_validate(next_settings.model_dump()),
+                    geometry,
+                    visibility,
+                    rgbd_frames,
+                    scene_id,
+                ),
+            )
+        return restored
+
+    with partition_results(partition_events, arguments, run_id=context.run_id) as result:
+        yield from run_partitions(context, events)
+
+
+def _visibility_arguments(
+    settings: VisibilitySettings,
+    scene_geometry: pl.DataFrame,
+    rgbd_frames: pl.DataFrame,
+    rgbd_scenes: pl.DataFrame,
+    scene_id: str,
+) -> tuple:
+    """The arguments of one scan's ``frame_visibility`` partition (for :func:`partition_events`)."""
+    scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
+    return (
+        _frame_visibility_partition,
+        settings,
+        _geometry_row(scene_geometry, scene_id),
+        rgbd_frames.filter(pl.col("scene_id") == scene_id),
+        scenes.row(0, named=True) if scenes.height else None,
+    )
 
 
 def _geometry_row(scene_geometry: pl.DataFrame, scene_id: str) -> dict:
@@ -480,18 +568,35 @@ def dge_tasks_asset(
     """Generate each scan's unambiguous questions with exact answers."""
     settings = TaskSettings.model_validate(config.model_dump())
     arguments = {
-        scene_id: (
-            _dge_tasks_partition,
+        scene_id: _tasks_arguments(
             settings,
-            _geometry_row(partition_input(scene_geometry, scene_id), scene_id),
+            partition_input(scene_geometry, scene_id),
             partition_input(frame_visibility, scene_id),
-            rgbd_frames.filter(pl.col("scene_id") == scene_id),
+            rgbd_frames,
             scene_id,
         )
         for scene_id in context.partition_keys
     }
-    with partition_results(partition_events, arguments) as result:
+    with partition_results(partition_events, arguments, run_id=context.run_id) as result:
         yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+
+
+def _tasks_arguments(
+    settings: TaskSettings,
+    scene_geometry: pl.DataFrame,
+    frame_visibility: pl.DataFrame,
+    rgbd_frames: pl.DataFrame,
+    scene_id: str,
+) -> tuple:
+    """The arguments of one scan's ``dge_tasks`` partition (for :func:`partition_events`)."""
+    return (
+        _dge_tasks_partition,
+        settings,
+        _geometry_row(scene_geometry, scene_id),
+        frame_visibility,
+        rgbd_frames.filter(pl.col("scene_id") == scene_id),
+        scene_id,
+    )
 
 
 def _dge_tasks_partition(

@@ -4,10 +4,12 @@ The pool's results are checked against the same functions called in this process
 process's own, so the tests configure two workers and leave the setting as they found it.
 """
 
+import io
 import operator
 import os
 
 import dagster as dg
+import polars as pl
 import pytest
 
 from assets import partition_ranges
@@ -15,7 +17,9 @@ from assets.partition_ranges import (
     configure_workers,
     partition_events,
     partition_results,
+    prefetch,
     restore_events,
+    same_arguments,
     worker_count,
 )
 from pipelines.cli import build_waves
@@ -76,6 +80,50 @@ def test_pool_events_and_errors_come_back_as_in_process(two_workers):
         assert len(result("x")) == 2
         with pytest.raises(dg.Failure, match="value 5 is broken"):
             result("y")
+
+
+def _pid_and_total(table: pl.DataFrame, label: str) -> tuple[int, str, int]:
+    """The worker's process id beside a value computed from a table (module level, for the pool)."""
+    return os.getpid(), label, int(table["x"].sum())
+
+
+def _through_parquet(table: pl.DataFrame) -> pl.DataFrame:
+    buffer = io.BytesIO()
+    table.write_parquet(buffer)
+    buffer.seek(0)
+    return pl.read_parquet(buffer)
+
+
+def test_tables_read_back_from_parquet_are_the_same_arguments():
+    built = pl.concat([pl.DataFrame({"x": [1, 2], "s": ["a", "b"]}), pl.DataFrame({"x": [3], "s": ["c"]})])
+    read_back = _through_parquet(built)
+    assert same_arguments(("f", built, {"row": [1.5, 2.5]}), ("f", read_back, {"row": [1.5, 2.5]}))
+    assert not same_arguments((built,), (read_back.with_columns(pl.col("x") + 1),))  # one value differs
+    assert not same_arguments((built,), (read_back.cast({"x": pl.Int32}),))  # same values, other type
+    assert not same_arguments((built,), (read_back.head(2),))
+
+
+@pytest.mark.slow  # starts the pool's fork server
+def test_a_prefetched_call_is_taken_only_by_the_same_call_of_the_same_run(two_workers):
+    table = pl.DataFrame({"x": [1, 2, 3]})
+    early = prefetch("run-1", _pid_and_total, (table, "a"))
+    assert early is not None
+    early_pid = early.result()[0]
+    arguments = {"a": (_through_parquet(table), "a"), "b": (table, "b")}
+    with partition_results(_pid_and_total, arguments, run_id="run-1") as result:
+        taken = result("a")
+        assert taken == (early_pid, "a", 6)  # the prefetched result itself (its worker), the same value
+        assert result("b")[1:] == ("b", 6)
+    assert not partition_ranges._prefetched  # taken: nothing left behind
+    prefetch("run-1", _pid_and_total, (table, "a"))
+    changed = {"a": (table.with_columns(pl.col("x") * 2), "a"), "b": (table, "b")}
+    with partition_results(_pid_and_total, changed, run_id="run-1") as result:
+        assert result("a")[1:] == ("a", 12)  # other arguments: computed again, not the prefetched 6
+    prefetch("run-2", _pid_and_total, (table, "a"))
+    assert len(partition_ranges._prefetched) == 1  # a new run drops what an earlier run left
+    with partition_results(_pid_and_total, arguments, run_id="run-3") as result:
+        assert result("a")[1:] == ("a", 6)
+    assert len(partition_ranges._prefetched) == 1  # another run's prefetch is never taken
 
 
 def test_waves_are_as_few_as_the_partitionings_allow():
