@@ -340,7 +340,10 @@ def flying_pixels(
     (np.True_, 1)
     """
     centre = depth_m[::stride, ::stride]
-    padded = np.pad(np.nan_to_num(depth_m, nan=0.0), 1)
+    padded = np.zeros((depth_m.shape[0] + 2, depth_m.shape[1] + 2), dtype=depth_m.dtype)
+    padded[1:-1, 1:-1] = depth_m
+    if not np.isfinite(depth_m).all():  # usable depth (zeros where missing) never is
+        padded = np.nan_to_num(padded, nan=0.0)
     tolerance = config.depth_edge_tolerance_m + config.depth_edge_tolerance_relative * centre
     close = np.zeros(centre.shape, dtype=np.int8)
     with np.errstate(invalid="ignore"):

@@ -64,8 +64,8 @@ class SceneMesh:
 
     def object_of(self, primitive_ids: np.ndarray) -> np.ndarray:
         """Object id of each hit triangle (-1: unannotated or no hit)."""
-        index = np.where(primitive_ids == o3d.t.geometry.RaycastingScene.INVALID_ID, -1, primitive_ids)
-        return self.triangle_objects[index.astype(np.int64)]
+        # INVALID_ID (the largest id) lands on the -1 appended after the triangles.
+        return self.triangle_objects[np.minimum(primitive_ids, len(self.triangle_objects) - 1)]
 
 
 @dataclass(frozen=True)
