@@ -20,17 +20,21 @@ the other in the same run of this script, so the machine's load affects all alik
 
 ``--cases`` picks among the last three (default: ``per partition`` and ``range runs``).
 
-Prints, per case, the wall time of the whole command, the graph time that ``spatial-build`` reports
+Prints, per case, the wall time of the whole command, its CPU time (user + system, the build and
+every process it started, which a busy machine stretches less than wall time), the graph time that ``spatial-build`` reports
 (with and without the sample world), the time of every wave (a blank where a case builds that set
 of assets in another wave), the console lines, and the load average before and after, since a busy
-machine stretches every figure.
+machine stretches every figure. Last, each case's Parquet tables against the first case's: how many
+files are byte-equal, and how many hold equal rows and schema (the files name differing ones).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -69,6 +73,7 @@ def _build(
     if code is not None:
         environment["PYTHONPATH"] = os.pathsep.join([str(code), environment.get("PYTHONPATH", "")])
     started = time.perf_counter()
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     completed = subprocess.run(
         command,
         env=environment,
@@ -78,11 +83,16 @@ def _build(
         check=False,
     )
     wall = time.perf_counter() - started
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (children_after.ru_utime - children_before.ru_utime) + (
+        children_after.ru_stime - children_before.ru_stime
+    )
     match = SUMMARY.search(completed.stdout)
     if completed.returncode != 0 or match is None:
         raise SystemExit(
             f"{name}: spatial-build failed ({completed.returncode}):\n{completed.stderr[-3000:]}"
         )
+    tables = table_digests(storage)
     waves = {}
     for line in completed.stderr.splitlines():
         wave = WAVE.search(line)
@@ -91,11 +101,37 @@ def _build(
             waves[f"{wave['job']}: {label}"] = float(wave["seconds"])
     return {
         "wall": wall,
+        "cpu": cpu,
         "graph": float(match["graph"]),
         "after": float(match["after"]),
         "waves": waves,
+        "tables": tables,
         "console_lines": len(completed.stdout.splitlines()) + len(completed.stderr.splitlines()),
     }
+
+
+def table_digests(storage: Path) -> dict[str, tuple[str, str]]:
+    """Every Parquet table file the build wrote: ``{relative path: (digest of its bytes, digest of its
+    rows and schema)}`` (the sample world's files, previews, the LLM cache and staging left out).
+
+    The rows' digest reads the storage root as ``<root>``: tables that name files under the root
+    (``rgbd_frames``, ``pseudo_gt_boxes``) differ in bytes between builds into two roots."""
+    import polars as pl
+
+    digests = {}
+    for path in sorted(storage.rglob("*.parquet")):
+        relative = path.relative_to(storage)
+        if relative.parts[0] in ("sample_world", "previews", "llm_cache") or any(
+            part.startswith(".") for part in relative.parts
+        ):
+            continue
+        frame = pl.read_parquet(path)
+        text = repr((frame.schema, frame.rows())).replace(
+            str(storage), "<root>"
+        )  # paths of files under the root
+        rows = hashlib.sha256(text.encode()).hexdigest()
+        digests[relative.as_posix()] = (hashlib.sha256(path.read_bytes()).hexdigest(), rows)
+    return digests
 
 
 def _baseline(revision: str, folder: Path) -> Path:
@@ -156,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"{label[:58]:<58}{cells}\n")
 
     row("wall s (whole command)", [results[name]["wall"] for name in names])
+    row("CPU s (user + sys, the command and its workers)", [results[name]["cpu"] for name in names])
     row("graph s (spatial-build's figure)", [results[name]["graph"] for name in names])
     row("graph s after the sample world", [results[name]["after"] for name in names])
     labels = list(dict.fromkeys(label for name in names for label in results[name]["waves"]))
@@ -164,6 +201,19 @@ def main(argv: list[str] | None = None) -> int:
     lines = "".join(f"{results[name]['console_lines']:>{width}d}" for name in names)
     sys.stdout.write(f"{'console lines':<58}{lines}\n")
     first = names[0]
+    for name in names[1:]:
+        ours, theirs = results[name]["tables"], results[first]["tables"]
+        same_bytes = [path for path in ours if path in theirs and ours[path][0] == theirs[path][0]]
+        same_rows = [path for path in ours if path in theirs and ours[path][1] == theirs[path][1]]
+        differ = sorted(set(ours) ^ set(theirs)) + [
+            path for path in ours if path in theirs and ours[path][1] != theirs[path][1]
+        ]
+        sys.stdout.write(
+            f"Parquet tables of {name} against {first}: {len(ours)} files ({len(theirs)}), "
+            f"{len(same_bytes)} byte-equal, {len(same_rows)} with equal rows and schema"
+            + (f"; differ: {', '.join(differ[:12])}" if differ else "")
+            + "\n"
+        )
     for name in names[1:]:
         sys.stdout.write(
             f"graph time ratio {first} / {name}: {results[first]['graph'] / results[name]['graph']:.2f}\n"
