@@ -44,6 +44,7 @@ run's process. A run of one partition always runs it in its own process.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import importlib
 import json
 import logging
@@ -318,9 +319,47 @@ def partition_events(body: Callable[..., Iterable[dg.Output | dg.AssetCheckResul
     return portable_events(body(*arguments))
 
 
-_prefetched: list[tuple[Callable[..., Any], tuple, Future]] = []
+BACKGROUND = "background"
+"""The scope of work queued by :func:`prefetch_in_background` (any later run may take it)."""
+
+
+@dataclasses.dataclass
+class _Prefetch:
+    """A call started (or queued) before the step that needs it: its scope (a run id or
+    :data:`BACKGROUND`), the call, and its future (None while it waits for a free worker)."""
+
+    scope: str
+    function: Callable[..., Any]
+    arguments: tuple
+    future: Future | None = None
+
+
+_prefetched: list[_Prefetch] = []
 _prefetched_run: str | None = None
-_prefetch_lock = threading.Lock()
+_state = threading.Condition(threading.RLock())  # guards the prefetches and the count of busy workers
+_outstanding = 0  # calls submitted through _submit and not finished
+_feeder: threading.Thread | None = None
+
+
+def _finished(_: Future) -> None:
+    global _outstanding
+    with _state:
+        _outstanding -= 1
+        _state.notify_all()
+
+
+def _submit(pool: ProcessPoolExecutor, function: Callable[..., Any], *arguments: Any) -> Future:
+    """``pool.submit``, counted, so that background work goes in only when a worker is free."""
+    global _outstanding
+    with _state:
+        _outstanding += 1
+    try:
+        future = pool.submit(function, *arguments)
+    except BaseException:
+        _finished(Future())
+        raise
+    future.add_done_callback(_finished)
+    return future
 
 
 def same_arguments(first: Any, second: Any) -> bool:
@@ -373,26 +412,83 @@ def prefetch(run_id: str, function: Callable[..., Any], arguments: tuple) -> Fut
     pool = worker_pool()
     if pool is None:
         return None
-    with _prefetch_lock:
+    with _state:
         if _prefetched_run != run_id:
-            for _, _, stale in _prefetched:
-                stale.cancel()
-            _prefetched.clear()
+            for stale in [entry for entry in _prefetched if entry.scope != BACKGROUND]:
+                _prefetched.remove(stale)
+                if stale.future is not None:
+                    stale.future.cancel()
             _prefetched_run = run_id
-        future = pool.submit(function, *arguments)
-        _prefetched.append((function, arguments, future))
-        return future
+        entry = _Prefetch(run_id, function, arguments, _submit(pool, function, *arguments))
+        _prefetched.append(entry)
+        return entry.future
+
+
+def prefetch_in_background(function: Callable[..., Any], arguments: tuple) -> bool:
+    """Queue ``function(*arguments)`` for the worker pool, to start whenever a worker is free.
+
+    For the work of a later run that does not depend on the runs before it (``spatial-build``
+    queues the DGE scans while the Grounding DINO and STVQA shards are built, whose runs keep this
+    process busy and leave the workers mostly idle). A call goes to the pool only while fewer calls
+    than workers are running there, so the runs' own calls wait behind at most one background call
+    per worker. Any later run takes the result (:func:`partition_results` with a ``run_id``) on the
+    terms of :func:`prefetch`; a call still queued when a run asks for it is submitted by that run.
+    :func:`drop_prefetched` drops what no run took. Returns False without a pool (nothing queued).
+    """
+    global _feeder
+    if worker_count() < 2:
+        return False
+    with _state:
+        _prefetched.append(_Prefetch(BACKGROUND, function, arguments))
+        if _feeder is None or not _feeder.is_alive():
+            _feeder = threading.Thread(target=_feed_background, name="prefetch-feeder", daemon=True)
+            _feeder.start()
+        _state.notify_all()
+    return True
+
+
+def _feed_background() -> None:
+    """Submit queued background calls while fewer calls than workers are running (a daemon thread)."""
+    while True:
+        pool = worker_pool()  # waits for a pool still starting
+        if pool is None:
+            return
+        with _state:
+            while True:
+                waiting = [entry for entry in _prefetched if entry.future is None]
+                if not waiting:
+                    return  # a later prefetch_in_background starts a new feeder
+                if _outstanding < worker_count():
+                    break
+                _state.wait()
+            entry = waiting[0]
+            entry.future = _submit(pool, entry.function, *entry.arguments)
+
+
+def drop_prefetched() -> int:
+    """Drop every prefetched or queued call that no run took (cancelled where not started); how many."""
+    with _state:
+        dropped = len(_prefetched)
+        for entry in _prefetched:
+            if entry.future is not None:
+                entry.future.cancel()
+        _prefetched.clear()
+        return dropped
 
 
 def _take_prefetched(run_id: str, function: Callable[..., Any], arguments: tuple) -> Future | None:
-    """The future of a prefetched call of this run with the same function and arguments (removed), or None."""
-    with _prefetch_lock:
-        if _prefetched_run != run_id:
-            return None
-        for index, (prefetched_function, prefetched_arguments, future) in enumerate(_prefetched):
-            if prefetched_function is function and same_arguments(prefetched_arguments, arguments):
-                del _prefetched[index]
-                return future
+    """The future of a call prefetched for this run (or in the background) with the same function and
+    arguments, removed from the prefetches; None when there is none or it has not started yet (then
+    the caller submits it)."""
+    with _state:
+        for entry in _prefetched:
+            if (
+                entry.scope in (run_id, BACKGROUND)
+                and entry.function is function
+                and same_arguments(entry.arguments, arguments)
+            ):
+                _prefetched.remove(entry)
+                return entry.future
     return None
 
 
@@ -423,14 +519,14 @@ def partition_results(
     for key, values in arguments.items():
         taken = _take_prefetched(run_id, function, values) if run_id is not None else None
         prefetched += taken is not None
-        futures[key] = taken if taken is not None else pool.submit(function, *values)
+        futures[key] = taken if taken is not None else _submit(pool, function, *values)
     if run_id is not None:
         logger.info("%d of %d partitions started early (prefetched)", prefetched, len(arguments))
 
     def result(key: str) -> Any:
         future = futures.pop(key, None)
         try:
-            return (future or pool.submit(function, *arguments[key])).result()
+            return (future or _submit(pool, function, *arguments[key])).result()
         except BrokenProcessPool:
             _discard_broken_pool()  # a worker died (killed, out of memory): the next run starts a new pool
             raise

@@ -267,6 +267,36 @@ def _execute_partitions(
     return failed, runs
 
 
+def _wave_index(
+    waves: Sequence[Sequence[dg.AssetsDefinition]], asset: str, absent: int | None = None
+) -> int | None:
+    """The index of the wave that builds ``asset`` (``absent`` when the selection leaves it out)."""
+    for index, wave in enumerate(waves):
+        if any(key.to_user_string() == asset for node in wave for key in node.keys):
+            return index
+    return absent
+
+
+def _prefetch_scans(
+    wave: Sequence[dg.AssetsDefinition], storage_root: Path, instance: dg.DagsterInstance, run_config: dict
+) -> None:
+    """Queue the DGE scans' geometry for the worker pool's idle moments, ahead of their range run.
+
+    The scans' inputs are built; the waves until the scans' run (Grounding DINO and STVQA shards) keep
+    this process busy with their runs' bookkeeping while the workers would mostly wait. The range run
+    takes each scan's result when its arguments are the same (see
+    :func:`assets.dge.assets.prefetch_scan_geometry`).
+    """
+    from assets.dge.assets import prefetch_scan_geometry
+
+    scene_ids = list(wave[0].partitions_def.get_partition_keys(dynamic_partitions_store=instance))
+    if len(scene_ids) < 2:  # a run of one scan computes it in its own process
+        return
+    queued = prefetch_scan_geometry(storage_root, scene_ids, run_config)
+    if queued:
+        logger.info("dge_job: %d scans queued for the workers ahead of their run", queued)
+
+
 def _observe_raw_files(
     defs: dg.Definitions, instance: dg.DagsterInstance, args, tags: dict[str, str]
 ) -> bool:
@@ -339,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _build(args, waves, defs, instance, storage_root: Path, starting_workers) -> int:
     """Run the waves, print the summary; exit status 1 when any run failed."""
+    from assets.partition_ranges import drop_prefetched
     from pipelines.jobs import job_for
 
     tags = {"spatial/launched_by": "spatial-build", "spatial/selection": args.select}
@@ -347,7 +378,10 @@ def _build(args, waves, defs, instance, storage_root: Path, starting_workers) ->
     observed = False
     sample_world_seconds = 0.0
     built_unpartitioned = partitions_ok = failed_partitions = 0
-    for wave in waves:
+    scan_wave = _wave_index(waves, "scene_geometry")
+    scan_inputs_wave = max(_wave_index(waves, "rgbd_frames", -1), _wave_index(waves, "rgbd_scenes", -1))
+    scans_prefetched = args.run_per_partition
+    for index, wave in enumerate(waves):
         keys = [key for node in wave for key in node.keys]
         names = ", ".join(sorted({node.node_def.name for node in wave}))
         job_name = job_for(wave[0])
@@ -356,6 +390,9 @@ def _build(args, waves, defs, instance, storage_root: Path, starting_workers) ->
         if not observed and not is_sample_world:
             ok = _observe_raw_files(defs, instance, args, tags) and ok
             observed = True
+        if not scans_prefetched and ok and observed and scan_inputs_wave < index < scan_wave:
+            _prefetch_scans(waves[scan_wave], storage_root, instance, _run_config(args, False))
+            scans_prefetched = True
         if wave[0].partitions_def is None:
             success = _execute(defs, job_name, keys, instance, _run_config(args, is_sample_world), tags)
             ok = success and ok
@@ -396,6 +433,9 @@ def _build(args, waves, defs, instance, storage_root: Path, starting_workers) ->
         )
     if not observed:
         ok = _observe_raw_files(defs, instance, args, tags) and ok
+    unused = drop_prefetched()
+    if unused:
+        logger.info("%d calls started ahead of their runs were not used", unused)
     elapsed = time.perf_counter() - started
     sys.stdout.write(summarize(storage_root) + "\n")
     sys.stdout.write(

@@ -23,7 +23,7 @@ instead (:mod:`assets.dge.scan_compute`), and a run of one scan runs in the run'
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from assets.partition_ranges import (
     partition_input,
     partition_results,
     prefetch,
+    prefetch_in_background,
     restore_events,
     run_partitions,
     worker_pool,
@@ -74,6 +75,7 @@ from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
 from data_contracts.images import encode_image
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.storage import read_table
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +94,7 @@ __all__ = [
     "dge_image_tasks_asset",
     "dge_tasks_asset",
     "frame_visibility_asset",
+    "prefetch_scan_geometry",
     "scene_geometry_asset",
     "scenes_partitions",
 ]
@@ -202,12 +205,8 @@ def scene_geometry_asset(
     if config.compute == "local" and len(keys) > 1 and worker_pool() is not None:
         settings = geometry_settings(config)
         arguments = {
-            scene_id: (
-                _scene_geometry_in_worker,
-                _scene_row(rgbd_scenes, scene_id),
-                rgbd_frames.filter(pl.col("scene_id") == scene_id),
-                settings,
-                storage.path,
+            scene_id: _geometry_arguments(
+                _scene_row(rgbd_scenes, scene_id), rgbd_frames, settings, storage.path
             )
             for scene_id in keys
         }
@@ -233,7 +232,7 @@ def scene_geometry_asset(
                     )
             return restored
 
-        with partition_results(partition_events, arguments) as result:
+        with partition_results(partition_events, arguments, run_id=context.run_id) as result:
             yield from run_partitions(context, events)
         return
     known = set(rgbd_scenes["scene_id"].to_list())
@@ -245,6 +244,43 @@ def scene_geometry_asset(
                 _scene_row(rgbd_scenes, scene_id), rgbd_frames, storage.path, build
             ),
         )
+
+
+def _geometry_arguments(
+    scene: Mapping[str, Any], rgbd_frames: pl.DataFrame, settings: SceneGeometrySettings, storage_path: Path
+) -> tuple:
+    """The arguments of one scan's ``scene_geometry`` partition in a worker (for :func:`partition_events`)."""
+    scene_frames = rgbd_frames.filter(pl.col("scene_id") == scene["scene_id"])
+    return (_scene_geometry_in_worker, scene, scene_frames, settings, storage_path)
+
+
+def prefetch_scan_geometry(storage_root: str | Path, scene_ids: Sequence[str], run_config: Mapping) -> int:
+    """Queue the ``scene_geometry`` work of ``scene_ids`` for the worker pool's idle moments, ahead of
+    the range run that will build them (:func:`assets.partition_ranges.prefetch_in_background`).
+
+    ``spatial-build`` calls it once ``rgbd_frames`` and ``rgbd_scenes`` are built, with the run
+    configuration it will give ``dge_job``; the scans are then computed while the runs of the other
+    shards keep the build's process busy. The run takes a result only for the same arguments, so a
+    scan prefetched from other tables or settings is computed again. Returns how many scans were
+    queued (none when the geometry runs elsewhere, ``compute: ray``, or without a pool).
+    """
+    given = (((run_config.get("ops") or {}).get("scene_geometry_asset") or {}).get("config")) or {}
+    config = SceneGeometryAssetConfig(**given)
+    if config.compute != "local":
+        return 0
+    rgbd_scenes = read_table(storage_root, "rgbd_scenes")
+    rgbd_frames = read_table(storage_root, "rgbd_frames")
+    settings = geometry_settings(config)
+    storage_path = StorageResource(root=str(storage_root)).path
+    known = set(rgbd_scenes["scene_id"].to_list())
+    queued = 0
+    for scene_id in scene_ids:
+        if scene_id in known:
+            arguments = _geometry_arguments(
+                _scene_row(rgbd_scenes, scene_id), rgbd_frames, settings, storage_path
+            )
+            queued += prefetch_in_background(partition_events, arguments)
+    return queued
 
 
 def _scene_geometry_in_worker(

@@ -7,6 +7,7 @@ process's own, so the tests configure two workers and leave the setting as they 
 import io
 import operator
 import os
+import time
 
 import dagster as dg
 import polars as pl
@@ -15,9 +16,11 @@ import pytest
 from assets import partition_ranges
 from assets.partition_ranges import (
     configure_workers,
+    drop_prefetched,
     partition_events,
     partition_results,
     prefetch,
+    prefetch_in_background,
     restore_events,
     same_arguments,
     worker_count,
@@ -124,6 +127,38 @@ def test_a_prefetched_call_is_taken_only_by_the_same_call_of_the_same_run(two_wo
     with partition_results(_pid_and_total, arguments, run_id="run-3") as result:
         assert result("a")[1:] == ("a", 6)
     assert len(partition_ranges._prefetched) == 1  # another run's prefetch is never taken
+    assert drop_prefetched() == 1
+
+
+@pytest.mark.slow  # starts the pool's fork server
+def test_background_calls_are_taken_by_any_later_run_and_dropped_when_unused(two_workers):
+    table = pl.DataFrame({"x": [4, 5]})
+    drop_prefetched()
+    assert prefetch_in_background(_pid_and_total, (table, "a"))
+    assert prefetch_in_background(_pid_and_total, (table, "unused"))
+    queued = {entry.arguments[1]: entry for entry in partition_ranges._prefetched}
+    for _ in range(600):  # the feeder submits both: fewer calls than workers are running
+        if all(entry.future is not None for entry in queued.values()):
+            break
+        time.sleep(0.05)
+    early = queued["a"].future.result()
+    with partition_results(
+        _pid_and_total, {"a": (table, "a"), "b": (table, "b")}, run_id="any-run"
+    ) as result:
+        assert result("a") == early  # the background result itself
+        assert result("b")[1:] == ("b", 9)
+    assert drop_prefetched() == 1  # "unused" was never asked for
+    assert not partition_ranges._prefetched
+
+
+def test_background_calls_need_a_pool():
+    before = partition_ranges._workers
+    configure_workers(1)
+    try:
+        assert not prefetch_in_background(_pid_and_total, (pl.DataFrame({"x": [1]}), "a"))
+        assert not partition_ranges._prefetched
+    finally:
+        configure_workers(before)
 
 
 def test_waves_are_as_few_as_the_partitionings_allow():
