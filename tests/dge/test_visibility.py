@@ -2,12 +2,19 @@
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from assets.dge.camera import intrinsics_matrix
-from assets.dge.fusion import FrameRecord
+from assets.dge.fusion import FrameRecord, read_instance_labels
 from assets.dge.objects import ObjectGeometry
 from assets.dge.raycast import SceneMesh, cast_frame, first_hits, ray_grid
-from assets.dge.visibility import PreparedObjects, VisibilitySettings, mask_boxes, object_in_frame
+from assets.dge.visibility import (
+    PreparedObjects,
+    VisibilitySettings,
+    label_boxes,
+    mask_boxes,
+    object_in_frame,
+)
 
 K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
 WIDTH, HEIGHT = 64, 48
@@ -147,6 +154,32 @@ def test_boxes_from_the_instance_mask():
     assert seen.bbox_px == [30.0, 10.0, 41.0, 20.0]
     assert seen.bbox_source == "instance_mask"
     assert seen.bbox == [469, 208, 641, 417]
+
+
+@pytest.mark.parametrize("mode", ["L", "I;16", "RGB"])
+def test_boxes_from_the_stored_instance_image(tmp_path, mode):
+    """Boxes read straight from a stored instance image (objectId + 1, 0 for none) are each id's pixel extent,
+    found here by scanning the id's pixels."""
+    rng = np.random.default_rng(3)
+    stored = np.zeros((HEIGHT, WIDTH), dtype=np.uint16)
+    stored[5:9, 2:60] = 1  # object 0
+    stored[20:47, 33:34] = 12  # object 11: a one-pixel-wide pole
+    stored[rng.integers(0, HEIGHT, 15), rng.integers(0, WIDTH, 15)] = 4  # object 3: scattered pixels
+    image = Image.fromarray(stored.astype(np.uint8)) if mode == "L" else Image.fromarray(stored)
+    if mode == "RGB":
+        image = Image.fromarray(np.repeat(stored.astype(np.uint8)[..., None], 3, axis=2))
+    path = tmp_path / "instance.png"
+    image.save(path)
+    expected = {}
+    for value in np.unique(stored[stored > 0]):
+        rows, cols = np.nonzero(stored == value)
+        expected[int(value) - 1] = [
+            float(cols.min()),
+            float(rows.min()),
+            float(cols.max() + 1),
+            float(rows.max() + 1),
+        ]
+    assert label_boxes(read_instance_labels(path)) == expected
 
 
 def _box_mesh(lo, hi) -> tuple[np.ndarray, np.ndarray]:
