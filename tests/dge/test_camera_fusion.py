@@ -17,10 +17,12 @@ from assets.dge.fusion import (
     FrameError,
     FrameRecord,
     FusionSettings,
+    MaskView,
     bled_labels,
     depth_problem,
     frame_points,
     fuse_frames,
+    mask_votes,
     read_depth_m,
     read_instance_ids,
     voxel_downsample,
@@ -196,6 +198,64 @@ def test_bled_labels_match_the_definition(stride):
     expected = _bled_by_loops(ids, depth, stride, config)[rows // stride, cols // stride]
     assert expected.any()
     np.testing.assert_array_equal(found, expected)
+
+
+def _votes_by_loops(points, object_ids, views, config):
+    """The label vote's definition, point by point and frame by frame (see ``mask_votes``)."""
+    support = np.zeros(len(points), dtype=int)
+    against = np.zeros(len(points), dtype=int)
+    radius = config.mask_vote_radius_px
+    for view in views:
+        height, width = view.depth.shape
+        for index, (point, own) in enumerate(zip(points, object_ids, strict=True)):
+            x, y, z = view.world_to_camera[:3, :3] @ point + view.world_to_camera[:3, 3]
+            if z <= 1e-6:
+                continue
+            col = round((view.intrinsics[0, 0] * x / z + view.intrinsics[0, 2]) / view.stride)
+            row = round((view.intrinsics[1, 1] * y / z + view.intrinsics[1, 2]) / view.stride)
+            if not (0 <= col < width and 0 <= row < height) or view.depth[row, col] <= 0:
+                continue  # outside the frame, or no reading there: no vote
+            tolerance = config.mask_vote_tolerance_m + config.mask_vote_tolerance_relative * z
+            observed = view.depth[row, col]
+            if observed < z - tolerance:
+                continue  # the frame sees something in front: occluded, no vote
+            nearby = [
+                (min(max(row + d_row, 0), height - 1), min(max(col + d_col, 0), width - 1))
+                for d_row in range(-radius, radius + 1)
+                for d_col in range(-radius, radius + 1)
+            ]
+            if any(
+                view.object_ids[r, c] == own and abs(view.depth[r, c] - z) <= tolerance for r, c in nearby
+            ):
+                support[index] += 1
+            else:
+                against[index] += 1
+    return support, against
+
+
+def test_mask_votes_match_the_definition():
+    # Two frames of a wall with two labelled plates, depth holes and ragged labels; points on, in front of and
+    # behind the surfaces, some outside the frames.
+    rng = np.random.default_rng(5)
+    views = []
+    for yaw in (0.0, 8.0):
+        depth = np.full((24, 32), 3.0, np.float32)
+        depth[6:18, 4:14] = 2.0
+        depth[rng.random(depth.shape) < 0.1] = 0.0
+        ids = np.full((24, 32), -1, np.int32)
+        ids[5:19, 3:15] = 1
+        ids[8:14, 20:28] = 2
+        ids[rng.random(ids.shape) < 0.05] = 3
+        pose = _pose(yaw, (0.1, 0.0, 0.0))
+        views.append(MaskView(0, invert_rigid(pose), K, 2, depth, ids))
+    points = rng.uniform([-2.0, -1.5, 0.5], [2.0, 1.5, 3.6], size=(600, 3))
+    object_ids = rng.integers(1, 4, 600)
+    config = FusionSettings()
+    support, against = mask_votes(points, object_ids, views, config)
+    expected_support, expected_against = _votes_by_loops(points, object_ids, views, config)
+    assert expected_support.any() and expected_against.any()
+    np.testing.assert_array_equal(support, expected_support)
+    np.testing.assert_array_equal(against, expected_against)
 
 
 class TestDepthProblems:

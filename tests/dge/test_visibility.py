@@ -236,9 +236,12 @@ def test_cast_frame_matches_a_ray_by_ray_slab_test():
     assert 0 < found[1].visibility_ratio < 1 and found[0].visibility_ratio == 1.0
 
 
-def test_first_hits_are_the_nearest_of_each_ray_and_the_earliest_of_ties():
+@pytest.mark.parametrize("listed", ["ray by ray", "shuffled"])
+def test_first_hits_are_the_nearest_of_each_ray_and_the_earliest_of_ties(listed):
     rng = np.random.default_rng(7)
     ray_ids = np.sort(rng.integers(0, 50, 400))
+    if listed == "shuffled":
+        ray_ids = rng.permutation(ray_ids)
     t_hit = rng.integers(1, 6, 400).astype(np.float64)  # many ties
     found = first_hits(ray_ids, t_hit)
     expected = {}
