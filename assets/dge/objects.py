@@ -445,6 +445,12 @@ def neighbours_among_kept(
     >>> neighbours = cKDTree(points).query(points, k=2)[1]
     >>> neighbours_among_kept(np.array([0, 1, 3]), neighbours, points[[0, 1, 3]], 2).tolist()
     [[0, 1], [1, 0], [2, 1]]
+    >>> rng = np.random.default_rng(0)
+    >>> cloud = rng.uniform(0, 1, (500, 3))
+    >>> kept = np.flatnonzero(rng.uniform(size=500) > 0.1)
+    >>> reused = neighbours_among_kept(kept, cKDTree(cloud).query(cloud, k=8)[1], cloud[kept], 8)
+    >>> bool(np.array_equal(reused, cKDTree(cloud[kept]).query(cloud[kept], k=8)[1]))
+    True
     """
     k = min(k, len(kept))
     if neighbours is None or neighbours.shape[1] < k:
