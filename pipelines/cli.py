@@ -390,7 +390,13 @@ def _build(args, waves, defs, instance, storage_root: Path, starting_workers) ->
         if not observed and not is_sample_world:
             ok = _observe_raw_files(defs, instance, args, tags) and ok
             observed = True
-        if not scans_prefetched and ok and observed and scan_inputs_wave < index < scan_wave:
+        if (
+            not scans_prefetched
+            and ok
+            and observed
+            and scan_wave is not None
+            and scan_inputs_wave < index < scan_wave
+        ):
             _prefetch_scans(waves[scan_wave], storage_root, instance, _run_config(args, False))
             scans_prefetched = True
         if wave[0].partitions_def is None:

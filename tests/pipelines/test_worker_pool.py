@@ -170,3 +170,14 @@ def test_waves_are_as_few_as_the_partitionings_allow():
     kinds = [wave[0].partitions_def is None for wave in waves[1:]]
     assert not any(first and second for first, second in zip(kinds, kinds[1:], strict=False)), names
     assert len(waves) == 6, names  # sample world, sources and their tables, 3 partitionings, the rest
+
+
+def test_the_scans_are_queued_only_between_their_inputs_and_their_run():
+    from pipelines.cli import _wave_index
+
+    waves = build_waves(ALL_ASSETS, dg.AssetSelection.all())
+    inputs, scans = _wave_index(waves, "rgbd_frames"), _wave_index(waves, "scene_geometry")
+    assert inputs is not None and scans is not None and inputs + 1 < scans  # waves to overlap the scans with
+    without_scans = build_waves(ALL_ASSETS, dg.AssetSelection.from_string("+key:stvqa_validated"))
+    assert _wave_index(without_scans, "scene_geometry") is None  # nothing to queue: no scan run ahead
+    assert _wave_index(without_scans, "rgbd_frames", -1) == -1
