@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import dagster as dg
 import polars as pl
+import pydantic
 from pydantic import Field
 
 from assets.partition_ranges import (
@@ -53,6 +54,7 @@ from assets.partition_ranges import (
     PartitionedInput,
     partition_input,
     partition_results,
+    prefetch,
     restore_events,
     run_partitions,
 )
@@ -203,8 +205,71 @@ def stvqa_candidates_asset(
             stvqa_generator_llm if config.calls_model else None,
             config.model,
         )
+    validated_config = _next_config(context, "stvqa_validated", StvqaValidatedConfig)
+    if config.calls_model or validated_config is None or validated_config.calls_model:
+        validated_config = None  # pass@2 runs in the run's own process (or not in this run): nothing to start
+
+    def events(shard: str) -> list:
+        restored = list(restore_events(result(shard)))
+        candidates = next(
+            (e.value for e in restored if isinstance(e, dg.Output) and e.output_name == "stvqa_candidates"),
+            None,
+        )
+        if validated_config is not None and candidates is not None:  # this shard's pass@2, started now
+            prefetch(
+                context.run_id,
+                validated_shard,
+                _validated_arguments(
+                    shard, candidates, scene_graphs, validated_config, sources, storage, None
+                ),
+            )
+        return restored
+
     with partition_results(candidates_shard, arguments, parallel=not config.calls_model) as result:
-        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
+        yield from run_partitions(context, events)
+
+
+def _next_config(
+    context: dg.AssetExecutionContext, asset_name: str, config_class: type[dg.Config]
+) -> dg.Config | None:
+    """The run configuration of ``asset_name`` when this run of several shards builds it too, else None
+    (see :func:`assets.partition_ranges.prefetch`: a wrong guess costs work, never a wrong result)."""
+    selection = context.run.asset_selection
+    if len(context.partition_keys) < 2 or (
+        selection is not None and dg.AssetKey(asset_name) not in selection
+    ):
+        return None
+    ops = context.run.run_config.get("ops") or {}
+    try:
+        return config_class(**((ops.get(f"{asset_name}_asset") or {}).get("config") or {}))
+    except pydantic.ValidationError:  # the later step reports its own configuration error
+        return None
+
+
+def _validated_arguments(
+    shard: str,
+    candidates: pl.DataFrame,
+    scene_graphs: pl.DataFrame,
+    config: StvqaValidatedConfig,
+    sources: SourcesResource,
+    storage: StorageResource,
+    judge: LLMResource | None,
+) -> tuple:
+    """The arguments of one shard's ``stvqa_validated`` (for :func:`assets.stvqa.work.validated_shard`)."""
+    settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
+    image_ids = sorted(set(candidates["image_id"].to_list()))
+    geometry, geometry_source = resolve_geometry(config.geometry, sources, storage, image_ids)
+    return (
+        shard,
+        candidates,
+        image_rows(scene_graphs, image_ids),
+        settings,
+        _output_settings(config),
+        geometry,
+        geometry_source,
+        judge if config.calls_model else None,
+        config.model,
+    )
 
 
 @dg.multi_asset(
@@ -240,24 +305,21 @@ def stvqa_validated_asset(
     stvqa_judge_llm: LLMResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Filter each shard's candidates by pass@2 (offline: the shards of a range run in the worker pool)."""
-    settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
-    arguments = {}
-    for shard in context.partition_keys:
-        candidates = partition_input(stvqa_candidates, shard)
-        image_ids = sorted(set(candidates["image_id"].to_list()))
-        geometry, geometry_source = resolve_geometry(config.geometry, sources, storage, image_ids)
-        arguments[shard] = (
+    arguments = {
+        shard: _validated_arguments(
             shard,
-            candidates,
-            image_rows(scene_graphs, image_ids),
-            settings,
-            _output_settings(config),
-            geometry,
-            geometry_source,
-            stvqa_judge_llm if config.calls_model else None,
-            config.model,
+            partition_input(stvqa_candidates, shard),
+            scene_graphs,
+            config,
+            sources,
+            storage,
+            stvqa_judge_llm,
         )
-    with partition_results(validated_shard, arguments, parallel=not config.calls_model) as result:
+        for shard in context.partition_keys
+    }
+    with partition_results(
+        validated_shard, arguments, parallel=not config.calls_model, run_id=context.run_id
+    ) as result:
         yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 
