@@ -39,6 +39,13 @@ run's own process, exactly as before). On 2 idle cores the pool cut the default 
 from 91 s to 76 s (``benchmarks/bench_build.py``); on cores busy with other work it can cost more
 than it saves, since a run's own bookkeeping (Dagster's events, the Parquet writes) stays in the
 run's process. A run of one partition always runs it in its own process.
+
+Prefetching: that bookkeeping leaves the workers idle unless they have work queued. A step that has
+just received a partition's values can start the partition's next asset at once (:func:`prefetch`,
+scoped to the run), and ``spatial-build`` queues work of a later run whenever a worker is free
+(:func:`prefetch_in_background`). The step that needs the work takes the started call only when it
+asks for the same function with arguments of equal value (:func:`same_arguments`), so prefetching
+moves work earlier and never changes a result; what no step took is dropped (:func:`drop_prefetched`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,14 @@ partitioned family (per-scan DGE geometry, Grounding DINO shards, STVQA shards) 
 range, as a single-run backfill launches it; see :mod:`assets.partition_ranges`); then the
 unpartitioned assets built on them, in one more run. The partitions of a range run are computed in a
 pool of worker processes, one per core (``--workers N``; 1: one after another in the build's
-process), started in the background when the build starts. When a range run fails, the wave's
+process), started in the background when the build starts. The workers are kept busy across steps
+and waves: within a range run, a partition's next asset starts as soon as its input is back (DGE
+visibility after geometry, tasks after visibility; STVQA pass@2 after the candidates), and once
+``rgbd_frames`` and ``rgbd_scenes`` are built, the DGE scans' geometry is queued for the workers
+while the Grounding DINO and STVQA runs keep this process busy with their bookkeeping; a run takes
+such a result only for the same call with arguments of equal value
+(:func:`assets.partition_ranges.prefetch`). The instance's SQLite databases are held open for the
+build (:func:`sqlite_kept_open`). When a range run fails, the wave's
 partitions are built again one run each, so a failing partition does not stop the others, and the
 failures are reported per partition. ``--run-per-partition`` builds every partition in its own run
 from the start (slower: each run costs about a second of instance bookkeeping;
