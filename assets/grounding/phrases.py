@@ -729,9 +729,9 @@ def load_offline_extractor(model: str | None = None) -> CandidateExtractor:
     """
     if model == "rules":
         return RuleBasedChunker()
-    import spacy
-
     names = [model] if model else [name for name in DEFAULT_SPACY_MODELS if importlib.util.find_spec(name)]
+    if names:
+        import spacy  # seconds to import: only when there is a pipeline to load
     for name in names:
         try:
             nlp = spacy.load(name)
