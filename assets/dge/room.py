@@ -68,18 +68,19 @@ def trim_room_points(points: np.ndarray, trim_share: float) -> np.ndarray:
     _, footprint = hull_area(points[:, :2])
     _, _, yaw = min_area_rectangle(footprint if len(footprint) >= 3 else points[:, :2])
     cos_a, sin_a = np.cos(yaw), np.sin(yaw)
-    local = np.stack(
-        [
-            points[:, 0] * cos_a + points[:, 1] * sin_a,
-            -points[:, 0] * sin_a + points[:, 1] * cos_a,
-            points[:, 2],
-        ],
-        axis=1,
+    # Column by column (contiguous columns: each quantile partitions one of them).
+    local = (
+        points[:, 0] * cos_a + points[:, 1] * sin_a,
+        -points[:, 0] * sin_a + points[:, 1] * cos_a,
+        np.ascontiguousarray(points[:, 2]),
     )
-    low = np.quantile(local, trim_share, axis=0)
-    high = np.quantile(local, 1.0 - trim_share, axis=0)
-    low[2] = -np.inf  # the floor is z = 0 by construction
-    return points[np.all((local >= low) & (local <= high), axis=1)]
+    keep = np.ones(len(points), dtype=bool)
+    for axis, column in enumerate(local):
+        low, high = np.quantile(column, [trim_share, 1.0 - trim_share])
+        if axis == 2:
+            low = -np.inf  # the floor is z = 0 by construction
+        keep &= (column >= low) & (column <= high)
+    return points[keep]
 
 
 def clip_to_rectangle(polygon: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
