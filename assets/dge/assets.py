@@ -220,7 +220,7 @@ def scene_geometry_asset(
                 geometry = _output_value(restored, SCENE_GEOMETRY)
                 if geometry is not None:
                     prefetch(
-                        context.run_id,
+                        context.run.run_id,
                         partition_events,
                         _visibility_arguments(
                             VisibilitySettings.model_validate(next_settings.model_dump()),
@@ -232,7 +232,7 @@ def scene_geometry_asset(
                     )
             return restored
 
-        with partition_results(partition_events, arguments, run_id=context.run_id) as result:
+        with partition_results(partition_events, arguments, run_id=context.run.run_id) as result:
             yield from run_partitions(context, events)
         return
     known = set(rgbd_scenes["scene_id"].to_list())
@@ -416,7 +416,7 @@ def frame_visibility_asset(
         if next_settings is not None and visibility is not None:  # this scan's tasks, started now
             geometry = partition_input(scene_geometry, scene_id)
             prefetch(
-                context.run_id,
+                context.run.run_id,
                 partition_events,
                 _tasks_arguments(
                     TaskSettings.model_validate(next_settings.model_dump()),
@@ -428,7 +428,7 @@ def frame_visibility_asset(
             )
         return restored
 
-    with partition_results(partition_events, arguments, run_id=context.run_id) as result:
+    with partition_results(partition_events, arguments, run_id=context.run.run_id) as result:
         yield from run_partitions(context, events)
 
 
@@ -613,7 +613,7 @@ def dge_tasks_asset(
         )
         for scene_id in context.partition_keys
     }
-    with partition_results(partition_events, arguments, run_id=context.run_id) as result:
+    with partition_results(partition_events, arguments, run_id=context.run.run_id) as result:
         yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
 
 

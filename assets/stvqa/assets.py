@@ -217,7 +217,7 @@ def stvqa_candidates_asset(
         )
         if validated_config is not None and candidates is not None:  # this shard's pass@2, started now
             prefetch(
-                context.run_id,
+                context.run.run_id,
                 validated_shard,
                 _validated_arguments(
                     shard, candidates, scene_graphs, validated_config, sources, storage, None
@@ -318,7 +318,7 @@ def stvqa_validated_asset(
         for shard in context.partition_keys
     }
     with partition_results(
-        validated_shard, arguments, parallel=not config.calls_model, run_id=context.run_id
+        validated_shard, arguments, parallel=not config.calls_model, run_id=context.run.run_id
     ) as result:
         yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
