@@ -83,6 +83,11 @@ class ObjectSettings(pydantic.BaseModel):
         "are all kept (an object is the union of its parts: a lamp's pole and shade, a shelf's boards, "
         "segments that do not touch); smaller clusters are stray points.",
     )
+    keep_parts_below: bool = Field(
+        default=True,
+        description="Smaller clusters than min_cluster_share are kept too when they lie wholly below the kept clusters "
+        "and within their footprint (a chair's legs under its seat, see parts_below).",
+    )
     extent_trim_share: float = Field(
         default=0.005,
         description="Objects fused from noisy depth frames (instance masks) are measured without this share of "
@@ -139,6 +144,13 @@ class ObjectSettings(pydantic.BaseModel):
         default=0.4,
         description="Noisy objects: at least this share of a face's points have normals within 37 degrees of the "
         "axis the face closes.",
+    )
+    face_outward_min_alignment: float = Field(
+        default=0.8,
+        description="Noisy objects: a face's side runs through the median of its points whose normal's component along "
+        "the axis, pointing out of the end, is at least this (within 37 degrees of the axis; see face_refined_box), "
+        "so a board's inner face a few centimetres in front of its outer one (a chair's backrest) does not pull the "
+        "side in. Fewer than curved_end_min_points such points leave the side at the median of the whole slab.",
     )
     face_max_shrink_share: float = Field(
         default=0.5,
@@ -424,8 +436,47 @@ def _clean_points(points: np.ndarray, config: ObjectSettings) -> tuple[np.ndarra
     if not clustered.any():
         return kept[:0], neighbours
     sizes = np.bincount(labels[clustered], weights=counts[clustered])
-    substantial = np.flatnonzero(sizes >= config.min_cluster_share * sizes.sum())
-    return kept[np.isin(labels[voxel_of_point], substantial)], neighbours
+    substantial = sizes >= config.min_cluster_share * sizes.sum()
+    if config.keep_parts_below and not substantial.all():
+        substantial |= parts_below(centres[clustered], labels[clustered], substantial, config.dbscan_eps_m)
+    return kept[np.isin(labels[voxel_of_point], np.flatnonzero(substantial))], neighbours
+
+
+def parts_below(
+    points: np.ndarray, labels: np.ndarray, substantial: np.ndarray, margin_m: float
+) -> np.ndarray:
+    """Which clusters are parts of the object below its body: a cluster that lies wholly below the lowest point of the
+    ``substantial`` clusters (the body) and whose centre lies within the body's footprint (its minimum-area rectangle,
+    ``margin_m`` wider on every side). The substantial clusters are marked too.
+
+    ``labels`` give each point's cluster (0 .. ``len(substantial) - 1``). A chair's legs under its seat are a few
+    points each where depth barely resolves them, so each is a cluster too small to count as a part by its share
+    of the points; what lies under the seat within its footprint is the chair's, a stray point beside or above
+    the object is not.
+
+    >>> seat = np.column_stack([np.repeat(np.linspace(0, 0.5, 11), 11), np.tile(np.linspace(0, 0.5, 11), 11), np.full(121, 0.45)])
+    >>> leg = np.column_stack([np.full(5, 0.02), np.full(5, 0.02), np.linspace(0.0, 0.2, 5)])
+    >>> stray = np.array([[1.2, 0.2, 0.1], [0.2, 0.2, 0.9]])
+    >>> labels = np.concatenate([np.zeros(121, np.int64), np.ones(5, np.int64), [2, 3]])
+    >>> parts_below(np.vstack([seat, leg, stray]), labels, np.array([True, False, False, False]), 0.08).tolist()
+    [True, True, False, False]
+    """
+    count = len(substantial)
+    body = substantial[labels]
+    if not body.any():
+        return substantial.copy()
+    centre, extents, yaw = min_area_rectangle(points[body, :2])
+    cluster_points = np.bincount(labels, minlength=count).astype(np.float64)
+    means = (
+        np.stack([np.bincount(labels, weights=points[:, axis], minlength=count) for axis in range(2)], axis=1)
+        / np.maximum(cluster_points, 1.0)[:, None]
+    )
+    tops = np.full(count, -np.inf)
+    np.maximum.at(tops, labels, points[:, 2])
+    cos_a, sin_a = math.cos(yaw), math.sin(yaw)
+    local = (means - centre) @ np.array([[cos_a, sin_a], [-sin_a, cos_a]]).T
+    inside = np.all(np.abs(local) <= extents / 2.0 + margin_m, axis=1)
+    return substantial | (inside & (tops < points[body, 2].min()) & (cluster_points > 0))
 
 
 def neighbours_among_kept(
@@ -592,6 +643,30 @@ def outward_surface_edge(
     return float(np.quantile(coordinates[near], quantile))
 
 
+def outward_face_position(
+    coordinates: np.ndarray, outward: np.ndarray, position: float, slab_m: float, min_points: int
+) -> float:
+    """Where a face found at ``position`` (across an axis' high end) lies: the median of the ``outward``-facing
+    points from ``slab_m`` inside ``position`` outwards, or ``position`` itself when fewer than ``min_points``
+    are there.
+
+    A face's slab is a few centimetres thick (noise and registration error), so it can hold two parallel
+    surfaces: a chair's backrest seen from both sides shows its inner face 5 cm in front of its outer one,
+    and the slab's median lies between them. Only the outer surface faces out of the end.
+
+    >>> rng = np.random.default_rng(0)
+    >>> inner, outer = rng.normal(0.20, 0.005, 600), rng.normal(0.25, 0.005, 300)
+    >>> coordinates = np.concatenate([inner, outer])
+    >>> outward = np.concatenate([np.zeros(600, dtype=bool), np.ones(300, dtype=bool)])
+    >>> round(float(np.median(coordinates)), 2), round(outward_face_position(coordinates, outward, 0.21, 0.04, 20), 2)
+    (0.2, 0.25)
+    """
+    surface = outward & (coordinates >= position - slab_m)
+    if np.count_nonzero(surface) < min_points:
+        return position
+    return float(np.median(coordinates[surface]))
+
+
 def face_refined_box(
     points: np.ndarray,
     normals: np.ndarray,
@@ -658,7 +733,16 @@ def face_refined_box(
                 )
                 >= config.face_min_cover
             ):
-                bounds[axis] = position
+                bounds[axis] = (
+                    outward_face_position(
+                        side * local[:, axis],
+                        side * local_normals[:, axis] >= config.face_outward_min_alignment,
+                        side * position,
+                        config.face_slab_m,
+                        config.curved_end_min_points,
+                    )
+                    * side
+                )
                 faced[axis, (side + 1) // 2] = True
     blur = 0.0
     for axis in range(2):
