@@ -113,7 +113,9 @@ def recorded_objects(world: Path, source: str) -> tuple[list[dict], dict]:
 
 def measure_all(module, calls: list[dict], settings: dict) -> tuple[list, float, float]:
     """Every recorded object measured by ``module``: ``(results, CPU seconds, wall seconds)``."""
-    config = module.ObjectSettings(**{name: settings[name] for name in module.ObjectSettings.model_fields})
+    config = module.ObjectSettings(
+        **{name: settings[name] for name in module.ObjectSettings.model_fields if name in settings}
+    )
     cpu, wall = time.process_time(), time.perf_counter()
     results = []
     for call in calls:
