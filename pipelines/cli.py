@@ -99,9 +99,13 @@ def _instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.ephemeral()
 
 
+INSTANCE_SQLITE_FILES = ("event_log.db", "history/runs.db", "history/runs/index.db", "schedules/schedules.db")
+"""The SQLite databases of an instance under ``$DAGSTER_HOME`` (consolidated or per-run event log)."""
+
+
 @contextlib.contextmanager
 def sqlite_kept_open(home: str | None) -> Iterator[list[Path]]:
-    """Hold one idle connection to every SQLite database of the instance under ``home`` for the block.
+    """Hold one idle connection to each SQLite database of the instance under ``home`` for the block.
 
     Dagster's SQLite storages open and close a connection for every event they store; when the last
     connection to a database in WAL mode closes, SQLite checkpoints the log into the database and
@@ -110,8 +114,12 @@ def sqlite_kept_open(home: str | None) -> Iterator[list[Path]]:
     checkpointed every 1000 pages instead. Yields the databases held; none without ``home``
     (an ephemeral instance keeps its storage in memory).
     """
-    paths = sorted(Path(home).glob("**/*.db")) if home else []
+    paths = (
+        [Path(home) / name for name in INSTANCE_SQLITE_FILES if (Path(home) / name).is_file()] if home else []
+    )
     connections = [sqlite3.connect(path) for path in paths]
+    for connection in connections:  # a read opens the write-ahead log: only then does it count as open
+        connection.execute("PRAGMA schema_version").fetchall()
     try:
         yield paths
     finally:

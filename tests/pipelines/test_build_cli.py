@@ -146,3 +146,29 @@ def test_a_failed_range_is_built_again_one_partition_at_a_time(tmp_path, monkeyp
     assert any("2 partitions ok, 1 failed (scene_without_scan)" in message for message in messages), messages
     built = sorted(path.stem for path in (data / "dge_tasks").glob("*.parquet"))
     assert len(built) == 2 and "scene_without_scan" not in built
+
+
+def test_the_instance_databases_are_held_open_so_a_write_does_not_checkpoint(tmp_path, monkeypatch):
+    import shutil
+
+    from pipelines.cli import sqlite_kept_open
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the template names it
+    shutil.copy(Path(__file__).parents[2] / "pipelines" / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(home))
+    wal = home / "event_log.db-wal"
+
+    def store_one_event() -> None:
+        instance.report_engine_event("a build event", job_name="sources_job", run_id="held-open-test")
+
+    store_one_event()
+    assert not wal.exists()  # the storage's connection closed last: SQLite checkpointed and removed the log
+    with sqlite_kept_open(str(home)) as held:
+        assert {path.relative_to(home).as_posix() for path in held} >= {"event_log.db", "history/runs.db"}
+        store_one_event()
+        assert wal.exists()  # not checkpointed at the storage's close: the held connection keeps the log
+    assert len(instance.all_logs("held-open-test")) == 2  # both events stored, and the instance still reads
+    with sqlite_kept_open(None) as held:
+        assert held == []  # an ephemeral instance has no files
