@@ -80,9 +80,9 @@ from data_contracts.storage import read_table
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-DGE_CODE_VERSION = (
-    "4"  # 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast
-)
+# 5: outward faces and legs of instance-mask objects; 4: mask vote, settled noisy objects; 3: confidence,
+# walls, faces, balanced tasks; 2: ray cast.
+DGE_CODE_VERSION = "5"
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
