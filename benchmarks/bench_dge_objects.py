@@ -5,9 +5,11 @@ The scan's geometry is built once per object source (``mesh``, ``instance_masks`
 :func:`~assets.dge.geometry.build_scan_geometry` passes to ``measure_object`` are recorded; then the recorded
 objects are measured by the old module (``assets/dge/objects.py`` as it was at ``--old-rev``, loaded beside the new
 one) and by the working tree's, alternately, ``--repeats`` times (best kept). CPU seconds are the process's (every
-thread). The default scan is ``bench_dge.py``'s realistic 50-frame 640x480 scan (generated when missing).
+thread). The default scan is ``bench_dge.py``'s realistic 50-frame 640x480 scan (generated under ``--work-dir``
+when missing).
 
     .venv/bin/python benchmarks/bench_dge_objects.py [--world PATH] [--repeats 3] [--old-rev REV]
+    .venv/bin/python benchmarks/bench_dge_objects.py --tiny    # smoke run: bench_dge.py's tiny scan, one repeat
 """
 
 from __future__ import annotations
@@ -40,23 +42,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--world",
         type=Path,
-        default=Path(tempfile.gettempdir()) / "bench_dge" / "world_50_640x480_s3_realistic",
-        help="sample world root (bench_dge.py's realistic scan by default; generated when missing)",
+        help="sample world root (default: bench_dge.py's realistic scan under --work-dir)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "bench_dge",
+        help="where bench_dge.py's scans are cached (generated when missing)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed repetitions per variant (best kept)")
     parser.add_argument("--old-rev", default=OLD_REV, help="git revision of the old assets/dge/objects.py")
     parser.add_argument("--sources", nargs="+", choices=SOURCES, default=list(SOURCES))
+    parser.add_argument(
+        "--tiny", action="store_true", help="bench_dge.py's tiny scan and one repeat (smoke run)"
+    )
+    if parser.parse_known_args(argv)[0].tiny:
+        parser.set_defaults(repeats=1)
     return parser.parse_args(argv)
 
 
-def ensure_world(world: Path) -> Path:
-    """The scan under ``world``; bench_dge.py's default realistic scan is generated when missing."""
-    if (world / "truth" / "world.json").is_file():
-        return world
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_dge
-
-    defaults = bench_dge.parse_args(["--work-dir", str(world.parent)])
+def bench_dge_world(work_dir: Path, tiny: bool) -> Path:
+    """bench_dge.py's realistic scan (its ``--tiny`` one with ``tiny``), generated when missing."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_dge", Path(__file__).resolve().parent / "bench_dge.py"
+    )
+    bench_dge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_dge)
+    defaults = bench_dge.parse_args(["--work-dir", str(work_dir), *(["--tiny"] if tiny else [])])
     return bench_dge.world_root(defaults, "realistic")
 
 
@@ -163,7 +175,7 @@ def emit(line: str = "") -> None:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     args = parse_args(argv)
-    world = ensure_world(args.world)
+    world = args.world or bench_dge_world(args.work_dir, args.tiny)
     truth = {
         scene["scene_id"]: {item["object_id"]: item for item in scene["objects"]}
         for scene in json.loads((world / "truth" / "world.json").read_text())["scenes"]

@@ -214,9 +214,8 @@ def scene_geometry_asset(
 
         def events(scene_id: str) -> list:
             restored = list(restore_events(result(scene_id)))
-            if (
-                next_settings is not None
-            ):  # this scan's visibility, computed while this step records its outputs
+            # This scan's visibility, computed while this step records its outputs.
+            if next_settings is not None:
                 geometry = _output_value(restored, SCENE_GEOMETRY)
                 if geometry is not None:
                     prefetch(

@@ -90,6 +90,14 @@ CASES = {
         ],
         None,
     ),
+    "bench_dge_objects": (
+        ["--work-dir", "{tmp_path}"],
+        [
+            rf"^\| {source} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} of {NUMBER} \|$"
+            for source in ("mesh", "instance_masks")
+        ],
+        None,
+    ),
     "bench_ray": (
         # One cluster size: each size starts its own Ray cluster, and the loop over sizes is the same code.
         ["--workers", "2", "--images", "4", "--scenes", "1"],
@@ -123,6 +131,7 @@ CASES = {
 SLOW = {
     "bench_build",
     "bench_dge",
+    "bench_dge_objects",
     "bench_grounding",
     "bench_confidence_overhead",
     "bench_ray",
