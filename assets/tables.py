@@ -19,6 +19,7 @@ from typing import Any
 import dagster as dg
 import dataframely as dy
 import polars as pl
+import pyarrow as pa
 
 from assets.previews import markdown_image, markdown_preview, save_preview
 from data_contracts.quarantine import CONTRACT_VERSION as QUARANTINE_CONTRACT_VERSION
@@ -228,3 +229,44 @@ def llm_failure_check(
     if message is not None:
         raise dg.Failure(description=message, metadata={**client.summary.as_metadata(), **metadata})
     return metadata
+
+
+def _arrow_values(array: pa.Array) -> list[Any]:
+    """The values of an Arrow array, numeric lists as numpy arrays and structs as dicts (recursively)."""
+    kind = array.type
+    if pa.types.is_struct(kind):
+        fields = [kind.field(index).name for index in range(kind.num_fields)]
+        columns = [_arrow_values(array.field(name)) for name in fields]
+        valid = array.is_valid().to_pylist()
+        return [
+            dict(zip(fields, values, strict=True)) if is_valid else None
+            for is_valid, values in zip(valid, zip(*columns, strict=True), strict=True)
+        ]
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        return array.to_pylist()
+    offsets = array.offsets.to_numpy()
+    inner = array.values
+    if pa.types.is_integer(inner.type) or pa.types.is_floating(inner.type):
+        flat = inner.to_numpy(zero_copy_only=False)
+        items: list[Any] = [flat[start:end] for start, end in zip(offsets[:-1], offsets[1:], strict=True)]
+    else:
+        values = _arrow_values(inner)
+        items = [values[start:end] for start, end in zip(offsets[:-1], offsets[1:], strict=True)]
+    return [
+        item if is_valid else None for item, is_valid in zip(items, array.is_valid().to_pylist(), strict=True)
+    ]
+
+
+def row_with_arrays(frame: pl.DataFrame, index: int = 0) -> dict[str, Any]:
+    """Row ``index`` of ``frame`` as a dict like ``frame.row(index, named=True)``, but every list of numbers
+    is a numpy array of the column's type instead of a Python list (structs stay dicts, other lists lists).
+
+    The same values, without making a Python float of each number: a scan's ``scene_geometry`` row (its
+    cloud and every object's points and normals) converts in about a millisecond instead of 30 ms.
+
+    >>> row = row_with_arrays(pl.DataFrame({"a": ["x"], "p": [[1.5, 2.0]], "o": [[{"q": [3], "n": "m"}]]}))
+    >>> row["a"], row["p"].tolist(), row["o"][0]["q"].tolist(), row["o"][0]["n"]
+    ('x', [1.5, 2.0], [3], 'm')
+    """
+    single = frame.slice(index, 1).rechunk()
+    return {name: _arrow_values(single[name].to_arrow())[0] for name in single.columns}

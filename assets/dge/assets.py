@@ -67,6 +67,7 @@ from assets.tables import (
     finalize_table,
     json_metadata,
     quarantine_output,
+    row_with_arrays,
     table_and_quarantine_outs,
     value_counts,
 )
@@ -450,11 +451,11 @@ def _visibility_arguments(
 
 
 def _geometry_row(scene_geometry: pl.DataFrame, scene_id: str) -> dict:
-    """The ``scene_geometry`` row of one scan (a failure naming the scan when it has none)."""
+    """The ``scene_geometry`` row of one scan, points as numpy arrays (a failure naming the scan when it has none)."""
     rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
-    return rows.row(0, named=True)
+    return row_with_arrays(rows)
 
 
 def _frame_visibility_partition(
