@@ -6,7 +6,8 @@ The scan's geometry is built once per object source (``mesh``, ``instance_masks`
 objects are measured by the old module (``assets/dge/objects.py`` as it was at ``--old-rev``, loaded beside the new
 one) and by the working tree's, alternately, ``--repeats`` times (best kept). CPU seconds are the process's (every
 thread). The default scan is ``bench_dge.py``'s realistic 50-frame 640x480 scan (generated under ``--work-dir``
-when missing).
+when missing). "same fields" counts the objects that both variants reject, or whose every field (boxes, centroid,
+stored points, normals and areas, spread, blur, point count) is the same to the bit.
 
     .venv/bin/python benchmarks/bench_dge_objects.py [--world PATH] [--repeats 3] [--old-rev REV]
     .venv/bin/python benchmarks/bench_dge_objects.py --tiny    # smoke run: bench_dge.py's tiny scan, one repeat
@@ -15,6 +16,7 @@ when missing).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -156,14 +158,30 @@ def extent_errors(result, truth: dict) -> np.ndarray:
     return (measured - true) / true
 
 
+def same_bits(first, second) -> bool:
+    """Whether two field values are the same to the bit: arrays of one dtype and shape with the same bytes, or
+    equal scalars (NaN equal to NaN).
+
+    >>> same_bits(np.array([0.0, np.nan]), np.array([0.0, np.nan])), same_bits(np.array([0.0]), np.array([-0.0]))
+    (True, False)
+    """
+    if isinstance(first, np.ndarray) or isinstance(second, np.ndarray):
+        first, second = np.asarray(first), np.asarray(second)
+        return (
+            first.dtype == second.dtype
+            and first.shape == second.shape
+            and first.tobytes() == second.tobytes()
+        )
+    return first == second or (first != first and second != second)
+
+
 def same_geometry(first, second) -> bool:
+    """Whether two measurements (or rejections, None) agree to the bit in every field of the old one."""
     if first is None or second is None:
         return first is second
-    fields = ("obb_center", "obb_extents", "obb_yaw", "aabb_min", "aabb_max", "points", "point_spread_m")
-    fields += ("boundary_blur_m",)
     return all(
-        np.array_equal(np.asarray(getattr(first, name)), np.asarray(getattr(second, name)), equal_nan=True)
-        for name in fields
+        hasattr(second, field.name) and same_bits(getattr(first, field.name), getattr(second, field.name))
+        for field in dataclasses.fields(first)
     )
 
 
@@ -186,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         old_module = old_objects_module(args.old_rev, Path(folder))
         emit(f"scan {world}, old = objects.py at {args.old_rev[:10]}, best of {args.repeats}")
         emit(
-            "| object source | objects | old CPU s | new CPU s | CPU old/new | old wall s | new wall s | same boxes |"
+            "| object source | objects | old CPU s | new CPU s | CPU old/new | old wall s | new wall s | same fields |"
         )
         emit("|---|---|---|---|---|---|---|---|")
         errors_table = []
