@@ -54,6 +54,12 @@ class SampleWorldConfig:
             Distance of the camera path from the walls.
         camera_height_range (`tuple[float, float]`, *optional*, defaults to (0.9, 2.1)):
             Camera heights above the floor.
+        camera_path (`str`, *optional*, defaults to `"loop"`):
+            `"loop"`: the camera walks once around the room near the walls, looking inward. `"handheld"`:
+            like a hand-held ScanNet capture, the camera walks toward or across the room (looking where
+            it goes, so a later camera stands behind an earlier one, or sideways looking at the room),
+            and pans in place between walks (consecutive frames at one position turning 30-60
+            degrees). Both keep `CAMERA_OBJECT_CLEARANCE` from every object.
         omnispatial_questions_per_image (`int`, *optional*, defaults to 2):
             Most questions asked about one OmniSpatial-like image (they share the image).
         spatialab_questions_per_image (`int`, *optional*, defaults to 1):
@@ -96,6 +102,7 @@ class SampleWorldConfig:
     object_wall_margin: float = 0.8
     camera_wall_margin: float = 0.35
     camera_height_range: tuple[float, float] = (0.9, 2.1)
+    camera_path: str = "loop"
     omnispatial_questions_per_image: int = 2
     spatialab_questions_per_image: int = 1
     max_relationships_per_image: int = 15
@@ -138,6 +145,8 @@ class SampleWorldConfig:
             raise ValueError("min_question_visibility must be in [0, 1].")
         if self.scan_realism not in ("realistic", "exact"):
             raise ValueError(f"scan_realism={self.scan_realism!r} must be 'realistic' or 'exact'.")
+        if self.camera_path not in ("loop", "handheld"):
+            raise ValueError(f"camera_path={self.camera_path!r} must be 'loop' or 'handheld'.")
         if self.truncation_stride < 1:
             raise ValueError("truncation_stride must be at least 1.")
 

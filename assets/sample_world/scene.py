@@ -476,19 +476,48 @@ def _point_on_inset_rectangle(room: Room, inset: float, angle: float) -> np.ndar
 
 
 def sample_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
-    """Camera views of one scene, in frame order.
-
-    The camera walks once around the room near the walls, looking at the furniture, while its height
-    rises and falls between `camera_height_range` (so views differ in height, and long sequences move
-    smoothly). The look-at point wanders around the objects' centre.
+    """Camera views of one scene, in frame order, along the configured `camera_path`.
 
     >>> config = SampleWorldConfig(num_scenes=1, views_per_scene=3)
     >>> views = sample_views(config, sample_scene(config, 0))
     >>> len(views), views[0].pose.shape
     (3, (4, 4))
     """
-    rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 1]))
+    if config.camera_path == "handheld":
+        return _handheld_views(config, scene)
+    return _loop_views(config, scene)
+
+
+def clear_of_objects(scene: Scene, point_xy: np.ndarray, clearance: float = CAMERA_OBJECT_CLEARANCE) -> bool:
+    """Whether a floor point keeps `clearance` from every object footprint."""
+    corner = np.asarray(point_xy, dtype=np.float64)
+    square = np.array([corner, corner + [1e-3, 0], corner + [1e-3, 1e-3], corner + [0, 1e-3]])
+    return all(
+        not rectangles_overlap(square, scene_object.footprint, clearance) for scene_object in scene.objects
+    )
+
+
+def _view(config: SampleWorldConfig, frame: int, pose: np.ndarray) -> View:
     color_k, depth_k = camera_intrinsics(config)
+    return View(
+        frame_index=frame,
+        width=config.width,
+        height=config.height,
+        depth_width=config.depth_width,
+        depth_height=config.depth_height,
+        color_intrinsics=color_k,
+        depth_intrinsics=depth_k,
+        pose=pose,
+    )
+
+
+def _loop_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
+    """The `"loop"` camera path: the camera walks once around the room near the walls, looking at the furniture, while its height
+    rises and falls between `camera_height_range` (so views differ in height, and long sequences move
+    smoothly). The look-at point wanders around the objects' centre.
+
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 1]))
     count = config.views_per_scene
     room = scene.room
     centre = np.mean([scene_object.centroid[:2] for scene_object in scene.objects], axis=0)
@@ -505,16 +534,7 @@ def sample_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
             candidate = _point_on_inset_rectangle(
                 room, config.camera_wall_margin, start + frame * step + jitter
             )
-            if all(
-                not rectangles_overlap(
-                    np.array(
-                        [candidate, candidate + [1e-3, 0], candidate + [1e-3, 1e-3], candidate + [0, 1e-3]]
-                    ),
-                    scene_object.footprint,
-                    CAMERA_OBJECT_CLEARANCE,
-                )
-                for scene_object in scene.objects
-            ):
+            if clear_of_objects(scene, candidate):
                 eye_xy = candidate
                 break
         if eye_xy is None:
@@ -532,16 +552,162 @@ def sample_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
             ]
         )
         eye = np.array([eye_xy[0], eye_xy[1], eye_height])
-        views.append(
-            View(
-                frame_index=frame,
-                width=config.width,
-                height=config.height,
-                depth_width=config.depth_width,
-                depth_height=config.depth_height,
-                color_intrinsics=color_k,
-                depth_intrinsics=depth_k,
-                pose=look_at(eye, target),
-            )
+        views.append(_view(config, frame, look_at(eye, target)))
+    return views
+
+
+PAN_STEP_DEGREES = (30.0, 60.0)
+"""Least and most heading change between consecutive frames of a pan in place (hand-held path)."""
+WALK_STRIDE_M = (0.5, 0.7)
+"""Range of the distance between consecutive frames of a walk (hand-held path)."""
+WALK_END_INSET_M = 1.0
+"""A walk ends at least this far from the walls, so the camera does not stare at a wall from up close."""
+WALK_LOOK_AHEAD_M = 0.5
+"""A forward walk stops where the floor this far ahead of the camera is not clear of objects."""
+
+
+@dataclass(frozen=True)
+class _Pose2D:
+    """A camera on the hand-held path: floor position, heading (radians), pitch (radians, down < 0), height."""
+
+    xy: np.ndarray
+    yaw: float
+    pitch: float
+    height: float
+
+
+def _inside(room: Room, point_xy: np.ndarray, inset: float) -> bool:
+    return bool(inset <= point_xy[0] <= room.width - inset and inset <= point_xy[1] <= room.depth - inset)
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def _walk_positions(
+    config: SampleWorldConfig,
+    scene: Scene,
+    start: np.ndarray,
+    rng: np.random.Generator,
+    forward: bool,
+    across: bool,
+) -> tuple[float, list[np.ndarray]]:
+    """A walk from `start` toward a point on the far side of the room's centre (`across`) or anywhere near the walls:
+    its direction and the clear frame positions."""
+    room = scene.room
+    inset = min(max(config.camera_wall_margin, WALK_END_INSET_M), min(room.width, room.depth) / 2.0 - 0.5)
+    away = math.atan2(start[1] - room.centre[1], start[0] - room.centre[0])
+    angle = (
+        away + math.pi + float(rng.uniform(-0.7, 0.7)) if across else float(rng.uniform(0.0, 2.0 * math.pi))
+    )
+    target = _point_on_inset_rectangle(room, inset, angle)
+    direction = math.atan2(target[1] - start[1], target[0] - start[0])
+    unit = np.array([math.cos(direction), math.sin(direction)])
+    length = float(np.linalg.norm(target - start))
+    positions: list[np.ndarray] = []
+    travelled = 0.0
+    while True:
+        travelled += float(rng.uniform(*WALK_STRIDE_M))
+        if travelled > length:
+            break
+        point = start + unit * travelled
+        if not (_inside(room, point, config.camera_wall_margin) and clear_of_objects(scene, point)):
+            break
+        if forward and not clear_of_objects(scene, point + unit * WALK_LOOK_AHEAD_M, 0.0):
+            break
+        positions.append(point)
+    return direction, positions
+
+
+def _handheld_path(config: SampleWorldConfig, scene: Scene, rng: np.random.Generator) -> list[_Pose2D]:
+    """The hand-held path: alternately a pan in place toward the next walk's heading and the walk."""
+    room = scene.room
+    count = config.views_per_scene
+    low, high = config.camera_height_range
+    centre = np.mean([scene_object.centroid[:2] for scene_object in scene.objects], axis=0)
+    start = None
+    for _ in range(40):
+        candidate = _point_on_inset_rectangle(
+            room, config.camera_wall_margin + 0.3, float(rng.uniform(0.0, 2.0 * math.pi))
         )
+        if clear_of_objects(scene, candidate):
+            start = candidate
+            break
+    if start is None:
+        start = candidate
+        logger.warning("%s: hand-held path starts close to an object", scene.scene_id)
+    toward_centre = math.atan2(centre[1] - start[1], centre[0] - start[0])
+    height = float(rng.uniform(low + 0.2 * (high - low), high - 0.2 * (high - low)))
+    path = [_Pose2D(start, toward_centre, math.radians(float(rng.uniform(-25, -10))), height)]
+    while len(path) < count:
+        here = path[-1]
+        forward = bool(rng.uniform() < 0.6)
+        best: tuple[float, list[np.ndarray]] = (0.0, [])
+        forward_walk = forward
+        for attempt in range(24):
+            walks_forward = forward and attempt < 12
+            direction, positions = _walk_positions(
+                config, scene, here.xy, rng, walks_forward, across=attempt % 2 == 0
+            )
+            if len(positions) > len(best[1]):
+                best, forward_walk = (direction, positions), walks_forward
+            if len(positions) >= 2:
+                break
+        forward = forward_walk if best[1] else forward
+        direction, positions = best
+        if forward:
+            heading = direction
+        else:  # sideways: look at the room's objects while walking past them
+            sides = (direction + math.pi / 2.0, direction - math.pi / 2.0)
+            heading = max(
+                sides,
+                key=lambda yaw: math.cos(yaw - math.atan2(centre[1] - here.xy[1], centre[0] - here.xy[0])),
+            )
+        # Pan in place toward the walk's heading, each step at least PAN_STEP_DEGREES[0].
+        turn = _wrap(heading - here.yaw)
+        minimum, maximum = (math.radians(value) for value in PAN_STEP_DEGREES)
+        if abs(turn) < minimum:  # glance aside and back
+            aside = float(rng.uniform(minimum, maximum)) * (1.0 if rng.uniform() < 0.5 else -1.0)
+            yaws = [here.yaw + aside, heading]
+            if abs(_wrap(heading - yaws[0])) < minimum:
+                yaws = [here.yaw + aside]
+        else:
+            steps = max(1, math.ceil(abs(turn) / maximum))
+            yaws = [here.yaw + turn * (index + 1) / steps for index in range(steps)]
+        for yaw in yaws:
+            jitter = rng.normal(0.0, 0.02, size=2)
+            xy = here.xy + jitter if clear_of_objects(scene, here.xy + jitter) else here.xy
+            path.append(_Pose2D(xy, _wrap(yaw), here.pitch, here.height + float(rng.normal(0.0, 0.01))))
+        if not positions:
+            continue
+        end_height = float(rng.uniform(low, high))
+        pitch = math.radians(float(rng.uniform(-25, -10)))
+        for index, xy in enumerate(positions):
+            share = (index + 1) / len(positions)
+            path.append(
+                _Pose2D(
+                    xy,
+                    _wrap(heading + math.radians(float(rng.normal(0.0, 1.5)))),
+                    pitch,
+                    here.height + share * (end_height - here.height),
+                )
+            )
+    return path[:count]
+
+
+def _handheld_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
+    """The `"handheld"` camera path (see `SampleWorldConfig.camera_path`)."""
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 1]))
+    low, high = config.camera_height_range
+    views = []
+    for frame, pose in enumerate(_handheld_path(config, scene, rng)):
+        eye = np.array([pose.xy[0], pose.xy[1], float(np.clip(pose.height, low, high))])
+        ahead = np.array(
+            [
+                math.cos(pose.yaw) * math.cos(pose.pitch),
+                math.sin(pose.yaw) * math.cos(pose.pitch),
+                math.sin(pose.pitch),
+            ]
+        )
+        views.append(_view(config, frame, look_at(eye, eye + ahead)))
     return views

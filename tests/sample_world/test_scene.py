@@ -10,6 +10,7 @@ import pytest
 from assets.sample_world import SampleWorldConfig
 from assets.sample_world.catalogue import CATALOGUE, COLOURS
 from assets.sample_world.scene import (
+    CAMERA_OBJECT_CLEARANCE,
     FLOOR_CLEARANCE,
     camera_intrinsics,
     rectangles_overlap,
@@ -122,3 +123,64 @@ def test_depth_intrinsics_match_the_downsampled_grid():
 def test_invalid_configs_are_rejected(overrides):
     with pytest.raises(ValueError):
         SampleWorldConfig(root=Path("unused"), **overrides)
+
+
+HANDHELD = SampleWorldConfig(
+    root=Path("unused"), num_scenes=4, views_per_scene=24, camera_path="handheld", show_progress=False
+)
+
+
+def _floor_heading_degrees(view) -> float:
+    return float(np.degrees(np.arctan2(view.rotation[1, 2], view.rotation[0, 2])))
+
+
+def _signed_difference(first: float, second: float) -> float:
+    return (second - first + 180.0) % 360.0 - 180.0
+
+
+@pytest.mark.parametrize("scene_index", range(HANDHELD.num_scenes))
+def test_handheld_path_pans_in_place_and_walks_so_cameras_stand_behind_each_other(scene_index):
+    scene = sample_scene(HANDHELD, scene_index)
+    views = sample_views(HANDHELD, scene)
+    assert len(views) == HANDHELD.views_per_scene
+    pans = behind = 0
+    for earlier, later in zip(views[:-1], views[1:], strict=True):
+        moved = float(np.linalg.norm(later.position[:2] - earlier.position[:2]))
+        turned = abs(_signed_difference(_floor_heading_degrees(earlier), _floor_heading_degrees(later)))
+        pans += moved < 0.1 and turned >= 30.0
+    for index, later in enumerate(views):
+        for earlier in views[:index]:
+            offset = earlier.position[:2] - later.position[:2]
+            if np.linalg.norm(offset) < 0.5:
+                continue
+            direction = float(np.degrees(np.arctan2(offset[1], offset[0])))
+            behind += abs(_signed_difference(_floor_heading_degrees(later), direction)) >= 150.0
+    assert pans >= 3 and behind >= 3, (pans, behind)
+
+
+@pytest.mark.parametrize("scene_index", range(HANDHELD.num_scenes))
+def test_handheld_cameras_keep_clear_of_objects_and_inside_the_room(scene_index):
+    scene = sample_scene(HANDHELD, scene_index)
+    low, high = HANDHELD.camera_height_range
+    for view in sample_views(HANDHELD, scene):
+        x, y, z = view.position
+        assert HANDHELD.camera_wall_margin - 0.1 <= x <= scene.room.width - HANDHELD.camera_wall_margin + 0.1
+        assert HANDHELD.camera_wall_margin - 0.1 <= y <= scene.room.depth - HANDHELD.camera_wall_margin + 0.1
+        assert low <= z <= high
+        point = np.array([[x, y], [x + 1e-3, y], [x + 1e-3, y + 1e-3], [x, y + 1e-3]])
+        for item in scene.objects:
+            assert not rectangles_overlap(point, item.footprint, CAMERA_OBJECT_CLEARANCE - 1e-6), item.name
+
+
+def test_handheld_path_is_deterministic_and_differs_from_the_loop():
+    scene = sample_scene(HANDHELD, 0)
+    first = [view.pose for view in sample_views(HANDHELD, scene)]
+    second = [view.pose for view in sample_views(HANDHELD, scene)]
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+    loop = SampleWorldConfig(root=Path("unused"), num_scenes=4, views_per_scene=24, show_progress=False)
+    assert not np.allclose(first[1], sample_views(loop, scene)[1].pose)
+
+
+def test_unknown_camera_path_is_rejected():
+    with pytest.raises(ValueError, match="camera_path"):
+        SampleWorldConfig(root=Path("unused"), camera_path="spiral")
