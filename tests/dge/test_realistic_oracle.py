@@ -219,3 +219,58 @@ def test_thin_objects_on_more_worlds_measure_within_5_percent_or_are_withheld(mo
             withheld.append(item["name"])
     logger.info("seed %s, %s: within 5%%: %s; off but withheld: %s", seed, source, within, withheld)
     assert len(within) >= 3 * len(withheld) and within, (seed, source, within, withheld)
+
+
+HANDHELD_SEED = 0
+"""Seed of the hand-held test world (2 scenes, 24 frames each, 256x192)."""
+ANSWERS_ONLY_A_HANDHELD_PATH_ASKS = {
+    "camera_motion": {"turned left", "turned right", "moved forward", "moved backward"},
+    "camera_camera_position": {"behind"},
+}
+"""Answer values that the default loop around the walls never asks (no camera turns in place or stands behind another)."""
+
+
+@pytest.fixture(scope="module")
+def handheld_world(tmp_path_factory):
+    """Root and truth of a realistic world whose cameras follow the hand-held path (pans in place, walks across)."""
+    root = tmp_path_factory.mktemp("dge_handheld") / "sample_world"
+    generate_sample_world(
+        SampleWorldConfig(
+            root=root,
+            seed=HANDHELD_SEED,
+            num_scenes=2,
+            views_per_scene=24,
+            width=256,
+            height=192,
+            camera_path="handheld",
+            show_progress=False,
+        )
+    )
+    truth = json.loads((root / "truth" / "world.json").read_text())
+    return root, {scene["scene_id"]: scene for scene in truth["scenes"]}
+
+
+@pytest.mark.parametrize("source", ["mesh", "instance_masks"])
+def test_handheld_turns_and_cameras_behind_are_asked_and_agree_with_the_oracle(handheld_world, source):
+    """On the hand-held path, camera_motion asks "turned left/right" and camera_camera_position "behind"; every answer
+    (sizes included) agrees with the oracle, from both object sources."""
+    root, truth = handheld_world
+    tables = read_scannet(root / "scannet" / "scans")
+    table, report = AccuracyTable(), GenerationReport()
+    asked: dict[str, set[str]] = {task_type: set() for task_type in ANSWERS_ONLY_A_HANDHELD_PATH_ASKS}
+    for scene in tables.scenes.iter_rows(named=True):
+        geometry = build_scan_geometry(
+            tables.frames, scene, SceneGeometrySettings(object_points_source=source)
+        )
+        visibility = build_frame_visibility(geometry, tables.frames, scene=scene)
+        tasks = build_scene_tasks(geometry.to_row(), visibility, tables.frames, report=report)
+        table.add(tasks.iter_rows(named=True), SceneTruth.from_truth(truth[scene["scene_id"]]))
+        for row in tasks.iter_rows(named=True):
+            if row["task_type"] in asked:
+                asked[row["task_type"]].add(row["options"][row["answer_index"]])
+    table.add_withheld(report.withheld)
+    logger.info("hand-held, %s\n%s\nanswer values: %s", source, table.markdown(), asked)
+    for task_type, values in ANSWERS_ONLY_A_HANDHELD_PATH_ASKS.items():
+        assert values <= asked[task_type], (source, task_type, asked[task_type])
+    assert not any(table.wrong.values()), (source, table.wrong, table.examples)
+    assert all(table.rows.get(task_type, 0) >= 4 for task_type in ANSWERS_ONLY_A_HANDHELD_PATH_ASKS)
