@@ -13,7 +13,9 @@ reward and loader read them:
 - ``category`` (nine), ``level`` (easy/medium/hard), ``rating`` (1-10, null when a published row has none);
 - ``gt_scene``: ``{objects: [{id "name.N", bbox_2d (0..1000)}], relationships: [{subject, predicate,
   object}]}``, the spatial reward's ground truth (converted to pixels by the reward);
-- ``split``: ``train`` or ``val``.
+- ``split``: ``train`` or ``val``;
+- ``origin`` (1.1.0): 'sample_world' or 'real', the question's scene graph's (published STVQA-7K rows
+  are 'real'); the trainer refuses a table that mixes the two unless told otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import dataframely as dy
 import polars as pl
 
 from data_contracts.columns import image_column
+from data_contracts.origin import origin_column
 from data_contracts.stvqa_candidates import (
     CATEGORIES,
     LETTERS,
@@ -31,7 +34,7 @@ from data_contracts.stvqa_candidates import (
     one_of,
 )
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin
 SPLITS = ["train", "val"]
 
 
@@ -129,6 +132,7 @@ class Stvqa(dy.Schema):
         description="'train' or 'val': generated rows split 90/10 by image (no image in both), published rows by "
         "their 'split' column or file name ('test' and 'validation' read as 'val').",
     )
+    origin = origin_column("questions (their scene graph's origin; published STVQA-7K rows are 'real')")
 
     @dy.rule()
     def gold_letter_inside_options(cls) -> pl.Expr:

@@ -6,7 +6,7 @@ prompt or template set). ``options`` are in generation order and ``answer`` is t
 options name, as ``name.N`` ids with canonical (0..1000) boxes, and the relations among them.
 ``gt_note`` records a corrected count answer. ``facts`` is JSON with the values that justify a
 template answer (null for LLM items). The table is partitioned by ``shard`` (see
-``assets/stvqa/shards.py``).
+``assets/stvqa/shards.py``). ``origin`` (1.1.0) is the scene graph's: 'sample_world' or 'real'.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import dataframely as dy
 import polars as pl
 
 from data_contracts.columns import all_grid_boxes_valid, grid_box_column
+from data_contracts.origin import origin_column
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin
 
 CATEGORIES = [
     "relation",
@@ -167,6 +168,7 @@ class StvqaCandidates(dy.Schema):
         nullable=False,
         description="scene_graphs.source of the image: 'visual_genome', 'vg150' or 'vg150_prompt'.",
     )
+    origin = origin_column("questions (scene_graphs.origin of the image)")
 
     @dy.rule()
     def gold_inside_options(cls) -> pl.Expr:

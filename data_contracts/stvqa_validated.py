@@ -21,7 +21,7 @@ from data_contracts.stvqa_candidates import (
     one_of,
 )
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin (from stvqa_candidates)
 ATTEMPTS_CONTRACT_VERSION = "1.0.0"
 ATTEMPT_STATUSES = ["answered", "unparseable", "abstained", "error"]
 

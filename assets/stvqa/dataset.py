@@ -41,6 +41,7 @@ from assets.stvqa.validation import normalize_category, normalize_letter, normal
 from assets.stvqa.vocabulary import CATEGORIES, RELATION_SHARE
 from data_contracts.boxes import BoxError, pixels_to_grid
 from data_contracts.images import ImageDecodeError, decode_image
+from data_contracts.origin import REAL
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa import Stvqa
 from data_contracts.validation import polars_schema
@@ -266,9 +267,13 @@ def stvqa_row(
     rating: int | None,
     gt_scene: Mapping[str, Any],
     split: str,
+    origin: str,
     problem: str | None = None,
 ) -> dict[str, Any]:
-    """One ``stvqa`` row from its parts (the answer columns derived from the letter)."""
+    """One ``stvqa`` row from its parts (the answer columns derived from the letter).
+
+    ``origin`` is the question's: its scene graph's for a generated row, 'real' for a published one.
+    """
     text = options[LETTERS.index(answer)]
     with_options = question_with_options(question, options)
     return {
@@ -292,6 +297,7 @@ def stvqa_row(
             "relationships": list(gt_scene.get("relationships") or []),
         },
         "split": split,
+        "origin": origin,
     }
 
 
@@ -354,6 +360,7 @@ def build_stvqa(
                 rating=row["rating"],
                 gt_scene=row["gt_scene"],
                 split=row["split"],
+                origin=row["origin"],
             )
         )
     frame = pl.DataFrame(rows, schema=polars_schema(Stvqa)) if rows else Stvqa.create_empty()
@@ -603,6 +610,7 @@ def read_published_stvqa(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog,
                     rating=normalize_rating(row.get("rating")),
                     gt_scene=gt_scene,
                     split=split,
+                    origin=REAL,
                     problem=problem_value,
                 )
             )

@@ -191,6 +191,7 @@ def _payload(row: Mapping[str, Any]) -> dict[str, Any]:
         "objects": row.get("objects"),
         "relationships": row.get("relationships"),
         "source": row.get("source"),
+        "origin": row.get("origin"),
     }
 
 
@@ -500,6 +501,7 @@ def _candidate_row(
         "gt_scene": question_scene(scene, item.question, item.options),
         "gt_note": gt_note,
         "source": scene.source,
+        "origin": scene.origin,
     }
 
 

@@ -17,7 +17,7 @@ with every reason. A good row becomes a :class:`Scene`:
 >>> row = {"image_id": "7", "image_width": 100, "image_height": 50, "image": {"bytes": b"\\x89PNG\\r\\n\\x1a\\n", "path": None},
 ...        "objects": [{"object_id": "1", "name": "Chair", "names": ["chair"], "attributes": ["red"],
 ...                     "bbox": [0, 0, 500, 500], "bbox_px": [0.0, 0.0, 50.0, 25.0]}],
-...        "relationships": [], "source": "test"}
+...        "relationships": [], "source": "test", "origin": "real"}
 >>> scene_graph_problems(row)
 []
 >>> scene = build_scene(row)
@@ -36,6 +36,7 @@ from assets.stvqa.text import lemmatize_phrase, tokenize
 from assets.stvqa.vocabulary import canonical_predicate, fact_predicate
 from data_contracts.boxes import GRID_SIZE
 from data_contracts.images import sniff_format
+from data_contracts.origin import ORIGINS
 
 DUPLICATE_IOU = 0.8
 """Two boxes of one lemma that overlap this much are one object annotated twice."""
@@ -109,6 +110,7 @@ class Scene:
     objects: list[SceneObject]
     relations: list[SceneRelation]
     source: str = ""
+    origin: str = ""
     has_geometry: bool = False
     _by_id: dict[str, SceneObject] = field(default_factory=dict, repr=False)
     _references: dict[str, str | None] = field(default_factory=dict, repr=False)
@@ -204,10 +206,11 @@ def _box_iou(first: tuple[float, ...], second: tuple[float, ...]) -> float:
 def scene_graph_problems(row: Mapping[str, Any]) -> list[str]:
     """Why a ``scene_graphs`` row cannot be used (empty when it can).
 
-    Checks: the image is present and its bytes are an image; the size is positive; object ids are
-    unique; every box has area (pixel and grid); every relation names objects of the graph.
+    Checks: the image is present and its bytes are an image; the size is positive; the ``origin`` is
+    'sample_world' or 'real' (questions inherit it, it is never guessed); object ids are unique; every
+    box has area (pixel and grid); every relation names objects of the graph.
 
-    >>> scene_graph_problems({"image_id": "1", "image": None, "image_width": 10, "image_height": 10,
+    >>> scene_graph_problems({"image_id": "1", "image": None, "image_width": 10, "image_height": 10, "origin": "real",
     ...                       "objects": [], "relationships": [{"subject_id": "1", "predicate": "on", "object_id": "2"}]})
     ['image is missing', 'relation 0 (1 on 2) names missing subject 1', 'relation 0 (1 on 2) names missing object 2']
     """
@@ -221,6 +224,8 @@ def scene_graph_problems(row: Mapping[str, Any]) -> list[str]:
     width, height = row.get("image_width"), row.get("image_height")
     if not width or not height or width <= 0 or height <= 0:
         problems.append(f"image size {width}x{height} is not positive")
+    if row.get("origin") not in ORIGINS:
+        problems.append(f"origin {row.get('origin')!r} is not one of {', '.join(ORIGINS)}")
     seen: set[str] = set()
     for obj in row.get("objects") or []:
         object_id = str(obj.get("object_id"))
@@ -336,6 +341,7 @@ def build_scene(row: Mapping[str, Any], geometry: ImageGeometry | None = None) -
         objects=objects,
         relations=relations,
         source=str(row.get("source") or ""),
+        origin=str(row.get("origin") or ""),
         has_geometry=any(obj.geometry is not None for obj in objects),
     )
 

@@ -36,7 +36,7 @@ from llm import LLMClient
 
 logger = logging.getLogger(__name__)
 
-STVQA_CODE_VERSION = "1"
+STVQA_CODE_VERSION = "2"  # 2: origin on every row
 """Code version of the STVQA assets (part of every shard's data version)."""
 GENERATOR_RESOURCE_KEY = generate_module.RESOURCE_KEY
 JUDGE_RESOURCE_KEY = pass_at_2_module.RESOURCE_KEY

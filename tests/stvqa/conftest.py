@@ -19,9 +19,10 @@ TEST_API_KEY = "sk-stvqa-test-5d1c9a7e3b"
 
 @pytest.fixture(scope="session")
 def sample_scene_graphs(small_world: Path) -> pl.DataFrame:
-    """The small sample world's Visual-Genome-like scene graphs, read as the ``scene_graphs`` asset reads them."""
+    """The small sample world's Visual-Genome-like scene graphs, read as the ``scene_graphs`` asset reads them
+    (with the ``origin`` the asset gives them)."""
     frame, _ = read_visual_genome(small_world / "visual_genome")
-    return frame.sort("image_id")
+    return frame.with_columns(origin=pl.lit("sample_world")).sort("image_id")
 
 
 @pytest.fixture(scope="session")

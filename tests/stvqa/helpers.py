@@ -42,7 +42,11 @@ def scene_object(
 
 
 def scene_row(
-    image_id: str, objects: list[dict], relations: list[tuple[str, str, str]], image: bytes | None = b"png"
+    image_id: str,
+    objects: list[dict],
+    relations: list[tuple[str, str, str]],
+    image: bytes | None = b"png",
+    origin: str = "sample_world",
 ) -> dict[str, Any]:
     """A ``scene_graphs`` row; ``image=b"png"`` makes a real blank PNG, ``None`` a missing image."""
     cell = None
@@ -56,6 +60,7 @@ def scene_row(
         "objects": objects,
         "relationships": [{"subject_id": s, "predicate": p, "object_id": o} for s, p, o in relations],
         "source": "test",
+        "origin": origin,
     }
 
 

@@ -32,6 +32,7 @@ OTHERS = [category for category in CATEGORIES if category != "relation"]
 BUILD_SCRIPT = """
 import hashlib, sys
 from pathlib import Path
+import polars as pl
 from readers.scene_graphs import read_visual_genome
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
@@ -39,6 +40,7 @@ from assets.stvqa.geometry import load_geometry
 from assets.stvqa.pass_at_2 import run_pass_at_2
 root = Path(sys.argv[1])
 rows, _ = read_visual_genome(root / "visual_genome")
+rows = rows.with_columns(origin=pl.lit("sample_world"))
 geometry = load_geometry(root / "truth" / "world.json")
 settings = QuestionGenerationSettings(questions_per_image=8)
 candidates = generate_candidates(rows, settings, geometry, progress=False).candidates
@@ -258,6 +260,7 @@ def test_reads_the_published_stvqa_7k(tmp_path):
 
     assert check_frame(frame, Stvqa).passed
     assert frame["image_id"].to_list() == ["1", "6"] and frame["split"].to_list() == ["train", "val"]
+    assert frame["origin"].to_list() == ["real", "real"]  # a published data set, never the sample world
     row = frame.row(0, named=True)
     assert (row["answer"], row["answer_text"], row["answer_option_text"]) == ("B", "on", "(B) on")
     assert (row["image_width"], row["image_height"]) == (200, 100)
