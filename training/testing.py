@@ -400,6 +400,7 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
                     "relationships": [{"subject": "chair.1", "predicate": "left of", "object": "lamp.1"}],
                 },
                 "split": "train",
+                "origin": "sample_world",
             }
         )
         numeric = index % 2 == 1
@@ -421,6 +422,7 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
                 "facts": "{}",
                 "geometry_source": "scanned",
                 "split": "train",
+                "origin": "sample_world",
             }
         )
     pseudo_gt_dtype = pl.List(
