@@ -7,7 +7,8 @@ A row shows one or more frames (``images``, Hugging Face image cells, in the ord
 JSON with the geometric facts that justify the answer (for audit), including the question's
 ``spec`` from which the answer can be recomputed. ``geometry_source`` says whether the answer
 comes from a scan (``scanned``) or from one image's estimated depth (``estimated``); the two are
-never mixed in one row.
+never mixed in one row. ``origin`` (1.1.0) is the scan's (``rgbd_scenes.origin``) or, for an
+estimated row, the image's (``scene_graphs.origin``): 'sample_world' or 'real'.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import polars as pl
 
 from data_contracts.columns import image_column
 from data_contracts.mcq_questions import LETTERS
+from data_contracts.origin import origin_column
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: origin
 
 TASK_TYPES = [
     "object_count",
@@ -127,6 +129,9 @@ class DgeTasks(dy.Schema):
         min_length=1,
         description="'train' or 'test', by a stable SHA-256 hash of scene_id (10% of scenes test by default), "
         "so all questions of one scene share a split.",
+    )
+    origin = origin_column(
+        "questions (the scan's rgbd_scenes.origin; an estimated row's scene_graphs.origin)"
     )
 
     @dy.rule()

@@ -84,6 +84,8 @@ GROUP = "dge"
 # 5: outward faces and legs of instance-mask objects; 4: mask vote, settled noisy objects; 3: confidence,
 # walls, faces, balanced tasks; 2: ray cast.
 DGE_CODE_VERSION = "5"
+# The questions' own version (dge_tasks, dge_image_tasks): 6: origin.
+DGE_TASKS_CODE_VERSION = "6"
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
@@ -585,7 +587,7 @@ def _tasks_preview(frame_visibility: pl.DataFrame, count: int = 3):
         DGE_TASKS,
         "Exact spatial questions for 16 DGE task types from the scan's geometry, with frames, "
         "options or numeric answer with unit, and the justifying facts (JSON).",
-        DGE_CODE_VERSION,
+        DGE_TASKS_CODE_VERSION,
         "Generated questions that broke the dge_tasks contract.",
     ),
     ins={SCENE_GEOMETRY: dg.AssetIn(), FRAME_VISIBILITY: dg.AssetIn(), "rgbd_frames": dg.AssetIn()},
@@ -677,7 +679,7 @@ def _dge_tasks_partition(
         DGE_IMAGE_TASKS,
         "DGE questions about single images (Visual Genome-like scene graphs) from estimated depth "
         "(a depth file or a monocular depth model); every row is flagged geometry_source='estimated'.",
-        DGE_CODE_VERSION,
+        DGE_TASKS_CODE_VERSION,
         "Images whose depth could not be read, and rows that broke the contract.",
     ),
     ins={"scene_graphs": dg.AssetIn()},

@@ -265,8 +265,12 @@ def image_scene_facts(
     estimated: Sequence[EstimatedObject],
     depth_kind: str,
     min_validity: float,
+    origin: str,
 ) -> SceneFacts:
-    """:class:`SceneFacts` of one image: one camera (frame 0) looking along +y of an upright frame."""
+    """:class:`SceneFacts` of one image: one camera (frame 0) looking along +y of an upright frame.
+
+    ``origin`` is the image's ``scene_graphs.origin`` ('sample_world' or 'real').
+    """
     pose = np.eye(4)
     pose[:3, :3] = CAMERA_TO_UPRIGHT
     camera = CameraFact(frame_index=0, pose=pose, intrinsics=intrinsics, width=width, height=height)
@@ -293,6 +297,7 @@ def image_scene_facts(
             if not item.validity >= min_validity or not np.all(np.isfinite(item.centroid_camera))
         },
         geometry_source="estimated",
+        origin=origin,
         provenance={
             "depth_kind": depth_kind,
             "validity": {item.name: round(item.validity, 4) for item in estimated},
@@ -351,7 +356,7 @@ def single_image_tasks(
             depth_array, intrinsics, scene_graph_objects(row), prior, config.box_core_fraction
         )
         facts = image_scene_facts(
-            image_id, width, height, intrinsics, estimated, depth.kind, config.min_validity
+            image_id, width, height, intrinsics, estimated, depth.kind, config.min_validity, row["origin"]
         )
         task_types = METRIC_TASK_TYPES if depth.metric else ORDINAL_TASK_TYPES
         task_settings = TaskSettings(

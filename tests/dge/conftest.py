@@ -15,7 +15,8 @@ from assets.dge.geometry import ScanGeometry, SceneGeometrySettings, build_scan_
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
-from readers.scannet import ScanNetTables, read_scannet
+from readers.scannet import ScanNetTables
+from tests.dge.scans import read_sample_scans
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +69,7 @@ def world_truth(sample_world) -> dict:
 @pytest.fixture(scope="session")
 def scannet_tables(sample_world) -> ScanNetTables:
     """``rgbd_frames`` / ``rgbd_scenes`` of the sample world, read by the project's source reader."""
-    return read_scannet(sample_world / "scannet" / "scans")
+    return read_sample_scans(sample_world / "scannet" / "scans")
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ from data_contracts.scene_geometry import SceneGeometry
 from data_contracts.storage import read_table, table_path, write_table
 from data_contracts.validation import check_frame
 from pipelines.io_manager import ParquetIOManager
-from readers.scannet import read_scannet
+from tests.dge.scans import read_sample_scans
 
 GOOD, DAMAGED, EMPTY = "scene0000_00", "scene0001_00", "scene0099_00"
 
@@ -50,7 +50,7 @@ def materialized(sample_world, tmp_path_factory):
         with Image.open(path) as image:
             size = image.size
         Image.fromarray(np.zeros(size[::-1], np.uint16)).save(path)
-    tables = read_scannet(scans)
+    tables = read_sample_scans(scans)
     frames = tables.frames
     nan_depth = work / "nan_depth.tiff"
     Image.fromarray(np.full((120, 160), np.nan, np.float32), mode="F").save(nan_depth)
@@ -153,6 +153,7 @@ def test_partitioned_read_back(materialized):
     tasks = read_table(root, "dge_tasks", [GOOD, DAMAGED])
     assert set(tasks["scene_id"]) == {GOOD, DAMAGED}
     assert tasks["task_id"].n_unique() == tasks.height
+    assert set(tasks["origin"]) == {"sample_world"}  # the scans' rgbd_frames.origin
 
 
 def test_image_tasks_asset(tmp_path):

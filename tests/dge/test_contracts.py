@@ -30,6 +30,7 @@ def _task(**changes):
         "facts": json.dumps({"spec": {}}),
         "geometry_source": "scanned",
         "split": "train",
+        "origin": "real",
     }
     row.update(changes)
     return pl.DataFrame([row], schema=polars_schema(DgeTasks))

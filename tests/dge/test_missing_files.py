@@ -23,7 +23,7 @@ from data_contracts.quarantine import Quarantine
 from data_contracts.storage import table_path, write_table
 from data_contracts.validation import check_frame
 from pipelines.io_manager import ParquetIOManager
-from readers.scannet import read_scannet
+from tests.dge.scans import read_sample_scans
 
 LATE, EARLY = "scene0000_00", "scene0001_00"
 SOURCES = [dg.SourceAsset("rgbd_frames"), dg.SourceAsset("rgbd_scenes")]
@@ -35,7 +35,7 @@ def broken(sample_world, tmp_path_factory):
     work = tmp_path_factory.mktemp("dge_missing")
     scans = work / "scans"
     shutil.copytree(sample_world / "scannet" / "scans", scans)
-    tables = read_scannet(scans)
+    tables = read_sample_scans(scans)
     (
         scans / EARLY / "color" / "1.jpg"
     ).unlink()  # gone after the frames table was read, before scene_geometry

@@ -19,8 +19,8 @@ from assets.dge.tasks.settings import TaskSettings
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
-from readers.scannet import read_scannet
 from tests.dge.oracle import COVERED, AccuracyTable, SceneTruth
+from tests.dge.scans import read_sample_scans
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ GENERATION_REPORTS: dict = {}
 def realistic_run(request, realistic_world):
     """Per object source: geometry, visibility and tasks of every realistic scene, with the truth."""
     source = request.param
-    tables = read_scannet(realistic_world / "scannet" / "scans")
+    tables = read_sample_scans(realistic_world / "scannet" / "scans")
     truth = json.loads((realistic_world / "truth" / "world.json").read_text())
     scenes = {}
     report = GenerationReport()
@@ -181,7 +181,7 @@ def test_thin_objects_on_more_worlds_measure_within_5_percent_or_are_withheld(mo
     is within 5% or its measurement confidence withholds it from every size question (assets.dge.tasks.answers.
     size_problem with the largest extent, the least strict size), so no size answer rests on a bad box."""
     seed, root, truth = more_world
-    tables = read_scannet(root / "scannet" / "scans")
+    tables = read_sample_scans(root / "scannet" / "scans")
     settings = TaskSettings()
     within, withheld = [], []
     for scene in tables.scenes.iter_rows(named=True):
@@ -255,7 +255,7 @@ def test_handheld_turns_and_cameras_behind_are_asked_and_agree_with_the_oracle(h
     """On the hand-held path, camera_motion asks "turned left/right" and camera_camera_position "behind"; every answer
     (sizes included) agrees with the oracle, from both object sources."""
     root, truth = handheld_world
-    tables = read_scannet(root / "scannet" / "scans")
+    tables = read_sample_scans(root / "scannet" / "scans")
     table, report = AccuracyTable(), GenerationReport()
     asked: dict[str, set[str]] = {task_type: set() for task_type in ANSWERS_ONLY_A_HANDHELD_PATH_ASKS}
     for scene in tables.scenes.iter_rows(named=True):

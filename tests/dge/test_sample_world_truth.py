@@ -15,7 +15,7 @@ from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scene_geometry import SceneGeometry
 from data_contracts.validation import check_frame
-from readers.scannet import read_scannet
+from tests.dge.scans import read_sample_scans
 from tests.dge.truth import truth_scene_facts
 
 CENTROID_TOLERANCE_M = 0.02
@@ -186,7 +186,7 @@ def test_every_task_answer_equals_the_answer_from_the_generator_truth(
 
 
 def test_every_task_type_on_a_long_scan_matches_the_truth(long_scan_world):
-    tables = read_scannet(long_scan_world / "scannet" / "scans")
+    tables = read_sample_scans(long_scan_world / "scannet" / "scans")
     world = json.loads((long_scan_world / "truth" / "world.json").read_text())
     geometries = {
         s["scene_id"]: build_scan_geometry(tables.frames, s) for s in tables.scenes.iter_rows(named=True)

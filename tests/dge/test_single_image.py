@@ -48,6 +48,7 @@ def _scene_graphs() -> pl.DataFrame:
         "objects": objects,
         "relationships": [],
         "source": "test",
+        "origin": "real",
     }
     return pl.DataFrame([row], schema=polars_schema(SceneGraphs))
 
@@ -68,6 +69,7 @@ def test_depth_file_gives_metric_estimated_tasks(tmp_path):
     assert frame.height > 0
     assert check_frame(frame, DgeTasks).passed
     assert set(frame["geometry_source"]) == {"estimated"}
+    assert set(frame["origin"]) == {"real"}  # the image's scene_graphs.origin
     for row in frame.filter(pl.col("task_type") == "depth_order").iter_rows(named=True):
         names = row["options"]
         nearest = min(names, key=DEPTHS.get)

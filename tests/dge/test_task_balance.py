@@ -25,8 +25,8 @@ from assets.dge.tasks import (
     generate_tasks,
 )
 from assets.dge.visibility import build_frame_visibility
-from readers.scannet import read_scannet
 from tests.dge.oracle import COVERED, AccuracyTable, SceneTruth
+from tests.dge.scans import read_sample_scans
 
 BALANCE_SETTINGS = TaskSettings(max_tasks_per_type=12)
 CHOICE_TYPES_WITH_FIXED_OPTIONS = {
@@ -42,7 +42,7 @@ CHOICE_TYPES_WITH_FIXED_OPTIONS = {
 
 
 def _build(world, settings):
-    tables = read_scannet(world / "scannet" / "scans")
+    tables = read_sample_scans(world / "scannet" / "scans")
     truth = {
         scene["scene_id"]: scene
         for scene in json.loads((world / "truth" / "world.json").read_text())["scenes"]

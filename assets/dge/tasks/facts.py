@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from data_contracts.origin import REAL
+
 CONFIDENCE_COLUMNS = (
     "observed_views",
     "extent_coverage",
@@ -119,6 +121,7 @@ class SceneFacts:
     room_area_m2: float | None
     unmeasured_labels: set[str] = field(default_factory=set)
     geometry_source: str = "scanned"
+    origin: str = REAL
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def seen_in(self, frame_index: int, object_id: int) -> SeenFact | None:
@@ -178,7 +181,11 @@ def scene_facts_from_tables(
     }
     used = {int(index) for index in geometry_row["used_frames"]}
     cameras = {}
-    for row in frames.filter(pl.col("scene_id") == scene_id).iter_rows(named=True):
+    scene_frames = frames.filter(pl.col("scene_id") == scene_id)
+    origins = set(scene_frames["origin"].unique().to_list())
+    if len(origins) > 1:
+        raise ValueError(f"scan {scene_id}'s frames have more than one origin: {sorted(origins)}")
+    for row in scene_frames.iter_rows(named=True):
         index = int(row["frame_index"])
         if index not in used:
             continue
@@ -206,4 +213,5 @@ def scene_facts_from_tables(
         room_area_m2=room_area(geometry_row, min_room_rectangularity),
         unmeasured_labels={str(item["label"]) for item in geometry_row["dropped_objects"]},
         geometry_source=str(geometry_row.get("geometry_source", "scanned")),
+        origin=origins.pop() if origins else REAL,
     )

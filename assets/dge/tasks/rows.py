@@ -173,6 +173,7 @@ def tasks_to_frame(
                 "facts": facts_json,
                 "geometry_source": facts.geometry_source,
                 "split": split,
+                "origin": facts.origin,
             }
         )
     return pl.DataFrame(rows, schema=polars_schema(DgeTasks))
