@@ -2,6 +2,7 @@
 
 Example:
     spatial-sample-world --out data/sample_world --scenes 12 --views 6 --seed 0 --width 320 --height 240
+    spatial-sample-world --out data/handheld --views 24 --camera-path handheld
 """
 
 from __future__ import annotations
@@ -47,6 +48,20 @@ def make_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-objects", type=int, default=defaults.max_objects, help="Most objects per room."
     )
+    parser.add_argument(
+        "--camera-path",
+        choices=("loop", "handheld"),
+        default=defaults.camera_path,
+        help="'loop': once around the room looking inward; 'handheld': walks and pans in place, so cameras "
+        "stand behind each other and turn (SampleWorldConfig.camera_path).",
+    )
+    parser.add_argument(
+        "--scan-realism",
+        choices=("realistic", "exact"),
+        default=defaults.scan_realism,
+        help="'realistic': Kinect-like depth noise, holes, pose errors and an over-segmented mesh; 'exact': "
+        "the generator's exact geometry (SampleWorldConfig.scan_realism).",
+    )
     # Output details
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
     parser.add_argument("--json", action="store_true", help="Print the summary as JSON.")
@@ -78,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             depth_downsample=args.depth_downsample,
             min_objects=args.min_objects,
             max_objects=args.max_objects,
+            camera_path=args.camera_path,
+            scan_realism=args.scan_realism,
             show_progress=not args.no_progress,
         )
     except ValueError as error:

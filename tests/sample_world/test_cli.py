@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from assets.sample_world.cli import main
 
 
@@ -45,3 +47,16 @@ def test_cli_uses_the_storage_root_by_default(tmp_path, monkeypatch, capsys):
 def test_cli_rejects_a_bad_config(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "w"), "--width", "65", "--height", "48"]) == 2
     assert "depth_downsample" in capsys.readouterr().err
+
+
+def test_cli_chooses_the_camera_path_and_the_scan_realism(tmp_path, capsys):
+    out = tmp_path / "world"
+    flags = ["--scenes", "1", "--views", "4", "--width", "64", "--height", "48", "--no-progress"]
+    assert main(["--out", str(out), *flags, "--camera-path", "handheld", "--scan-realism", "exact"]) == 0
+    config = json.loads((out / "truth" / "world.json").read_text())["config"]
+    assert config["camera_path"] == "handheld" and config["scan_realism"] == "exact"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["--out", str(tmp_path / "w2"), *flags, "--camera-path", "spiral"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'spiral'" in capsys.readouterr().err
