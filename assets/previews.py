@@ -132,10 +132,15 @@ def gallery(images: Sequence[Image.Image], columns: int = 3) -> Image.Image:
     return sheet
 
 
+PNG_COMPRESS_LEVEL = 1
+"""zlib level of preview and review PNGs: level 1 encodes 2-3x faster than Pillow's default 6, for files
+about 1.4x larger (a preview is written at every materialization and read once)."""
+
+
 def png_bytes(image: Image.Image) -> bytes:
     """Encode an image as PNG."""
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    image.save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
     return buffer.getvalue()
 
 
@@ -146,7 +151,7 @@ def save_preview(image: Image.Image, root: str | Path, name: str) -> Path:
     """
     path = Path(root) / "previews" / f"{name}.png"
     with atomic_write(path) as handle:
-        image.save(handle, format="PNG")
+        image.save(handle, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
     return path
 
 

@@ -33,7 +33,7 @@ import polars as pl
 from PIL import Image
 from pydantic import BaseModel, Field
 
-from assets.previews import draw_boxes
+from assets.previews import PNG_COMPRESS_LEVEL, draw_boxes
 from data_contracts.storage import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def write_review_files(audit: pl.DataFrame, folder: str | Path) -> Path:
             row["image"], [row["bbox_2d"]], [f"{row['label']} {row['validity']:.2f}"], max_side=640
         )
         with atomic_write(target / "images" / name) as handle:
-            picture.save(handle, format="PNG")
+            picture.save(handle, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
         previous = existing.get(row["audit_id"], {})
         kept += bool(previous.get("correct"))
         rows.append(

@@ -44,7 +44,8 @@ def write_json(path: Path, data: Any, indent: int | None = None) -> None:
 
 
 def write_png(path: Path, array: np.ndarray) -> None:
-    """Write a uint8 RGB/grey or uint16 grey array as PNG.
+    """Write a uint8 RGB/grey or uint16 grey array as PNG (zlib level 1: the fastest to write; the
+    pixels are the same at every level, the files about 1.4x larger than at Pillow's default 6).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -56,7 +57,7 @@ def write_png(path: Path, array: np.ndarray) -> None:
     if array.dtype not in (np.uint8, np.uint16):
         raise TypeError(f"PNG arrays must be uint8 or uint16, got {array.dtype}")
     image = Image.fromarray(np.ascontiguousarray(array))
-    image.save(path, format="PNG", compress_level=6)
+    image.save(path, format="PNG", compress_level=1)
 
 
 def write_jpeg(path: Path, rgb: np.ndarray, quality: int) -> None:
