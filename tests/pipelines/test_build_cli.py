@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.partitions import SCENES_PARTITIONS_NAME
-from pipelines.cli import build_waves, main
+from pipelines.cli import build_waves, main, sqlite_commits_without_fsync
 from pipelines.definitions import ALL_ASSETS
 
 
@@ -172,3 +172,20 @@ def test_the_instance_databases_are_held_open_so_a_write_does_not_checkpoint(tmp
     assert len(instance.all_logs("held-open-test")) == 2  # both events stored, and the instance still reads
     with sqlite_kept_open(None) as held:
         assert held == []  # an ephemeral instance has no files
+
+
+def test_sqlite_connections_opened_during_the_build_skip_the_fsync_per_commit(tmp_path):
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(
+        f"sqlite:///{tmp_path / 'events.db'}", poolclass=sqlalchemy.pool.NullPool
+    )
+
+    def synchronous() -> int:
+        with engine.connect() as connection:
+            return connection.exec_driver_sql("PRAGMA synchronous").scalar()
+
+    assert synchronous() == 2  # FULL, SQLite's default
+    with sqlite_commits_without_fsync():
+        assert synchronous() == 1  # NORMAL
+    assert synchronous() == 2  # the listener is gone after the build
