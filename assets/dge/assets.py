@@ -81,9 +81,9 @@ from data_contracts.storage import read_table
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-# 5: outward faces and legs of instance-mask objects; 4: mask vote, settled noisy objects; 3: confidence,
-# walls, faces, balanced tasks; 2: ray cast.
-DGE_CODE_VERSION = "5"
+# 6: instance-mask objects' tops raised to their masks' tops; 5: outward faces and legs of instance-mask
+# objects; 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast.
+DGE_CODE_VERSION = "6"
 # The questions' own version (dge_tasks, dge_image_tasks): 6: origin.
 DGE_TASKS_CODE_VERSION = "6"
 SCENE_GEOMETRY = "scene_geometry"

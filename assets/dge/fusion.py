@@ -34,6 +34,7 @@ import numpy as np
 import pydantic
 from PIL import Image, UnidentifiedImageError
 from pydantic import ConfigDict, Field
+from scipy import ndimage
 from tqdm.auto import tqdm
 
 from assets.dge.camera import (
@@ -431,6 +432,41 @@ class MaskView:
     stride: int
     depth: np.ndarray  # (H', W') float32 metres on the grid, 0 where none
     object_ids: np.ndarray  # (H', W') int32 on the grid, NO_OBJECT where none
+    top_rays: dict[int, np.ndarray] = field(default_factory=dict)  # object id -> mask_top_rays' (2, 3) ray
+
+
+def mask_top_rays(
+    labels: np.ndarray, color_intrinsics: np.ndarray, pose: np.ndarray
+) -> dict[int, np.ndarray]:
+    """Per object in an instance image, the world ray through the middle of its mask's topmost row.
+
+    ``labels`` holds ``objectId + 1`` per colour pixel (0 where none); a ray is ``[origin, direction]``
+    (a (2, 3) array, world frame, direction not normalised). Every pixel of a mask lies on the
+    object, so the object reaches at least as high as some point of that ray where it crosses the
+    object's footprint, wherever the depth of a thin top (a bottle's neck) was too narrow to be fused.
+
+    >>> labels = np.zeros((4, 6), dtype=np.int32); labels[1, 2:5] = 3; labels[2:, 1:5] = 3
+    >>> ray = mask_top_rays(labels, np.array([[2.0, 0, 3], [0, 2.0, 2], [0, 0, 1]]), np.eye(4))[2]
+    >>> ray.tolist()
+    [[0.0, 0.0, 0.0], [0.0, -0.5, 1.0]]
+    """
+    rays = {}
+    rotation, origin = pose[:3, :3], pose[:3, 3]
+    for index, box in enumerate(ndimage.find_objects(labels)):
+        if box is None:
+            continue
+        label = index + 1
+        row = box[0].start
+        columns = box[1].start + np.flatnonzero(labels[row, box[1]] == label)
+        direction_camera = np.array(
+            [
+                (float(columns.mean()) - color_intrinsics[0, 2]) / color_intrinsics[0, 0],
+                (row - color_intrinsics[1, 2]) / color_intrinsics[1, 1],
+                1.0,
+            ]
+        )
+        rays[label - 1] = np.stack([origin, rotation @ direction_camera])
+    return rays
 
 
 @dataclass
@@ -509,10 +545,12 @@ def _grid_points(
         if with_instances:
             if config.erode_instance_boundaries:
                 ids = read_instance_ids(record.instance_path, erode_boundaries=True)
+                labels = np.maximum(ids + 1, 0)
             else:
                 ids = read_instance_labels(
                     record.instance_path
                 )  # objectId + 1: shifted below, at the points only
+                labels = ids
             if ids.shape != (height, width):
                 raise FrameError(
                     f"instance mask is {ids.shape[1]}x{ids.shape[0]}, the colour image is {width}x{height}",
@@ -533,6 +571,7 @@ def _grid_points(
                 stride,
                 depth[::stride, ::stride].astype(np.float32),
                 grid_ids,
+                mask_top_rays(labels, record.color_intrinsics, record.pose),
             )
     if labelled_only:
         keep = np.flatnonzero(object_ids >= 0)
@@ -695,6 +734,7 @@ class FusedScene:
     used_frames: list[int]
     failures: list[tuple[str, str | None, str]] = field(default_factory=list)  # (record_id, file, reason)
     votes_dropped: dict[int, int] = field(default_factory=dict)  # object id -> points the label vote dropped
+    top_rays: dict[int, list[np.ndarray]] = field(default_factory=dict)  # object id -> its masks' top rays
 
 
 def fuse_frames(
@@ -752,7 +792,13 @@ def fuse_frames(
     votes_dropped: dict[int, int] = {}
     if views and config.mask_vote_min_share > 0 and object_points:
         object_points, votes_dropped = _vote_object_points(object_points, views, config)
-    return FusedScene(scene_points, scene_normals, scene_colors, object_points, used, failures, votes_dropped)
+    top_rays: dict[int, list[np.ndarray]] = {}
+    for view in views:
+        for object_id, ray in view.top_rays.items():
+            top_rays.setdefault(object_id, []).append(ray)
+    return FusedScene(
+        scene_points, scene_normals, scene_colors, object_points, used, failures, votes_dropped, top_rays
+    )
 
 
 def mask_votes(

@@ -54,6 +54,7 @@ from assets.dge.objects import (
     ObjectSettings,
     measure_object,
     mesh_object_samples,
+    raise_top_to_masks,
     statistical_inliers,
     voxel_point_areas,
 )
@@ -546,6 +547,28 @@ def _measure_objects(
     return objects
 
 
+def raise_tops_to_masks(
+    objects: list[ObjectGeometry],
+    top_rays: Mapping[int, list[np.ndarray]],
+    world_to_gravity: np.ndarray,
+    settings: SceneGeometrySettings,
+) -> dict[int, float]:
+    """Raise each instance-mask object's top to its masks' tops (:func:`assets.dge.objects.raise_top_to_masks`;
+    ``top_rays`` in the world frame, as :class:`FusedScene` has them); returns the raise per raised object."""
+    raised = {}
+    for obj in objects:
+        rays = [
+            np.stack(
+                [transform_points(world_to_gravity, ray[:1])[0], rotate_vectors(world_to_gravity, ray[1:])[0]]
+            )
+            for ray in top_rays.get(obj.object_id, [])
+        ]
+        raise_m = raise_top_to_masks(obj, rays, settings)
+        if raise_m > 0:
+            raised[obj.object_id] = raise_m
+    return raised
+
+
 def camera_views(
     records: list[FrameRecord], used_frames: list[int], world_to_gravity: np.ndarray
 ) -> list[CameraView]:
@@ -627,6 +650,12 @@ def build_scan_geometry(
     context = ScanContext(scene_id, scene, labels, fused, world_to_gravity, config, log)
     dropped = DroppedObjects(scene_id, log)
     objects = _measure_objects(context, source, dropped)
+    if source.reads_instance_masks:
+        raised = raise_tops_to_masks(objects, fused.top_rays, world_to_gravity, config)
+        for object_id, raise_m in raised.items():
+            logger.debug(
+                "scene %s: object %d's top raised %.3f m to its masks' top", scene_id, object_id, raise_m
+            )
     add_measurement_confidence(
         objects, stored_points, camera_views(records, fused.used_frames, world_to_gravity), config
     )

@@ -183,6 +183,21 @@ class ObjectSettings(pydantic.BaseModel):
         description="Noisy objects: an end of the box without a face is blurred by its distance to this quantile "
         "of the points along the axis (see face_refined_box); the blur enters the size uncertainty.",
     )
+    mask_top_min_frames: int = Field(
+        default=3,
+        description="Objects from instance masks: the top of the box is raised to what the masks show (see "
+        "raise_top_to_masks) only when at least this many frames' mask tops cross the object's footprint.",
+    )
+    mask_top_quantile: float = Field(
+        default=0.25,
+        description="Objects from instance masks: the quantile of the frames' mask-top heights taken as the top "
+        "(see raise_top_to_masks).",
+    )
+    mask_top_min_raise_m: float = Field(
+        default=0.02,
+        description="Objects from instance masks: the top of the box is raised only when the masks put it at least "
+        "this much higher than the fused points do.",
+    )
     min_object_points: int = Field(
         default=30, description="Objects with fewer points after cleaning are quarantined."
     )
@@ -922,6 +937,70 @@ def measure_object(
         point_spread_m=spread,
         boundary_blur_m=blur,
     )
+
+
+def ray_footprint_low_z(
+    ray: np.ndarray, center_xy: np.ndarray, extents_xy: np.ndarray, yaw: float
+) -> float | None:
+    """The lowest height of a ray (``[origin, direction]``, gravity frame) inside a box's footprint.
+
+    The footprint is the rectangle of ``extents_xy`` (length along ``yaw``, width across it) about
+    ``center_xy``. None when the ray does not cross it ahead of its origin, or runs vertically
+    through it (no lowest height).
+
+    >>> ray = np.array([[-2.0, 0.0, 2.0], [1.0, 0.0, -0.5]])  # down 0.5 m per metre ahead
+    >>> round(ray_footprint_low_z(ray, np.zeros(2), np.array([0.2, 0.2]), 0.0), 6)  # crosses x = -0.1 .. 0.1
+    0.95
+    >>> ray_footprint_low_z(ray, np.array([0.0, 1.0]), np.array([0.2, 0.2]), 0.0) is None
+    True
+    """
+    origin, direction = np.asarray(ray[0], dtype=np.float64), np.asarray(ray[1], dtype=np.float64)
+    cos, sin = math.cos(yaw), math.sin(yaw)
+    to_box = np.array([[cos, sin], [-sin, cos]])
+    start = to_box @ (origin[:2] - center_xy)
+    step = to_box @ direction[:2]
+    enter, leave = 0.0, math.inf
+    for axis in range(2):
+        half = float(extents_xy[axis]) / 2.0
+        if abs(step[axis]) < 1e-12:
+            if abs(start[axis]) > half:
+                return None
+            continue
+        first, second = (-half - start[axis]) / step[axis], (half - start[axis]) / step[axis]
+        enter, leave = max(enter, min(first, second)), min(leave, max(first, second))
+    if enter > leave or not math.isfinite(leave):
+        return None
+    return float(origin[2] + min(enter * direction[2], leave * direction[2]))
+
+
+def raise_top_to_masks(obj: ObjectGeometry, top_rays: list[np.ndarray], config: ObjectSettings) -> float:
+    """Raise an instance-mask object's box top to where its masks show it reaches; returns the raise (metres).
+
+    Depth too thin to be fused (a bottle's neck, 1-2 depth pixels wide) leaves the fused points short
+    of the object's top, while the colour-resolution masks still cover it. Each frame's mask top
+    (:func:`assets.dge.fusion.mask_top_rays`, gravity frame) is a point of the object somewhere on
+    the ray inside the box's footprint, so the object reaches at least the ray's lowest height
+    there (:func:`ray_footprint_low_z`). With at least ``mask_top_min_frames`` such heights, their
+    ``mask_top_quantile`` (a low one: a footprint measured a little small, or a pose a little off,
+    puts a ray's lowest height above the object), when it is ``mask_top_min_raise_m`` or more above
+    the box, becomes the top: the height, the box's centre and the centroid follow.
+    """
+    lows = [
+        low
+        for ray in top_rays
+        if (low := ray_footprint_low_z(ray, obj.obb_center[:2], obj.obb_extents[:2], obj.obb_yaw)) is not None
+    ]
+    if len(lows) < config.mask_top_min_frames:
+        return 0.0
+    top = float(obj.obb_center[2] + obj.obb_extents[2] / 2.0)
+    raise_m = float(np.quantile(lows, config.mask_top_quantile)) - top
+    if raise_m < config.mask_top_min_raise_m:
+        return 0.0
+    obj.obb_extents = obj.obb_extents + np.array([0.0, 0.0, raise_m])
+    obj.obb_center = obj.obb_center + np.array([0.0, 0.0, raise_m / 2.0])
+    obj.centroid = obj.obb_center.copy()
+    obj.aabb_max = np.maximum(obj.aabb_max, np.array([-math.inf, -math.inf, top + raise_m]))
+    return raise_m
 
 
 # --------------------------------------------------------------------------------------------------

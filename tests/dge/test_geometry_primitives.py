@@ -16,6 +16,7 @@ from assets.dge.floor import (
 )
 from assets.dge.fusion import FusionSettings, voxel_downsample
 from assets.dge.objects import (
+    ObjectGeometry,
     ObjectRejectedError,
     ObjectSettings,
     clean_point_indices,
@@ -23,6 +24,7 @@ from assets.dge.objects import (
     measure_object,
     mesh_object_samples,
     min_area_rectangle,
+    raise_top_to_masks,
     sample_triangles,
     voxel_point_areas,
     yaw_oriented_box,
@@ -470,3 +472,57 @@ def test_cleaning_keeps_small_legs_under_the_seat_and_drops_strays():
     assert everything[without, 2].min() > 0.1
     obj = measure_object(0, "chair", points, normals, np.full(len(points), 1e-4), noisy=True)
     assert obj.obb_extents[2] == pytest.approx(0.92, rel=0.03)
+
+
+def _bottle_short_of_its_neck() -> ObjectGeometry:
+    """A 8 x 8 cm bottle at (1, 2) whose fused points stop at 0.2 m; the bottle is 0.3 m tall."""
+    return ObjectGeometry(
+        object_id=7,
+        label="bottle",
+        point_count=100,
+        centroid=np.array([1.0, 2.0, 0.1]),
+        aabb_min=np.array([0.96, 1.96, 0.0]),
+        aabb_max=np.array([1.04, 2.04, 0.2]),
+        obb_center=np.array([1.0, 2.0, 0.1]),
+        obb_extents=np.array([0.08, 0.08, 0.2]),
+        obb_yaw=0.0,
+        points=np.zeros((0, 3)),
+        normals=np.zeros((0, 3)),
+        point_areas=np.zeros(0),
+    )
+
+
+def _rays_to(target: np.ndarray, count: int) -> list[np.ndarray]:
+    """Rays from cameras 2 m away (horizontally) at 1.2 m height, around the bottle, through ``target``."""
+    rays = []
+    for angle in np.linspace(0.0, 2.0 * math.pi, count, endpoint=False):
+        origin = np.array([1.0 + 2.0 * math.cos(angle), 2.0 + 2.0 * math.sin(angle), 1.2])
+        rays.append(np.stack([origin, target - origin]))
+    return rays
+
+
+def test_a_bottle_top_missing_from_the_depth_is_raised_to_what_its_masks_show():
+    # Each ray runs down 0.9 m over 2 m towards the neck's top (0.3 m) and leaves the 8 cm footprint 4 cm
+    # past it, 0.45 * 0.04 = 0.018 m lower: the lowest height the masks prove is 0.282 m.
+    bottle, settings = _bottle_short_of_its_neck(), ObjectSettings()
+    assert raise_top_to_masks(bottle, _rays_to(np.array([1.0, 2.0, 0.3]), 4), settings) == pytest.approx(
+        0.082
+    )
+    assert bottle.obb_extents[2] == pytest.approx(0.282)
+    assert bottle.obb_center[2] == pytest.approx(0.141) and bottle.centroid[2] == pytest.approx(0.141)
+    assert bottle.aabb_max[2] == pytest.approx(0.282) and bottle.aabb_max[0] == pytest.approx(1.04)
+    assert bottle.obb_extents[:2].tolist() == [0.08, 0.08]
+
+
+@pytest.mark.parametrize(
+    ("target", "count", "why"),
+    [
+        ((1.0, 2.0, 0.3), 2, "fewer frames than mask_top_min_frames"),
+        ((1.5, 2.0, 0.3), 4, "the rays pass beside the footprint"),
+        ((1.0, 2.0, 0.21), 4, "the masks end where the points do"),
+    ],
+)
+def test_a_top_is_left_alone_without_enough_evidence(target, count, why):
+    bottle = _bottle_short_of_its_neck()
+    assert raise_top_to_masks(bottle, _rays_to(np.array(target), count), ObjectSettings()) == 0.0, why
+    assert bottle.obb_extents[2] == 0.2 and bottle.centroid[2] == 0.1

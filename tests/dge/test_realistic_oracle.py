@@ -221,6 +221,66 @@ def test_thin_objects_on_more_worlds_measure_within_5_percent_or_are_withheld(mo
     assert len(within) >= 3 * len(withheld) and within, (seed, source, within, withheld)
 
 
+NECKED_CATEGORIES = ("bottle",)
+"""Objects whose top is too thin for the depth (a bottle's neck, 1-2 depth pixels wide) but not for the masks."""
+
+
+def _necked_errors(root, truth, source: str) -> dict[str, tuple[float, float]]:
+    """Per necked object of a world: (relative height error, centre height error in metres)."""
+    tables = read_sample_scans(root / "scannet" / "scans")
+    errors = {}
+    for scene in tables.scenes.iter_rows(named=True):
+        geometry = build_scan_geometry(
+            tables.frames, scene, SceneGeometrySettings(object_points_source=source)
+        )
+        measured = {obj.object_id: obj for obj in geometry.objects}
+        for item in truth[scene["scene_id"]]["objects"]:
+            if item["category"] in NECKED_CATEGORIES and item["object_id"] in measured:
+                obj = measured[item["object_id"]]
+                centre = (
+                    geometry.world_to_gravity[:3, :3] @ np.asarray(item["centroid"])
+                    + geometry.world_to_gravity[:3, 3]
+                )
+                height = float(item["extents"][2])
+                errors[f"{scene['scene_id']} {item['name']}"] = (
+                    (float(obj.obb_extents[2]) - height) / height,
+                    float(obj.centroid[2] - centre[2]),
+                )
+    return errors
+
+
+def _assert_necks_measured(errors: dict[str, tuple[float, float]], where: str) -> None:
+    logger.info("%s, necked objects (height error, centre height error m): %s", where, errors)
+    for name, (height_error, centre_error) in errors.items():
+        assert abs(height_error) <= 0.12 and abs(centre_error) <= 0.02, (
+            where,
+            name,
+            height_error,
+            centre_error,
+        )
+
+
+def test_bottle_necks_the_depth_misses_are_measured_from_the_masks(realistic_world):
+    """From the instance masks, a bottle's height and centre come from its masks' tops where the fused depth lost
+    the neck (before: the test world's bottle 30% short, its centre 3.3 cm low)."""
+    truth = json.loads((realistic_world / "truth" / "world.json").read_text())
+    errors = _necked_errors(
+        realistic_world, {scene["scene_id"]: scene for scene in truth["scenes"]}, "instance_masks"
+    )
+    assert len(errors) == 1
+    _assert_necks_measured(errors, "seed 0")
+
+
+def test_bottle_necks_on_more_worlds(more_world):
+    """As above on the worlds of MORE_WORLD_SEEDS (before: seed 2's bottles 12-25% short, centres 3-4 cm low, and one
+    table-to-bottle distance wrong on a third scene)."""
+    seed, root, truth = more_world
+    errors = _necked_errors(root, truth, "instance_masks")
+    if not errors:
+        pytest.skip(f"seed {seed}'s rooms have no bottle")
+    _assert_necks_measured(errors, f"seed {seed}")
+
+
 HANDHELD_SEED = 0
 """Seed of the hand-held test world (2 scenes, 24 frames each, 256x192)."""
 ANSWERS_ONLY_A_HANDHELD_PATH_ASKS = {
