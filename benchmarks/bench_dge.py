@@ -43,7 +43,9 @@ element-wise instead of through BLAS, the voxel grid column by column, depth nor
 the ray cast's bookkeeping without a sort). The second round (numpy voxel grid, outlier tests on voxels) is measured
 with ``--old-rev 98a6cc0e2ce75b8c33bc604a6059d3e1c6ba3f0f --old-paths`` these modules and ``assets/dge/objects.py``;
 the first with ``--old-rev b7f49ff7ff40f35b740572f136bf4dd8afa7ad18 --old-paths assets/dge/fusion.py
-assets/dge/visibility.py assets/dge/raycast.py assets/dge/camera.py``."""
+assets/dge/visibility.py assets/dge/raycast.py assets/dge/camera.py assets/dge/geometry.py``. A later change (the
+mask tops of DGE code version 6) is measured with ``--old-rev 765971c --old-paths assets/dge/fusion.py
+assets/dge/geometry.py assets/dge/objects.py``."""
 OLD_PATHS = (
     "assets/dge/fusion.py",
     "assets/dge/visibility.py",
@@ -51,9 +53,11 @@ OLD_PATHS = (
     "assets/dge/camera.py",
     "assets/dge/floor.py",
     "assets/dge/room.py",
+    "assets/dge/geometry.py",
 )
-"""The modules this round changed (``assets/dge/objects.py``, sped up on its own, is the working tree's in both
-variants)."""
+"""The modules the third round changed, and ``assets/dge/geometry.py`` (unchanged in that round), which must come
+from the same revision as ``fusion.py``: since DGE code version 6 it reads the mask tops the new ``fusion.py`` adds
+(``assets/dge/objects.py``, sped up on its own, is the working tree's in both variants)."""
 SOURCES = ("mesh", "instance_masks")
 STAGES = ("fusion", "scene_geometry", "frame_visibility")
 
