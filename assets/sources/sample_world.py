@@ -29,6 +29,17 @@ class SampleWorldAssetConfig(dg.Config):
     views_per_scene: int = Field(default=6, description="Camera views (RGB-D frames) per room.")
     width: int = Field(default=320, description="Colour image width in pixels.")
     height: int = Field(default=240, description="Colour image height in pixels.")
+    camera_path: str = Field(
+        default="loop",
+        description="'loop': the camera walks once around each room looking inward; 'handheld': it walks toward or "
+        "across the room and pans in place, so cameras stand behind each other and turn (camera_motion asks "
+        "'turned left/right', camera_camera_position 'behind').",
+    )
+    scan_realism: str = Field(
+        default="realistic",
+        description="'realistic': Kinect-like depth noise and holes, pose errors, an over-segmented mesh; 'exact': "
+        "the generator's exact geometry.",
+    )
     force: bool = Field(
         default=False, description="Rebuild even when the folder already holds this configuration."
     )
@@ -48,6 +59,8 @@ def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict
         views_per_scene=config.views_per_scene,
         width=config.width,
         height=config.height,
+        camera_path=config.camera_path,
+        scan_realism=config.scan_realism,
         show_progress=False,
     )
     version = hashlib.sha256(json.dumps(stamp_config(world_config), sort_keys=True).encode()).hexdigest()[:16]
