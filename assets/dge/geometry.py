@@ -548,25 +548,27 @@ def _measure_objects(
 
 
 def raise_tops_to_masks(
+    scene_id: str,
     objects: list[ObjectGeometry],
     top_rays: Mapping[int, list[np.ndarray]],
     world_to_gravity: np.ndarray,
     settings: SceneGeometrySettings,
-) -> dict[int, float]:
+) -> None:
     """Raise each instance-mask object's top to its masks' tops (:func:`assets.dge.objects.raise_top_to_masks`;
-    ``top_rays`` in the world frame, as :class:`FusedScene` has them); returns the raise per raised object."""
-    raised = {}
+    ``top_rays`` in the world frame, as :class:`FusedScene` has them)."""
     for obj in objects:
-        rays = [
-            np.stack(
-                [transform_points(world_to_gravity, ray[:1])[0], rotate_vectors(world_to_gravity, ray[1:])[0]]
-            )
-            for ray in top_rays.get(obj.object_id, [])
-        ]
-        raise_m = raise_top_to_masks(obj, rays, settings)
+        if obj.object_id not in top_rays:
+            continue
+        rays = np.asarray(top_rays[obj.object_id])  # (frames, 2, 3): origin, direction
+        in_gravity = np.stack(
+            [transform_points(world_to_gravity, rays[:, 0]), rotate_vectors(world_to_gravity, rays[:, 1])],
+            axis=1,
+        )
+        raise_m = raise_top_to_masks(obj, list(in_gravity), settings)
         if raise_m > 0:
-            raised[obj.object_id] = raise_m
-    return raised
+            logger.debug(
+                "scene %s: object %d's top raised %.3f m to its masks' top", scene_id, obj.object_id, raise_m
+            )
 
 
 def camera_views(
@@ -651,11 +653,7 @@ def build_scan_geometry(
     dropped = DroppedObjects(scene_id, log)
     objects = _measure_objects(context, source, dropped)
     if source.reads_instance_masks:
-        raised = raise_tops_to_masks(objects, fused.top_rays, world_to_gravity, config)
-        for object_id, raise_m in raised.items():
-            logger.debug(
-                "scene %s: object %d's top raised %.3f m to its masks' top", scene_id, object_id, raise_m
-            )
+        raise_tops_to_masks(scene_id, objects, fused.top_rays, world_to_gravity, config)
     add_measurement_confidence(
         objects, stored_points, camera_views(records, fused.used_frames, world_to_gravity), config
     )

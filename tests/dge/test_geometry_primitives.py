@@ -514,15 +514,22 @@ def test_a_bottle_top_missing_from_the_depth_is_raised_to_what_its_masks_show():
     assert bottle.obb_extents[:2].tolist() == [0.08, 0.08]
 
 
+def _pointing_away(rays: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.stack([origin, -direction]) for origin, direction in rays]
+
+
 @pytest.mark.parametrize(
-    ("target", "count", "why"),
+    ("rays", "why"),
     [
-        ((1.0, 2.0, 0.3), 2, "fewer frames than mask_top_min_frames"),
-        ((1.5, 2.0, 0.3), 4, "the rays pass beside the footprint"),
-        ((1.0, 2.0, 0.21), 4, "the masks end where the points do"),
+        (_rays_to(np.array([1.0, 2.0, 0.3]), 2), "fewer frames than mask_top_min_frames"),
+        (_pointing_away(_rays_to(np.array([1.0, 2.0, 0.3]), 4)), "the footprint lies behind the cameras"),
+        (
+            _rays_to(np.array([1.0, 2.0, 0.235]), 4),
+            "the masks prove 0.216 m, 1.6 cm up: under mask_top_min_raise_m",
+        ),
     ],
 )
-def test_a_top_is_left_alone_without_enough_evidence(target, count, why):
+def test_a_top_is_left_alone_without_enough_evidence(rays, why):
     bottle = _bottle_short_of_its_neck()
-    assert raise_top_to_masks(bottle, _rays_to(np.array(target), count), ObjectSettings()) == 0.0, why
+    assert raise_top_to_masks(bottle, rays, ObjectSettings()) == 0.0, why
     assert bottle.obb_extents[2] == 0.2 and bottle.centroid[2] == 0.1
