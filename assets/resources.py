@@ -4,7 +4,7 @@ Every field left empty falls back to the built-in sample world, so the whole gra
 machine with no keys, no weights and no downloads.
 
 :class:`LLMResource` holds everything an LLM-backed asset needs to build an
-:class:`~llm.client.LLMClient`: provider, model, endpoint, key, concurrency, rate limit, retries,
+:class:`~model_clients.client.LLMClient`: provider, model, endpoint, key, concurrency, rate limit, retries,
 sampling defaults, prices and the cache location. Keys are read from the environment variable the
 resource names, only when a client is built, so an offline run needs no key:
 
@@ -41,8 +41,8 @@ from pydantic import Field
 from data_contracts.origin import REAL as REAL_ORIGIN
 from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
 from data_contracts.storage import llm_cache_path, resolve_storage_root
-from llm.client import LLMClient, LLMClientConfig, LLMClientSettings
-from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
+from model_clients.client import LLMClient, LLMClientConfig, LLMClientSettings
+from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice
 from readers.common import MissingInputError, resolve_location
 
 logger = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class ModelPriceConfig(dg.Config):
 
 
 class LLMResource(dg.ConfigurableResource, LLMClientSettings):
-    """A configured chat model behind the shared client layer (see `llm.client`).
+    """A configured chat model behind the shared client layer (see `model_clients.client`).
 
     The model, endpoint, key, concurrency, retry and sampling fields are those of
     `LLMClientSettings` (written once there); the resource adds where the key and the

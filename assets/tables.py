@@ -26,8 +26,8 @@ from data_contracts.quarantine import CONTRACT_VERSION as QUARANTINE_CONTRACT_VE
 from data_contracts.quarantine import Quarantine, QuarantineLog
 from data_contracts.storage import safe_partition_name
 from data_contracts.validation import split_valid
-from llm.client import LLMClient
-from llm.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
+from model_clients.client import LLMClient
+from model_clients.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
 
 CONTRACT_CHECK = "contract"
 

@@ -34,7 +34,7 @@ from pathlib import Path
 logger = logging.getLogger("bench_dge")
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("assets", "readers", "data_contracts", "pipelines", "training", "llm")
+PACKAGES = ("assets", "readers", "data_contracts", "pipelines", "training", "model_clients")
 """Top-level packages copied into the old variant's tree."""
 OLD_REV = "de75d3a"
 """The commit before the third round of DGE speed work (issue 13: each depth and instance image decoded once per asset

@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm import LLMClient, LLMClientConfig, LLMRequest
-from llm.cache import CachedResponse
-from llm.records import TokenUsage
+from model_clients import LLMClient, LLMClientConfig, LLMRequest
+from model_clients.cache import CachedResponse
+from model_clients.records import TokenUsage
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"

@@ -46,9 +46,9 @@ from assets.grounding.phrases import (
     extract_object_phrases,
     load_offline_extractor,
 )
-from llm import LLMClient, LLMClientConfig
-from llm.cache import CachedResponse
-from llm.records import TokenUsage
+from model_clients import LLMClient, LLMClientConfig
+from model_clients.cache import CachedResponse
+from model_clients.records import TokenUsage
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 SERVER_SCRIPT = REPOSITORY_ROOT / "tests" / "fakes" / "llm_servers.py"

@@ -5,7 +5,7 @@ values must not drift between versions of this code, of Python, numpy or polars:
 moves re-pays every cached LLM answer, a shard or split that moves rebuilds partitions and leaks
 test rows into training, an option order that moves changes every gold letter of a published table.
 When one of these tests fails, the change is a data migration: either undo it, or bump the version
-that says so (`llm.cache.CACHE_KEY_VERSION`, a template version, a contract version) and then
+that says so (`model_clients.cache.CACHE_KEY_VERSION`, a template version, a contract version) and then
 re-derive the literal here, in the same commit, saying why.
 """
 
@@ -23,8 +23,8 @@ from assets.stvqa.dataset import balance_questions, shuffle_options, split_by_im
 from assets.stvqa.shards import shard_of as stvqa_shard_of
 from assets.stvqa.templates import stable_order
 from data_contracts.stable_hash import stable_bucket, stable_fraction, stable_int, stable_split
-from llm import LLMClient, LLMClientConfig, LLMRequest
-from llm.cache import compute_cache_key
+from model_clients import LLMClient, LLMClientConfig, LLMRequest
+from model_clients.cache import compute_cache_key
 from training.eval.benchmarks import make_circular_variants
 from training.sft import build_sft_frame
 from training.testing import tiny_training_frames

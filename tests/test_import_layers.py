@@ -16,7 +16,7 @@ import pytest
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = (
     "data_contracts",
-    "llm",
+    "model_clients",
     "readers",
     "training",
     "assets",
@@ -26,12 +26,12 @@ PROJECT_PACKAGES = (
 )
 ALLOWED = {
     "data_contracts": set(),
-    "llm": {"data_contracts"},
+    "model_clients": {"data_contracts"},
     "readers": {"data_contracts"},
-    "training": {"data_contracts", "llm", "readers"},
-    "assets": {"data_contracts", "llm", "readers", "training"},
-    "pipelines": {"data_contracts", "llm", "readers", "training", "assets"},
-    "benchmarks": {"data_contracts", "llm", "readers", "training", "assets", "pipelines"},
+    "training": {"data_contracts", "model_clients", "readers"},
+    "assets": {"data_contracts", "model_clients", "readers", "training"},
+    "pipelines": {"data_contracts", "model_clients", "readers", "training", "assets"},
+    "benchmarks": {"data_contracts", "model_clients", "readers", "training", "assets", "pipelines"},
 }
 
 

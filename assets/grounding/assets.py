@@ -20,7 +20,7 @@ Resources: ``storage``, ``sources``, and two LLM resources of the client layer,
 ``phrase_llm`` (object phrases, `backend: openai`) and ``sft_reasoning_llm`` (cold-start traces,
 `reasoning: llm`); the offline defaults never call them. An asset that calls a model fails
 (``dagster.Failure``, one sentence: what failed, the first errors, how to re-run) when more than its
-``max_failure_fraction`` of the requests failed (:mod:`llm.failures`); below that the failed rows are
+``max_failure_fraction`` of the requests failed (:mod:`model_clients.failures`); below that the failed rows are
 quarantined and the counts go into the metadata.
 
 Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpartitioned assets up to
@@ -80,7 +80,7 @@ from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
 from data_contracts import sft_cold_start as sft_contract
 from data_contracts import spatialcore_train as train_contract
 from data_contracts.quarantine import QuarantineLog
-from llm import LLMClient
+from model_clients import LLMClient
 
 GROUP = "grounding"
 GROUNDING_CODE_VERSION = "1"

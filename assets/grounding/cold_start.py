@@ -19,7 +19,7 @@ import polars as pl
 from pydantic import Field
 
 from data_contracts.quarantine import QuarantineLog
-from llm.failures import FailureBudgetSettings
+from model_clients.failures import FailureBudgetSettings
 from training.sft import SFT_COLD_START_SAMPLES, build_sft_frame
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def llm_reasoning(
     rows: pl.DataFrame, client: Any, log: QuarantineLog, progress: bool = True
 ) -> dict[str, str]:
     """Reasoning traces written by an LLM (`question_id -> text`); failures go to ``log``."""
-    from llm import LLMRequest
+    from model_clients import LLMRequest
 
     requests = []
     for row in rows.iter_rows(named=True):
@@ -153,7 +153,7 @@ def build_cold_start(
     Args:
         spatialcore_train (`pl.DataFrame`): the training table.
         settings (`ColdStartSettings`): size, seed, family and reasoning backend.
-        llm_client (`llm.LLMClient`, *optional*): required for `reasoning="llm"`.
+        llm_client (`model_clients.LLMClient`, *optional*): required for `reasoning="llm"`.
         progress (`bool`, *optional*): show progress bars.
 
     Returns:

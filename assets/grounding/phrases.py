@@ -83,7 +83,7 @@ from assets.grounding.vocabulary import (
     words,
 )
 from data_contracts.quarantine import QuarantineLog
-from llm.failures import FailureBudgetSettings
+from model_clients.failures import FailureBudgetSettings
 
 logger = logging.getLogger(__name__)
 
@@ -779,14 +779,14 @@ def build_phrase_request(
     image_bytes: bytes | None,
     image_detail: str = "low",
 ):
-    """The :class:`~llm.LLMRequest` of one question (image first when given).
+    """The :class:`~model_clients.LLMRequest` of one question (image first when given).
 
     Example:
         >>> request = build_phrase_request("q1", "Where is the cup?", ["left", "right"], None)
         >>> request.template_name, request.template_version, request.request_id
         ('object_phrases', 'v1', 'q1')
     """
-    from llm import LLMRequest
+    from model_clients import LLMRequest
 
     return LLMRequest(
         template_name=PHRASES_PROMPT_NAME,
@@ -1110,7 +1110,7 @@ def extract_object_phrases(
         questions (`pl.DataFrame`): columns `question_id`, `question`, `options`, `task_type`,
             `sub_task_type`, `split`, `source`, and `image` (for the `openai` backend with `send_image`).
         settings (`PhraseSettings`): backend, skip list and backend options.
-        llm_client (`llm.LLMClient`, *optional*): required by the `openai` backend.
+        llm_client (`model_clients.LLMClient`, *optional*): required by the `openai` backend.
         extractor (`CandidateExtractor`, *optional*): for the `spacy` backend; loaded from
             `settings.spacy_model` when omitted.
         progress (`bool`, *optional*, defaults to `True`): show progress bars.

@@ -34,7 +34,7 @@ Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_ll
 
 A shard that calls a model fails (``dagster.Failure``, one sentence: what failed, the first errors, how
 to re-run) when more than its ``max_failure_fraction`` of the requests failed (endpoint down, bad key,
-garbage answers; :mod:`llm.failures`), so an empty or tiny table never materialises green and feeds
+garbage answers; :mod:`model_clients.failures`), so an empty or tiny table never materialises green and feeds
 ``stvqa``; below the threshold the failed rows are quarantined and the counts go into the metadata.
 """
 

@@ -61,7 +61,7 @@ from assets.stvqa.vocabulary import LEVEL_TARGETS, category_targets
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_candidates import StvqaCandidates
 from data_contracts.validation import polars_schema
-from llm import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult
+from model_clients import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from assets.stvqa.templates import solve_question
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_validated import StvqaPassAtTwoAttempts, StvqaValidated
 from data_contracts.validation import polars_schema
-from llm import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult, ResultStatus
+from model_clients import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult, ResultStatus
 
 logger = logging.getLogger(__name__)
 

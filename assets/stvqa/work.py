@@ -32,7 +32,7 @@ from assets.stvqa.prompts import ANSWER_PROMPT_VERSION
 from assets.stvqa.shards import shard_fingerprint
 from assets.tables import finalize_table, json_metadata, llm_failure_check, quarantine_output
 from data_contracts import stvqa_candidates, stvqa_validated
-from llm import LLMClient
+from model_clients import LLMClient
 
 logger = logging.getLogger(__name__)
 

@@ -210,7 +210,7 @@ def test_a_rerun_on_fewer_benchmarks_keeps_the_others(threedsr, tmp_path):
 
 
 def test_an_interrupted_api_run_keeps_every_answer_it_received(threedsr, tmp_path, monkeypatch):
-    from llm.client import LLMClient
+    from model_clients.client import LLMClient
 
     path, key = threedsr
     output = tmp_path / "eval"

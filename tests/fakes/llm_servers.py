@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Self
 import pytest
 
 if TYPE_CHECKING:
-    from llm import LLMClient
+    from model_clients import LLMClient
 
 __all__ = [
     "Fault",
@@ -600,7 +600,7 @@ def loopback_client_factory(
     Defaults: ``api_key``, a cache file in ``cache_dir``, backoff base 10 ms, timeout 2 s, seeded
     jitter. Returns the factory and the list of clients it made (close them at teardown).
     """
-    from llm import LLMClient, LLMClientConfig
+    from model_clients import LLMClient, LLMClientConfig
 
     clients: list[LLMClient] = []
 

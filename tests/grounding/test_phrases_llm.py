@@ -21,7 +21,7 @@ from assets.grounding.assets import GROUNDING_ASSETS
 from assets.grounding.phrases import PHRASES_PROMPT_NAME, PhraseSettings, extract_object_phrases
 from assets.sources.assets import SOURCE_ASSETS
 from data_contracts.storage import table_path
-from llm import LLMClient, LLMClientConfig
+from model_clients import LLMClient, LLMClientConfig
 from tests.fakes.llm_servers import Fault, LoopbackLLMServer, request_images, request_schema, request_text
 from tests.grounding.conftest import TEST_API_KEY, grounding_resources
 
@@ -152,7 +152,7 @@ def test_a_rebuild_is_served_from_the_cache(llm_server_factory, tmp_path):
 WORKER = """
 import sys
 import polars as pl
-from llm import LLMClient, LLMClientConfig
+from model_clients import LLMClient, LLMClientConfig
 from assets.grounding.phrases import PhraseSettings, extract_object_phrases
 questions = pl.read_parquet(sys.argv[1])
 config = LLMClientConfig(provider="openai", model="gpt-4o-mini", base_url=sys.argv[2], api_key="sk-worker-key-123456",

@@ -234,7 +234,7 @@ class TestColdStart:
         assert first["completion"].endswith(f"</think>\n\n{first['answer']}")
 
     def test_llm_reasoning_with_quarantine(self, training_frame, llm_server_factory, tmp_path):
-        from llm import LLMClient, LLMClientConfig
+        from model_clients import LLMClient, LLMClientConfig
 
         failing = training_frame["question_id"][0]
         failing_question = training_frame["question"][0]

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from assets.stvqa.geometry import ImageGeometry, load_geometry
-from llm import LLMClient
+from model_clients import LLMClient
 from readers.scene_graphs import read_visual_genome
 from tests.fakes.llm_servers import loopback_client_factory
 

@@ -749,7 +749,7 @@ def _prompt_token_logprobs(output) -> list[float]:
 class _ReplyRecorder:
     """Wraps the LLM layer's provider adapter: keeps each reply's finish reason and reports answers as they arrive.
 
-    The layer's :class:`~llm.LLMResult` does not carry the provider's finish reason; this adapter sees
+    The layer's :class:`~model_clients.LLMResult` does not carry the provider's finish reason; this adapter sees
     every reply at the provider boundary, so the backend can tell a ``length`` stop from a normal one.
     """
 
@@ -810,8 +810,8 @@ class OpenAIBackend:
         timeout_s: float = 120.0,
         max_retries: int = 5,
     ):
-        from llm import LLMClient, LLMClientConfig
-        from llm.providers import build_provider as build_chat_provider
+        from model_clients import LLMClient, LLMClientConfig
+        from model_clients.providers import build_provider as build_chat_provider
 
         self.settings = settings or GenerationSettings()
         self.model_name, self.adapter, self.family = model, None, family
@@ -847,7 +847,7 @@ class OpenAIBackend:
         self.client.close()
 
     def _request(self, request: GenerationRequest, position: int):
-        from llm import LLMRequest
+        from model_clients import LLMRequest
 
         system = "\n\n".join(str(m["content"]) for m in request.messages if m.get("role") == "system") or None
         user = "\n\n".join(str(m["content"]) for m in request.messages if m.get("role") == "user")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llm.schema import validate_json
+from model_clients.schema import validate_json
 from tests.fakes.llm_servers import (
     Fault,
     LoopbackLLMServer,
@@ -19,7 +19,7 @@ from tests.fakes.llm_servers import (
     request_text,
     schema_example,
 )
-from tests.llm.conftest import PHRASES_SCHEMA
+from tests.model_clients.conftest import PHRASES_SCHEMA
 
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "fakes" / "llm_servers.py"
 

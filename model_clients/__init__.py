@@ -6,24 +6,24 @@ The public API, used by the LLM-backed assets (object phrases, STVQA generation 
 - :class:`LLMClientConfig` for plain Python use, :class:`assets.resources.LLMResource` for Dagster
   (imported from its module, so this package does not import Dagster);
 - :class:`UsageSummary` (`client.summary.as_metadata()`) for asset metadata, and the failure check of an
-  online asset (:class:`FailureBudgetSettings`, :func:`failure_budget_message`, :mod:`llm.failures`);
+  online asset (:class:`FailureBudgetSettings`, :func:`failure_budget_message`, :mod:`model_clients.failures`);
 - :class:`ResponseCache` and :func:`compute_cache_key` for inspection.
 
-See `llm/client.py` for the behaviour (caching, retries, quarantine) and an example.
+See `model_clients/client.py` for the behaviour (caching, retries, quarantine) and an example.
 """
 
-from llm.cache import CachedResponse, ResponseCache, compute_cache_key
-from llm.client import LLMClient, LLMClientConfig, UsageSummary
-from llm.failures import (
+from model_clients.cache import CachedResponse, ResponseCache, compute_cache_key
+from model_clients.client import LLMClient, LLMClientConfig, UsageSummary
+from model_clients.failures import (
     DEFAULT_MAX_FAILURE_FRACTION,
     FailureBudgetSettings,
     failure_budget_message,
     failure_fraction,
     failure_metadata,
 )
-from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice
-from llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
-from llm.schema import ResponseFormatError, parse_json_text, validate_json
+from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice
+from model_clients.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
+from model_clients.schema import ResponseFormatError, parse_json_text, validate_json
 
 __all__ = [
     "DEFAULT_MAX_FAILURE_FRACTION",

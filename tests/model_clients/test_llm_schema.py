@@ -1,10 +1,10 @@
-"""JSON parsing and schema validation of model answers (llm/schema.py)."""
+"""JSON parsing and schema validation of model answers (model_clients/schema.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from llm.schema import ResponseFormatError, parse_and_validate, parse_json_text, validate_json
+from model_clients.schema import ResponseFormatError, parse_and_validate, parse_json_text, validate_json
 
 QUESTION_SCHEMA = {
     "type": "object",

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from llm import LLMClientConfig, LLMRequest
+from model_clients import LLMClientConfig, LLMRequest
 from tests.fakes.llm_servers import Fault
-from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
+from tests.model_clients.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
 FAULTS = [
     Fault.echo_key_error(401),  # an error body that repeats the key
@@ -39,7 +39,7 @@ def test_key_is_never_exposed(protocol, llm_server_factory, make_llm_client, cap
     assert any(result.error and "[REDACTED]" in result.error for result in results)
 
     # The SDK's and the transport's debug logs were captured too, not only this project's.
-    assert {record.name.split(".")[0] for record in caplog.records} >= {protocol, "llm"}
+    assert {record.name.split(".")[0] for record in caplog.records} >= {protocol, "model_clients"}
     assert TEST_API_KEY not in caplog.text
     for result in results:
         assert TEST_API_KEY not in repr(result)

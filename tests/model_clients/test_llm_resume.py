@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from llm import LLMClient, LLMClientConfig, LLMRequest
+from model_clients import LLMClient, LLMClientConfig, LLMRequest
 from tests.fakes.llm_servers import request_text
-from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
+from tests.model_clients.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 NUMBER_OF_REQUESTS = 40
@@ -24,7 +24,7 @@ CONCURRENCY = 4
 RUNNER = textwrap.dedent(
     """
     import sys
-    from llm import LLMClient, LLMClientConfig, LLMRequest
+    from model_clients import LLMClient, LLMClientConfig, LLMRequest
 
     base_url, cache_path, count, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     schema = {schema!r}

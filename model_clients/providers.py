@@ -9,7 +9,7 @@ Two adapters share one small interface (`send(request, parameters) -> ProviderRe
   tool call whose `input_schema` is the request's schema; images go as base64 content blocks.
 
 Both SDK clients are built with `max_retries=0`: retries, backoff and rate limiting belong to
-:class:`llm.client.LLMClient`. Adapters translate every failure into
+:class:`model_clients.client.LLMClient`. Adapters translate every failure into
 :class:`TransientProviderError` (worth retrying: timeouts, connection drops, truncated or non-JSON
 bodies, 408/409/425/429/5xx with the `Retry-After` hint) or :class:`PermanentProviderError` (the API
 refused the request). Error messages are passed through :func:`redact` so API keys never reach logs,
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from llm.records import LLMRequest, TokenUsage
+from model_clients.records import LLMRequest, TokenUsage
 
 __all__ = [
     "JSON_MODES",

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
-from llm.records import LLMRequest, TokenUsage
+from model_clients.records import LLMRequest, TokenUsage
 
 __all__ = ["CACHE_KEY_VERSION", "CachedResponse", "ResponseCache", "canonical_json", "compute_cache_key"]
 

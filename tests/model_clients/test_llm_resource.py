@@ -9,8 +9,8 @@ import pytest
 
 from assets.resources import LLMResource
 from data_contracts.storage import LLM_CACHE_RELATIVE_PATH
-from llm import LLMRequest, UsageSummary
-from tests.llm.conftest import PHRASES_SCHEMA, TEST_API_KEY
+from model_clients import LLMRequest, UsageSummary
+from tests.model_clients.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
 
 @dg.asset

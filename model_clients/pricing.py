@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from llm.records import TokenUsage
+from model_clients.records import TokenUsage
 
 __all__ = ["DEFAULT_PRICE_TABLE", "ModelPrice", "cost_usd", "find_price"]
 

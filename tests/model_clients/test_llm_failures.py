@@ -2,7 +2,7 @@
 
 Against the OpenAI-compatible loopback server: a reply that the request's check refuses is asked again
 like an answer outside the schema and then quarantined; a cached ``ok`` reply that the check refuses is
-asked again; the summary keeps the first failure reasons; :mod:`llm.failures` fails a stage with one
+asked again; the summary keeps the first failure reasons; :mod:`model_clients.failures` fails a stage with one
 sentence above its threshold and lets it through below.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm import (
+from model_clients import (
     FailureBudgetSettings,
     LLMRequest,
     ResultStatus,
@@ -19,7 +19,7 @@ from llm import (
     failure_metadata,
 )
 from tests.fakes.llm_servers import Fault, request_text
-from tests.llm.conftest import TEST_API_KEY
+from tests.model_clients.conftest import TEST_API_KEY
 
 
 def letter_only(text):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llm import LLMClient
+from model_clients import LLMClient
 from tests.fakes.llm_servers import loopback_client_factory
 
 TEST_API_KEY = "sk-test-7f3a9c1e5b2d4680aa11"

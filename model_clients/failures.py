@@ -3,7 +3,7 @@
 An asset that calls a model (object phrases, STVQA generation, pass@2 answering, SFT reasoning) must not
 materialise a green, nearly empty table when the endpoint is down, the key is wrong or every answer is
 garbage. Each such asset's settings model extends :class:`FailureBudgetSettings`; after its requests the
-asset asks :func:`failure_budget_message` about its client's :class:`~llm.client.UsageSummary` and, when
+asset asks :func:`failure_budget_message` about its client's :class:`~model_clients.client.UsageSummary` and, when
 the share of failed requests is above ``max_failure_fraction``, fails with that sentence (the Dagster
 assets raise ``dagster.Failure``; this package does not import Dagster). Below the threshold the stage
 goes on: the failed rows are quarantined and the counts go into the metadata
@@ -15,7 +15,7 @@ after the re-asks (outside the schema, or refused by the request's ``answer_chec
 quarantined and asked again only with ``requery_quarantined``. Every good answer is cached, so a re-run
 pays only for the failures.
 
->>> from llm.client import UsageSummary
+>>> from model_clients.client import UsageSummary
 >>> summary = UsageSummary(requests=100, failures=3, transport_failures=3)
 >>> failure_budget_message(summary, 0.05, "object_phrases", "phrase_llm") is None
 True
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from llm.client import UsageSummary
+from model_clients.client import UsageSummary
 
 __all__ = [
     "DEFAULT_MAX_FAILURE_FRACTION",

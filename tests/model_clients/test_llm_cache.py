@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from llm.cache import CachedResponse, ResponseCache, compute_cache_key
-from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
-from llm.records import LLMRequest, TokenUsage
+from model_clients.cache import CachedResponse, ResponseCache, compute_cache_key
+from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
+from model_clients.records import LLMRequest, TokenUsage
 
 BASE_REQUEST = LLMRequest(
     "object_phrases",

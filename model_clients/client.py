@@ -3,7 +3,7 @@
 :class:`LLMClient` is what the LLM-backed assets call (phrase extraction for the SpatialCORE
 pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a whole batch:
 
-1. every request gets its cache key (:func:`llm.cache.compute_cache_key`); identical
+1. every request gets its cache key (:func:`model_clients.cache.compute_cache_key`); identical
    requests in the batch are sent once;
 2. the keys are looked up in the SQLite cache in a few batched queries; hits are returned at once;
 3. the misses go to a pool of `max_concurrency` worker threads; each call first takes a token from
@@ -21,14 +21,14 @@ pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a 
    cached: the next run tries them again;
 7. results come back in the order of the requests, and a :class:`UsageSummary` adds up requests,
    cache hits, API calls, retries, failures (and their first reasons), tokens and dollars for the asset
-   metadata; :mod:`llm.failures` turns it into the failure check of an online asset.
+   metadata; :mod:`model_clients.failures` turns it into the failure check of an online asset.
 
 A failure never raises out of `run_batch`: it becomes an `LLMResult` with `ok=False`, a `status` and an
 `error` (which never contains the API key), and the rest of the batch goes on.
 
 Example (against an OpenAI-compatible server):
 
-    >>> from llm import LLMClient, LLMClientConfig, LLMRequest
+    >>> from model_clients import LLMClient, LLMClientConfig, LLMRequest
     >>> schema = {"type": "object", "additionalProperties": False, "required": ["phrases"],
     ...           "properties": {"phrases": {"type": "array", "items": {"type": "string"}}}}
     >>> config = LLMClientConfig(provider="openai", model="gpt-4o-mini", api_key=key,  # doctest: +SKIP
@@ -57,9 +57,9 @@ from typing import Any, Self
 from pydantic import BaseModel, Field, model_validator
 from tqdm.auto import tqdm
 
-from llm.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
-from llm.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
-from llm.providers import (
+from model_clients.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
+from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
+from model_clients.providers import (
     JSON_MODES,
     PROVIDERS,
     ChatProvider,
@@ -70,9 +70,9 @@ from llm.providers import (
     image_media_type,
     redact,
 )
-from llm.ratelimit import TokenBucket, backoff_delay
-from llm.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
-from llm.schema import ResponseFormatError, parse_json_text, validate_json
+from model_clients.ratelimit import TokenBucket, backoff_delay
+from model_clients.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
+from model_clients.schema import ResponseFormatError, parse_json_text, validate_json
 
 __all__ = ["LLMClient", "LLMClientConfig", "LLMClientSettings", "UsageSummary"]
 

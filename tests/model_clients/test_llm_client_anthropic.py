@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from llm import LLMRequest, ResultStatus
-from llm.pricing import DEFAULT_PRICE_TABLE, cost_usd
+from model_clients import LLMRequest, ResultStatus
+from model_clients.pricing import DEFAULT_PRICE_TABLE, cost_usd
 from tests.fakes.llm_servers import Fault, request_schema, request_text
 
 QUESTION_SCHEMA = {

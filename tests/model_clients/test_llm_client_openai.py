@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from llm import LLMRequest, ResultStatus
-from llm.pricing import DEFAULT_PRICE_TABLE, cost_usd
+from model_clients import LLMRequest, ResultStatus
+from model_clients.pricing import DEFAULT_PRICE_TABLE, cost_usd
 from tests.fakes.llm_servers import Fault, request_images, request_text
-from tests.llm.conftest import PHRASES_SCHEMA
+from tests.model_clients.conftest import PHRASES_SCHEMA
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 JPEG_BYTES = b"\xff\xd8\xff\xe0" + b"\x00" * 32

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from llm.ratelimit import TokenBucket, backoff_delay
+from model_clients.ratelimit import TokenBucket, backoff_delay
 
 
 class SimulatedClock:
