@@ -1,7 +1,19 @@
-"""Where a heavy asset's work runs: in the asset's own process (``local``) or on a Ray cluster (``ray``).
+"""Where the per-partition work of a range run runs: worker processes on this machine, or a Ray cluster.
 
-:class:`ComputeSettings` is mixed into the run configuration of the heavy assets (``pseudo_gt_boxes``
-with the Grounding DINO backend, ``scene_geometry``), so each asset picks its engine in its run config:
+A step that builds several partitions hands each partition's work to :func:`partition_results` as a
+plain function of picklable values. Two paths:
+
+- ``local`` (the default): a bounded :class:`~concurrent.futures.ProcessPoolExecutor` owned by the
+  step, one worker per usable core up to :data:`MAX_WORKERS` (the ``workers`` resource sets the
+  number; 1, or a run of one partition, computes in the step's own process). The workers end with
+  the step, and a worker whose build was killed exits at once.
+- ``ray``: each partition is a Ray task on the configured cluster (the ``ray`` extra), retried by Ray
+  when its worker dies. Grounding DINO has its own Ray path, an actor pool that loads the model once
+  per actor (:mod:`assets.grounding.detector_pool`).
+
+Both return what the function returns in the step's process, so the tables do not depend on the path.
+:class:`ComputeSettings` is mixed into the run configuration of the assets that offer Ray
+(``scene_geometry``, ``pseudo_gt_boxes`` with the Grounding DINO backend):
 
 .. code-block:: yaml
 
@@ -9,28 +21,37 @@ with the Grounding DINO backend, ``scene_geometry``), so each asset picks its en
       pseudo_gt_boxes_asset:
         config: {backend: grounding_dino, compute: ray, ray_address: auto, ray_actors: 8, num_gpus_per_actor: 1}
 
-``local`` is the default and runs exactly the code it always ran. ``ray`` runs the same functions on
-Ray workers (Grounding DINO as Ray Data ``map_batches`` over an actor pool, scan geometry as a Ray
-task) and returns the same rows in the same order. Ray is an optional extra
-(``pip install -e '.[ray]'``) and is imported only on the ``ray`` path.
-
 >>> ComputeSettings().compute
 'local'
+>>> with partition_results(divmod, {"a": (7, 2), "b": (9, 4)}, workers=1) as result:
+...     result("b")
+(2, 1)
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import multiprocessing
+import multiprocessing.connection
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, model_validator
 
 logger = logging.getLogger(__name__)
 
 RAY_EXTRA_HINT = "pip install -e '.[ray]' (the 'ray' extra: ray[data]==2.60.0)"
+
+MAX_WORKERS = 8
+"""Most worker processes a step starts by default (each holds open3d, polars and the task's modules)."""
+
+WORKER_MODULES = ("open3d", "assets.dge.assets", "assets.stvqa.work")
+"""Imported once by multiprocessing's fork server, so that every worker starts with them loaded."""
 
 
 class ComputeSettings(BaseModel):
@@ -42,8 +63,8 @@ class ComputeSettings(BaseModel):
 
     compute: Literal["local", "ray"] = Field(
         default="local",
-        description="'local': in the asset's own process (the default, no Ray needed). 'ray': on a Ray cluster "
-        "(needs the 'ray' extra); the rows are the same as local mode's, in the same order.",
+        description="'local': worker processes on this machine (the default, no Ray needed). 'ray': on a Ray "
+        "cluster (needs the 'ray' extra); the rows are the same as local mode's, in the same order.",
     )
     ray_address: str | None = Field(
         default=None,
@@ -59,8 +80,8 @@ class ComputeSettings(BaseModel):
     )
     num_cpus_per_actor: float = Field(
         default=1.0,
-        description="CPUs Ray reserves for each actor (Grounding DINO) or task (scan geometry); Ray also sets "
-        "the worker's OMP_NUM_THREADS to it.",
+        description="CPUs Ray reserves for each actor (Grounding DINO) or task (scan geometry); the work runs "
+        "on that many threads.",
     )
     num_gpus_per_actor: float = Field(
         default=0.0,
@@ -85,15 +106,86 @@ class ComputeSettings(BaseModel):
         return self
 
 
-def compute_settings(settings: ComputeSettings) -> ComputeSettings:
+def compute_settings(settings: BaseModel) -> ComputeSettings:
     """The compute fields of ``settings`` (a run config that extends :class:`ComputeSettings`) on their own.
-
-    Only these cross to Ray workers, not the asset's whole config class.
 
     >>> compute_settings(ComputeSettings(compute="ray")).compute
     'ray'
     """
     return ComputeSettings.model_validate(settings.model_dump(include=set(ComputeSettings.model_fields)))
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """Worker processes of a step when none are configured: one per usable core, at most :data:`MAX_WORKERS`."""
+    return min(usable_cpus(), MAX_WORKERS)
+
+
+def limit_threads(threads: int) -> None:
+    """Run open3d's thread pool on ``threads`` threads (several workers on one machine must not each take
+    every core; Ray's OMP_NUM_THREADS does not reach open3d's own pool)."""
+    import open3d as o3d
+
+    o3d.utility.set_max_threads(threads)
+
+
+def _exit_when_ended(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)  # the process that started the pool is gone (a killed build): stop now
+
+
+def _start_worker() -> None:
+    """A local worker: one thread for open3d, and an exit as soon as the process that started the pool ends."""
+    limit_threads(1)
+    sentinel = multiprocessing.parent_process().sentinel
+    threading.Thread(target=_exit_when_ended, args=(sentinel,), name="exit-with-parent", daemon=True).start()
+
+
+def _call_with_threads(threads: int, function: Callable[..., Any], *arguments: Any) -> Any:
+    limit_threads(threads)
+    return function(*arguments)
+
+
+@contextmanager
+def partition_results(
+    function: Callable[..., Any],
+    arguments: Mapping[str, tuple],
+    workers: int,
+    compute: ComputeSettings | None = None,
+) -> Iterator[Callable[[str], Any]]:
+    """``function(*arguments[key])`` for every partition key of a step, for the duration of the block.
+
+    Yields ``result(key)``, which waits for that key's value (an exception raised by the function is
+    raised again here, as the same class). Every key is submitted when the block starts: to a pool of
+    ``workers`` processes (``compute`` local, the default), or as Ray tasks named after ``function``
+    (``compute: ray``). With one worker or one key, ``result`` calls the function in this process when
+    asked. ``function`` must be a module-level function, its arguments and result picklable. When the
+    block ends, keys not asked for are cancelled and the workers stop.
+    """
+    if compute is not None and compute.compute == "ray":
+        with _ray_results(function, arguments, compute) as result:
+            yield result
+        return
+    workers = min(workers, len(arguments))
+    if workers < 2:
+        yield lambda key: function(*arguments[key])
+        return
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_MODULES))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
+    try:
+        futures = {key: pool.submit(function, *values) for key, values in arguments.items()}
+        logger.info("%d partitions on %d worker processes", len(futures), workers)
+        yield lambda key: futures[key].result()
+        pool.shutdown(wait=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a failed or interrupted step: stop what is queued
 
 
 def import_ray() -> ModuleType:
@@ -128,8 +220,37 @@ def ray_cluster(settings: ComputeSettings) -> Iterator[ModuleType]:
 def remote_error_cause(error: BaseException) -> BaseException:
     """The exception raised inside a Ray task or actor (a ``RayTaskError``'s cause), else ``error`` itself.
 
-    So a remote :class:`~assets.dge.geometry.SceneBuildError` reaches the asset as the same class and message
-    as in local mode.
+    So a remote error reaches the asset as the same class and message as in local mode.
     """
     cause = getattr(error, "cause", None)
     return cause if isinstance(cause, Exception) else error
+
+
+@contextmanager
+def _ray_results(
+    function: Callable[..., Any], arguments: Mapping[str, tuple], compute: ComputeSettings
+) -> Iterator[Callable[[str], Any]]:
+    """:func:`partition_results` on Ray: one task per key, all submitted at once."""
+    with ray_cluster(compute) as ray:
+        task = ray.remote(_call_with_threads).options(
+            name=function.__name__,
+            num_cpus=compute.num_cpus_per_actor,
+            num_gpus=compute.num_gpus_per_actor,
+            max_retries=compute.max_retries,
+            retry_exceptions=False,
+        )
+        threads = max(1, int(compute.num_cpus_per_actor))
+        references = {key: task.remote(threads, function, *values) for key, values in arguments.items()}
+        logger.info("submitted %d partitions as Ray tasks (%s)", len(references), function.__name__)
+
+        def result(key: str) -> Any:
+            try:
+                return ray.get(references.pop(key))
+            except ray.exceptions.RayTaskError as error:
+                raise remote_error_cause(error) from None
+
+        try:
+            yield result
+        finally:
+            for reference in references.values():  # keys never asked for (the step failed first)
+                ray.cancel(reference)

@@ -1,4 +1,4 @@
-"""Dagster resources the assets declare: the storage root, the raw data sets, and the LLM backends.
+"""Dagster resources the assets declare: the storage root, the raw data sets, local workers, the LLM backends.
 
 Every field left empty falls back to the built-in sample world, so the whole graph runs on a fresh
 machine with no keys, no weights and no downloads.
@@ -38,6 +38,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from assets.compute import default_workers
 from data_contracts.origin import REAL as REAL_ORIGIN
 from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
 from data_contracts.storage import llm_cache_path, resolve_storage_root
@@ -89,6 +90,22 @@ class StorageResource(dg.ConfigurableResource):
     def path(self) -> Path:
         """The resolved storage root."""
         return resolve_storage_root(self.root)
+
+
+class WorkersResource(dg.ConfigurableResource):
+    """How many worker processes compute the partitions of a range run on this machine (`compute: local`)."""
+
+    max_workers: int | None = Field(
+        default=None,
+        description="Worker processes per step for the partitions of a range run: null for one per usable core "
+        "(at most 8), 1 to compute every partition in the run's own process.",
+    )
+
+    def count(self) -> int:
+        """The configured number of workers, or the default (one per usable core, at most 8)."""
+        if self.max_workers is not None and self.max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {self.max_workers}")
+        return self.max_workers or default_workers()
 
 
 class SourcesResource(dg.ConfigurableResource):

@@ -30,6 +30,9 @@ from model_clients.client import LLMClient
 from model_clients.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
 
 CONTRACT_CHECK = "contract"
+EMPTY_REASON_KEY = "empty_because"
+"""Materialization metadata entry in which an asset says why its table has no rows (an optional stage that is
+off until configured); ``spatial-build``'s summary shows it beside the table."""
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Speed of the heavy stages on Ray: Grounding DINO images/s and scan geometry scans/s, local vs 1 and 2 Ray workers.
 
 Runs the code paths of the assets: :func:`assets.grounding.pseudo_gt.build_pseudo_gt` (``grounding_dino``
-backend) and :func:`assets.dge.scan_compute.run_scan_geometry`, each in the process (``compute: local``)
+backend) and each scan's ``scene_geometry`` partition (:func:`assets.compute.partition_results`), each in the
+process (``compute: local``)
 and on a local Ray cluster started here with 1 and then 2 CPUs (one actor or task per CPU). The Ray
 figures include what a run pays: cluster start-up is not counted, actor start-up (loading the model)
 and transfers are. The detector is the tiny Grounding DINO built locally (random weights) unless
@@ -39,9 +40,9 @@ import numpy as np
 import polars as pl
 from PIL import Image
 
-from assets.compute import ComputeSettings
+from assets.compute import ComputeSettings, partition_results
+from assets.dge.assets import scene_geometry_partition
 from assets.dge.geometry import SceneGeometrySettings
-from assets.dge.scan_compute import run_scan_geometry, submit_scan_geometry
 from assets.grounding.detector import build_tiny_grounding_dino
 from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
 from assets.sample_world import SampleWorldConfig, generate_sample_world
@@ -104,19 +105,22 @@ def time_grounding(questions, phrases, settings: PseudoGtSettings) -> float:
     return seconds
 
 
-def time_scans_local(frames: pl.DataFrame, scenes: list[dict]) -> float:
+def time_scans(frames: pl.DataFrame, scenes: list[dict], compute: ComputeSettings) -> float:
+    """Seconds to build every scan's ``scene_geometry`` partition where ``compute`` says (locally: one
+    after another in this process)."""
+    arguments = {
+        scene["scene_id"]: (
+            scene,
+            frames.filter(pl.col("scene_id") == scene["scene_id"]),
+            SceneGeometrySettings(),
+            Path(tempfile.mkdtemp(prefix="bench_ray_storage_")),
+        )
+        for scene in scenes
+    }
     started = time.perf_counter()
-    for scene in scenes:
-        run_scan_geometry(frames, scene, SceneGeometrySettings())
-    return time.perf_counter() - started
-
-
-def time_scans_on_ray(ray, frames: pl.DataFrame, scenes: list[dict], compute: ComputeSettings) -> float:
-    started = time.perf_counter()
-    references = [
-        submit_scan_geometry(ray, frames, scene, SceneGeometrySettings(), compute) for scene in scenes
-    ]
-    ray.get(references)
+    with partition_results(scene_geometry_partition, arguments, workers=1, compute=compute) as result:
+        for key in arguments:
+            result(key)
     return time.perf_counter() - started
 
 
@@ -195,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {
             "local": {
                 "image_seconds": time_grounding(questions, phrases, settings),
-                "scan_seconds": time_scans_local(tables.frames, scenes),
+                "scan_seconds": time_scans(tables.frames, scenes, ComputeSettings()),
             }
         }
         for workers in arguments.workers:
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 results[f"ray, {workers} worker{'s' if workers > 1 else ''}"] = {
                     "image_seconds": time_grounding(questions, phrases, remote),
-                    "scan_seconds": time_scans_on_ray(ray, tables.frames, scenes, compute),
+                    "scan_seconds": time_scans(tables.frames, scenes, compute),
                 }
             finally:
                 ray.shutdown()

@@ -16,14 +16,6 @@ What a reader can rely on, even with concurrent writers and writers killed at an
   file) sees the old file or the new one, never half of one; the last rename wins. A writer holds
   an advisory lock (``fcntl.flock``) on its temporary file while it writes; temporaries nobody holds
   are leftovers of killed writers and the next write into that folder deletes them.
-- **Sets of tables.** :class:`StagedTables` publishes several tables together (an asset's table and
-  its quarantine): each is written and fsynced in a private staging folder under
-  ``<root>/.staging/``, then, under the root's commit lock, a journal naming every move is written
-  and the files are renamed into place. A commit killed half way is rolled forward (journal
-  replayed) by the next :func:`recover_storage` on that root, which every writer through
-  :class:`StagedTables` runs first; a reader racing with the renames (microseconds) or reading
-  after such a kill and before any recovery may see part of a set. Staged files of a writer that
-  died before committing are deleted by that same recovery: a set is visible entirely or not at all.
 - **Empty tables load.** A table with no rows is written without row groups (Arrow and
   ``datasets`` reject a 0-row row group, "BatchSize must be greater than 0"), so a folder of
   partition files where some are empty loads with ``datasets.load_dataset("parquet",
@@ -47,15 +39,12 @@ its inputs); :func:`read_table_metadata` reads them back without reading the row
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
 import fcntl
 import json
 import logging
 import os
-import shutil
-import socket
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -70,13 +59,7 @@ logger = logging.getLogger(__name__)
 
 STORAGE_ROOT_ENV = "SPATIAL_DATA_ROOT"
 LLM_CACHE_RELATIVE_PATH = Path("llm_cache") / "responses.sqlite"
-STAGING_FOLDER = ".staging"
-"""Under the storage root: one folder per writing process (``<host>-<pid>-<random>``, beside its
-``.lock`` file), the commit lock ``commit.lock``."""
 TEMPORARY_SUFFIX = ".tmp"
-_STAGED_SUFFIX = ".staged"
-_ENTRY_SUFFIX = ".entry.json"
-_JOURNAL = "journal.json"
 HUGGINGFACE_METADATA_KEY = "huggingface"
 """The key-value metadata entry holding the ``datasets`` features (written by every table file)."""
 FILE_METADATA_KEYS = ("contract_version", "code_version", "source_fingerprint", "input_data_versions")
@@ -396,176 +379,3 @@ def read_parquet_file(path: str | Path) -> pl.DataFrame:
     """
     with open(path, "rb") as handle:
         return pl.read_parquet(handle)
-
-
-# --- sets of tables published together -------------------------------------------------------
-
-_PROCESS_FOLDERS: dict[tuple[int, str], tuple[Path, int]] = {}
-"""(pid, storage root) -> this process's staging folder and the descriptor holding its lock."""
-
-
-def _commit_lock(root: Path) -> Path:
-    return root / STAGING_FOLDER / "commit.lock"
-
-
-def _apply_moves(root: Path, moves: list[tuple[str, str]]) -> None:
-    """Rename each staged file (relative to ``root``) onto its target; already moved ones are skipped."""
-    folders = set()
-    for staged, target in moves:
-        source, destination = root / staged, root / target
-        if not source.exists():
-            continue  # moved before an interruption
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, destination)
-        folders.add(destination.parent)
-    for folder in sorted(folders):
-        fsync_directory(folder)
-
-
-def _roll_forward(root: Path, folder: Path) -> int:
-    """Finish the commits journaled in ``folder`` (a dead process's staging); returns how many."""
-    finished = 0
-    for journal in sorted(folder.glob(f"*/{_JOURNAL}")):
-        _apply_moves(root, [tuple(move) for move in json.loads(journal.read_text())["moves"]])
-        journal.unlink()
-        finished += 1
-    return finished
-
-
-def _recover_locked(root: Path) -> None:
-    base = root / STAGING_FOLDER
-    own = {folder for (pid, _), (folder, _) in _PROCESS_FOLDERS.items() if pid == os.getpid()}
-    for lock in sorted(base.glob("*.lock")):
-        if lock.name == "commit.lock":
-            continue
-        folder = lock.with_suffix("")
-        if folder in own:
-            continue
-        descriptor = _claim_abandoned(lock)
-        if descriptor is None:
-            continue  # its process is alive
-        try:
-            if folder.is_dir():
-                finished = _roll_forward(root, folder)
-                shutil.rmtree(folder)
-                logger.info(
-                    "storage %s: removed the staging of a stopped writer (%d interrupted commits completed)",
-                    root,
-                    finished,
-                )
-            lock.unlink(missing_ok=True)
-        finally:
-            os.close(descriptor)
-    for folder in base.iterdir() if base.is_dir() else []:
-        if folder.is_dir() and not folder.with_suffix(".lock").exists() and folder not in own:
-            shutil.rmtree(folder)  # a sweeper was stopped between removing the folder and its lock
-
-
-def recover_storage(root: str | Path) -> None:
-    """Finish the commits of killed writers under ``root`` and delete what they left staged.
-
-    Runs under the root's commit lock; cheap when there is nothing to do. Every writer that uses
-    :class:`StagedTables` runs it before its first commit and before each commit.
-    """
-    root = Path(root)
-    if not (root / STAGING_FOLDER).is_dir():
-        return
-    with file_lock(_commit_lock(root)):
-        _recover_locked(root)
-
-
-def _remove_process_folder(key: tuple[int, str]) -> None:
-    folder, descriptor = _PROCESS_FOLDERS.pop(key, (None, None))
-    if folder is None or key[0] != os.getpid():
-        return
-    try:
-        pending = list(folder.glob(f"*/{_JOURNAL}"))
-        if not pending:  # a failed commit keeps its journal for the next recovery
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.with_suffix(".lock").unlink(missing_ok=True)
-    finally:
-        os.close(descriptor)
-
-
-def _process_folder(root: Path) -> Path:
-    """This process's staging folder under ``root`` (created, locked and recovered on first use)."""
-    key = (os.getpid(), str(root.resolve()))
-    if key in _PROCESS_FOLDERS:
-        return _PROCESS_FOLDERS[key][0]
-    base = root / STAGING_FOLDER
-    base.mkdir(parents=True, exist_ok=True)
-    prefix = f"{safe_partition_name(socket.gethostname())}-{os.getpid()}-"
-    descriptor, lock = _locked_unique_file(base, prefix, ".lock")
-    folder = lock.with_suffix("")
-    folder.mkdir()
-    _PROCESS_FOLDERS[key] = (folder, descriptor)
-    atexit.register(_remove_process_folder, key)
-    recover_storage(root)
-    return folder
-
-
-class StagedTables:
-    """Tables written privately, then published together with :meth:`commit`.
-
-    Args:
-        root: the storage root (staging lives in ``<root>/.staging/``, on the same file system).
-        set_id: names the set within this process (e.g. run id + step key + attempt); adding to an
-            existing set id continues it, so the set may be filled one table at a time.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     root = Path(folder)
-    ...     tables = StagedTables(root, "run1.step")
-    ...     tables.add("t", pl.DataFrame({"a": [1]}), table_path(root, "t"))
-    ...     tables.add("t_quarantine", pl.DataFrame({"r": ["x"]}).head(0), table_path(root, "t_quarantine"))
-    ...     before = table_path(root, "t").exists()
-    ...     tables.commit()
-    ...     before, pl.read_parquet(table_path(root, "t")).height, sorted(tables.names())
-    (False, 1, [])
-    """
-
-    def __init__(self, root: str | Path, set_id: str) -> None:
-        self.root = Path(root)
-        self.folder = _process_folder(self.root) / safe_partition_name(set_id)
-
-    def add(
-        self,
-        name: str,
-        frame: pl.DataFrame | None,
-        target: Path | None,
-        key_value_metadata: Mapping[str, str] | None = None,
-    ) -> None:
-        """Stage ``frame`` for ``target`` under ``name`` (``None`` records an output with no file).
-
-        ``key_value_metadata`` goes into the file's key-value metadata (see :func:`write_parquet`).
-        """
-        self.folder.mkdir(parents=True, exist_ok=True)
-        entry: dict[str, str | None] = {"staged": None, "target": None}
-        if frame is not None and target is not None:
-            staged = self.folder / f"{safe_partition_name(name)}{_STAGED_SUFFIX}"
-            with staged.open("wb") as handle:
-                write_parquet(frame, handle, key_value_metadata)
-                handle.flush()
-                os.fsync(handle.fileno())
-            entry = {
-                "staged": staged.relative_to(self.root).as_posix(),
-                "target": Path(os.path.relpath(Path(target).absolute(), self.root.absolute())).as_posix(),
-            }
-        write_json_atomic(self.folder / f"{safe_partition_name(name)}{_ENTRY_SUFFIX}", entry)
-
-    def names(self) -> set[str]:
-        """The names staged so far."""
-        if not self.folder.is_dir():
-            return set()
-        return {path.name.removesuffix(_ENTRY_SUFFIX) for path in self.folder.glob(f"*{_ENTRY_SUFFIX}")}
-
-    def commit(self) -> None:
-        """Publish every staged table (see the module docstring for the guarantee) and forget the set."""
-        entries = [json.loads(path.read_text()) for path in sorted(self.folder.glob(f"*{_ENTRY_SUFFIX}"))]
-        moves = [(entry["staged"], entry["target"]) for entry in entries if entry["staged"] is not None]
-        with file_lock(_commit_lock(self.root)):
-            _recover_locked(self.root)
-            if len(moves) > 1:
-                write_json_atomic(self.folder / _JOURNAL, {"moves": moves})
-            _apply_moves(self.root, moves)
-            shutil.rmtree(self.folder)

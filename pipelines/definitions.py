@@ -13,7 +13,7 @@ from assets.dge.assets import DGE_ASSETS
 from assets.eval.assets import EVAL_ASSETS
 from assets.grounding.assets import GROUNDING_ASSETS
 from assets.raw_files import RAW_FILE_ASSETS
-from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import SOURCE_ASSETS
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS
@@ -29,6 +29,7 @@ def build_resources(storage_root: str | None = None) -> dict:
         "io_manager": ParquetIOManager(root=storage_root),
         "storage": StorageResource(root=storage_root),
         "sources": SourcesResource(),
+        "workers": WorkersResource(),
         "phrase_llm": LLMResource(
             provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root
         ),

@@ -14,25 +14,24 @@ break the contract) to a ``*_quarantine`` table and carries a blocking contract 
 ``dge_image_tasks`` is unpartitioned, reads ``scene_graphs`` and produces rows flagged
 ``estimated`` only when a depth source is configured.
 
-A range run of the scan assets computes its scans in the process's worker pool
-(:func:`assets.partition_ranges.partition_results`): each scan's whole partition (the work, the
-contract check, the previews) is one plain function of picklable values, so the outputs are those of
-a serial run, emitted in key order. ``scene_geometry`` with ``compute: ray`` sends the geometry to Ray
-instead (:mod:`assets.dge.scan_compute`), and a run of one scan runs in the run's own process.
+A run over several scans computes them in worker processes (:func:`assets.compute.partition_results`;
+the ``workers`` resource sets how many): each scan's whole partition (the work, the contract check,
+the previews) is one plain function of picklable values, and the outputs are emitted in key order, so
+they are those of a serial run. ``scene_geometry`` with ``compute: ray`` runs the same function as Ray
+tasks instead (the workers read the raw scans and write the previews under the storage root, so both
+must be on storage every node sees).
 """
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import open3d as o3d
 import polars as pl
-import pydantic
 
-from assets.compute import ComputeSettings
+from assets.compute import ComputeSettings, compute_settings, partition_results
 from assets.dge.geometry import (
     ScanGeometry,
     SceneBuildError,
@@ -42,27 +41,23 @@ from assets.dge.geometry import (
     frame_records,
 )
 from assets.dge.plots import top_down_plot
-from assets.dge.scan_compute import ScanGeometryBuilder, geometry_settings, scan_geometry_builder
 from assets.dge.single_image import SingleImageSettings, single_image_tasks
 from assets.dge.tasks import GenerationReport, TaskSettings, build_scene_tasks, horizontal_heading
 from assets.dge.tasks.rows import colour_problem
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
 from assets.partition_ranges import (
     SINGLE_RUN,
-    PartitionedInput,
-    partition_events,
-    partition_input,
-    partition_results,
-    prefetch,
-    prefetch_in_background,
+    PartitionTables,
+    PortableEvent,
+    portable_events,
     restore_events,
     run_partitions,
-    worker_pool,
 )
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview, with_caption
-from assets.resources import StorageResource
+from assets.resources import StorageResource, WorkersResource
 from assets.tables import (
+    EMPTY_REASON_KEY,
     contract_check_specs,
     finalize_table,
     json_metadata,
@@ -76,7 +71,6 @@ from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
 from data_contracts.images import encode_image
 from data_contracts.quarantine import QuarantineLog
-from data_contracts.storage import read_table
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +91,6 @@ __all__ = [
     "dge_image_tasks_asset",
     "dge_tasks_asset",
     "frame_visibility_asset",
-    "prefetch_scan_geometry",
     "scene_geometry_asset",
     "scenes_partitions",
 ]
@@ -127,36 +120,6 @@ def _scene_row(rgbd_scenes: pl.DataFrame, scene_id: str) -> dict:
             "rematerialise rgbd_frames/rgbd_scenes or remove the partition",
         )
     return rows.row(0, named=True)
-
-
-def _downstream_settings(
-    context: dg.AssetExecutionContext, asset_name: str, config_class: type[dg.Config]
-) -> dg.Config | None:
-    """The run configuration of ``asset_name`` when this run of several scans builds it too, else None.
-
-    A step uses it to start that asset's work early (:func:`assets.partition_ranges.prefetch`); the
-    later step takes the result only when its own arguments are the same, so a wrong guess costs work,
-    never a wrong result.
-    """
-    selection = context.run.asset_selection
-    if len(context.partition_keys) < 2 or (
-        selection is not None and dg.AssetKey(asset_name) not in selection
-    ):
-        return None
-    ops = context.run.run_config.get("ops") or {}
-    given = (ops.get(f"{asset_name}_asset") or {}).get("config") or {}
-    try:
-        return config_class(**given)
-    except pydantic.ValidationError:  # the later step reports its own configuration error
-        return None
-
-
-def _output_value(events: list, output_name: str) -> pl.DataFrame | None:
-    """The value of the ``Output`` named ``output_name`` among a partition's events (None when absent)."""
-    for event in events:
-        if isinstance(event, dg.Output) and event.output_name == output_name:
-            return event.value
-    return None
 
 
 def _top_down(
@@ -200,112 +163,41 @@ def scene_geometry_asset(
     context: dg.AssetExecutionContext,
     config: SceneGeometryAssetConfig,
     storage: StorageResource,
+    workers: WorkersResource,
     rgbd_frames: pl.DataFrame,
     rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Fuse each scan's RGB-D frames (open3d) and measure its floor, room and objects."""
-    keys = list(context.partition_keys)
-    if config.compute == "local" and len(keys) > 1 and worker_pool() is not None:
-        settings = geometry_settings(config)
-        arguments = {
-            scene_id: _geometry_arguments(
-                _scene_row(rgbd_scenes, scene_id), rgbd_frames, settings, storage.path
-            )
-            for scene_id in keys
-        }
-        next_settings = _downstream_settings(context, FRAME_VISIBILITY, FrameVisibilityAssetConfig)
-
-        def events(scene_id: str) -> list:
-            restored = list(restore_events(result(scene_id)))
-            # This scan's visibility, computed while this step records its outputs.
-            if next_settings is not None:
-                geometry = _output_value(restored, SCENE_GEOMETRY)
-                if geometry is not None:
-                    prefetch(
-                        context.run.run_id,
-                        partition_events,
-                        _visibility_arguments(
-                            VisibilitySettings.model_validate(next_settings.model_dump()),
-                            geometry,
-                            rgbd_frames,
-                            rgbd_scenes,
-                            scene_id,
-                        ),
-                    )
-            return restored
-
-        with partition_results(partition_events, arguments, run_id=context.run.run_id) as result:
-            yield from run_partitions(context, events)
-        return
-    known = set(rgbd_scenes["scene_id"].to_list())
-    scenes = [_scene_row(rgbd_scenes, key) for key in keys if key in known]
-    with scan_geometry_builder(rgbd_frames, scenes, config) as build:
-        yield from run_partitions(
-            context,
-            lambda scene_id: _scene_geometry_partition(
-                _scene_row(rgbd_scenes, scene_id), rgbd_frames, storage.path, build
-            ),
-        )
-
-
-def _geometry_arguments(
-    scene: Mapping[str, Any], rgbd_frames: pl.DataFrame, settings: SceneGeometrySettings, storage_path: Path
-) -> tuple:
-    """The arguments of one scan's ``scene_geometry`` partition in a worker (for :func:`partition_events`)."""
-    scene_frames = rgbd_frames.filter(pl.col("scene_id") == scene["scene_id"])
-    return (_scene_geometry_in_worker, scene, scene_frames, settings, storage_path)
-
-
-def prefetch_scan_geometry(storage_root: str | Path, scene_ids: Sequence[str], run_config: Mapping) -> int:
-    """Queue the ``scene_geometry`` work of ``scene_ids`` for the worker pool's idle moments, ahead of
-    the range run that will build them (:func:`assets.partition_ranges.prefetch_in_background`).
-
-    ``spatial-build`` calls it once ``rgbd_frames`` and ``rgbd_scenes`` are built, with the run
-    configuration it will give ``dge_job``; the scans are then computed while the runs of the other
-    shards keep the build's process busy. The run takes a result only for the same arguments, so a
-    scan prefetched from other tables or settings is computed again. Returns how many scans were
-    queued (none when the geometry runs elsewhere, ``compute: ray``, or without a pool).
-    """
-    given = (((run_config.get("ops") or {}).get("scene_geometry_asset") or {}).get("config")) or {}
-    config = SceneGeometryAssetConfig(**given)
-    if config.compute != "local":
-        return 0
-    rgbd_scenes = read_table(storage_root, "rgbd_scenes")
-    rgbd_frames = read_table(storage_root, "rgbd_frames")
-    settings = geometry_settings(config)
-    storage_path = StorageResource(root=str(storage_root)).path
-    known = set(rgbd_scenes["scene_id"].to_list())
-    queued = 0
-    for scene_id in scene_ids:
-        if scene_id in known:
-            arguments = _geometry_arguments(
-                _scene_row(rgbd_scenes, scene_id), rgbd_frames, settings, storage_path
-            )
-            queued += prefetch_in_background(partition_events, arguments)
-    return queued
-
-
-def _scene_geometry_in_worker(
-    scene: Mapping[str, Any], frames: pl.DataFrame, settings: SceneGeometrySettings, storage_path: Path
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One scan of ``scene_geometry`` in a worker process: open3d on one thread (the pool has a worker per core)."""
-    o3d.utility.set_max_threads(1)
-    return _scene_geometry_partition(
-        scene, frames, storage_path, lambda row, log: build_scan_geometry(frames, row, settings, log)
+    settings = SceneGeometrySettings.model_validate(
+        config.model_dump(include=set(SceneGeometrySettings.model_fields))
     )
+    arguments = {
+        scene_id: (
+            _scene_row(rgbd_scenes, scene_id),
+            rgbd_frames.filter(pl.col("scene_id") == scene_id),
+            settings,
+            storage.path,
+        )
+        for scene_id in context.partition_keys
+    }
+    with partition_results(
+        scene_geometry_partition, arguments, workers.count(), compute_settings(config)
+    ) as result:
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
 
 
-def _scene_geometry_partition(
+def scene_geometry_partition(
     scene: Mapping[str, Any],
-    rgbd_frames: pl.DataFrame,
+    scene_frames: pl.DataFrame,
+    settings: SceneGeometrySettings,
     storage_path: Path,
-    build: ScanGeometryBuilder,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One scan of ``scene_geometry`` (see :mod:`assets.partition_ranges`)."""
+) -> list[PortableEvent]:
+    """One scan of ``scene_geometry``: its outputs and check, as :func:`portable_events`
+    (``scene_frames``: the scan's ``rgbd_frames`` rows)."""
     scene_id = str(scene["scene_id"])
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
-        geometry = build(scene, log)
+        geometry = build_scan_geometry(scene_frames, scene, settings, log)
     except SceneBuildError as error:
         raise dg.Failure(description=str(error)) from error
     checked = finalize_table(
@@ -344,16 +236,20 @@ def _scene_geometry_partition(
                 }
             ),
             "floor_tilt_deg": round(geometry.floor.tilt_deg(), 4),
-            **_top_down(geometry, rgbd_frames, storage_path),
+            **_top_down(geometry, scene_frames, storage_path),
         },
     )
     logger.info(
         "scene_geometry %s: %d objects, %d quarantined records", scene_id, len(geometry.objects), len(log)
     )
-    yield dg.Output(checked.frame, output_name=SCENE_GEOMETRY, metadata=checked.metadata)
-    yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name=f"{SCENE_GEOMETRY}_quarantine", metadata=metadata)
+    return portable_events(
+        [
+            dg.Output(checked.frame, output_name=SCENE_GEOMETRY, metadata=checked.metadata),
+            checked.check,
+            dg.Output(quarantine, output_name=f"{SCENE_GEOMETRY}_quarantine", metadata=metadata),
+        ]
+    )
 
 
 def _label_counts(labels: list[str]) -> dict[str, int]:
@@ -397,59 +293,25 @@ def _visibility_preview(frames: pl.DataFrame):
 def frame_visibility_asset(
     context: dg.AssetExecutionContext,
     config: FrameVisibilityAssetConfig,
-    scene_geometry: PartitionedInput,
+    workers: WorkersResource,
+    scene_geometry: PartitionTables,
     rgbd_frames: pl.DataFrame,
     rgbd_scenes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Every measured object in every used frame of each scan: one ray cast per frame against the scan's
     segmented mesh when it has one, else its points projected with a depth-buffer test."""
     settings = VisibilitySettings.model_validate(config.model_dump())
-    arguments = {
-        scene_id: _visibility_arguments(
-            settings, partition_input(scene_geometry, scene_id), rgbd_frames, rgbd_scenes, scene_id
+    arguments = {}
+    for scene_id in context.partition_keys:
+        scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
+        arguments[scene_id] = (
+            settings,
+            _geometry_row(scene_geometry[scene_id], scene_id),
+            rgbd_frames.filter(pl.col("scene_id") == scene_id),
+            scenes.row(0, named=True) if scenes.height else None,
         )
-        for scene_id in context.partition_keys
-    }
-    next_settings = _downstream_settings(context, DGE_TASKS, DgeTasksAssetConfig)
-
-    def events(scene_id: str) -> list:
-        restored = list(restore_events(result(scene_id)))
-        visibility = _output_value(restored, FRAME_VISIBILITY)
-        if next_settings is not None and visibility is not None:  # this scan's tasks, started now
-            geometry = partition_input(scene_geometry, scene_id)
-            prefetch(
-                context.run.run_id,
-                partition_events,
-                _tasks_arguments(
-                    TaskSettings.model_validate(next_settings.model_dump()),
-                    geometry,
-                    visibility,
-                    rgbd_frames,
-                    scene_id,
-                ),
-            )
-        return restored
-
-    with partition_results(partition_events, arguments, run_id=context.run.run_id) as result:
-        yield from run_partitions(context, events)
-
-
-def _visibility_arguments(
-    settings: VisibilitySettings,
-    scene_geometry: pl.DataFrame,
-    rgbd_frames: pl.DataFrame,
-    rgbd_scenes: pl.DataFrame,
-    scene_id: str,
-) -> tuple:
-    """The arguments of one scan's ``frame_visibility`` partition (for :func:`partition_events`)."""
-    scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
-    return (
-        _frame_visibility_partition,
-        settings,
-        _geometry_row(scene_geometry, scene_id),
-        rgbd_frames.filter(pl.col("scene_id") == scene_id),
-        scenes.row(0, named=True) if scenes.height else None,
-    )
+    with partition_results(frame_visibility_partition, arguments, workers.count()) as result:
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
 
 
 def _geometry_row(scene_geometry: pl.DataFrame, scene_id: str) -> dict:
@@ -460,13 +322,14 @@ def _geometry_row(scene_geometry: pl.DataFrame, scene_id: str) -> dict:
     return row_with_arrays(rows)
 
 
-def _frame_visibility_partition(
+def frame_visibility_partition(
     config: VisibilitySettings,
     geometry_row: Mapping[str, Any],
     scene_frames: pl.DataFrame,
     scene: Mapping[str, Any] | None,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One scan of ``frame_visibility`` (``scene_frames``: the scan's ``rgbd_frames`` rows)."""
+) -> list[PortableEvent]:
+    """One scan of ``frame_visibility``, as :func:`portable_events` (``scene_frames``: the scan's
+    ``rgbd_frames`` rows)."""
     geometry = ScanGeometry.from_row(dict(geometry_row))
     log = QuarantineLog(FRAME_VISIBILITY)
     frame = build_frame_visibility(geometry, scene_frames, config, log, scene=scene)
@@ -498,10 +361,14 @@ def _frame_visibility_partition(
             "truncated_share": round(float(frame["truncated"].mean()), 4) if frame.height else 0.0,
         },
     )
-    yield dg.Output(checked.frame, output_name=FRAME_VISIBILITY, metadata=checked.metadata)
-    yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name=f"{FRAME_VISIBILITY}_quarantine", metadata=metadata)
+    return portable_events(
+        [
+            dg.Output(checked.frame, output_name=FRAME_VISIBILITY, metadata=checked.metadata),
+            checked.check,
+            dg.Output(quarantine, output_name=f"{FRAME_VISIBILITY}_quarantine", metadata=metadata),
+        ]
+    )
 
 
 _ASKED_OBJECT_KEYS = ("object_id", "objects", "standing", "facing", "target", "anchor", "choices")
@@ -599,52 +466,36 @@ def _tasks_preview(frame_visibility: pl.DataFrame, count: int = 3):
 def dge_tasks_asset(
     context: dg.AssetExecutionContext,
     config: DgeTasksAssetConfig,
-    scene_geometry: PartitionedInput,
-    frame_visibility: PartitionedInput,
+    workers: WorkersResource,
+    scene_geometry: PartitionTables,
+    frame_visibility: PartitionTables,
     rgbd_frames: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Generate each scan's unambiguous questions with exact answers."""
     settings = TaskSettings.model_validate(config.model_dump())
     arguments = {
-        scene_id: _tasks_arguments(
+        scene_id: (
             settings,
-            partition_input(scene_geometry, scene_id),
-            partition_input(frame_visibility, scene_id),
-            rgbd_frames,
+            _geometry_row(scene_geometry[scene_id], scene_id),
+            frame_visibility[scene_id],
+            rgbd_frames.filter(pl.col("scene_id") == scene_id),
             scene_id,
         )
         for scene_id in context.partition_keys
     }
-    with partition_results(partition_events, arguments, run_id=context.run.run_id) as result:
+    with partition_results(dge_tasks_partition, arguments, workers.count()) as result:
         yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
 
 
-def _tasks_arguments(
-    settings: TaskSettings,
-    scene_geometry: pl.DataFrame,
-    frame_visibility: pl.DataFrame,
-    rgbd_frames: pl.DataFrame,
-    scene_id: str,
-) -> tuple:
-    """The arguments of one scan's ``dge_tasks`` partition (for :func:`partition_events`)."""
-    return (
-        _dge_tasks_partition,
-        settings,
-        _geometry_row(scene_geometry, scene_id),
-        frame_visibility,
-        rgbd_frames.filter(pl.col("scene_id") == scene_id),
-        scene_id,
-    )
-
-
-def _dge_tasks_partition(
+def dge_tasks_partition(
     config: TaskSettings,
     geometry_row: Mapping[str, Any],
     frame_visibility: pl.DataFrame,
     scene_frames: pl.DataFrame,
     scene_id: str,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One scan of ``dge_tasks`` (``scene_frames``: the scan's ``rgbd_frames`` rows)."""
+) -> list[PortableEvent]:
+    """One scan of ``dge_tasks``, as :func:`portable_events` (``scene_frames``: the scan's ``rgbd_frames``
+    rows)."""
     log = QuarantineLog(DGE_TASKS)
     report = GenerationReport()
     tasks = build_scene_tasks(geometry_row, frame_visibility, scene_frames, config, log, report)
@@ -668,10 +519,14 @@ def _dge_tasks_partition(
             "missing_task_types": json_metadata(missing),
         },
     )
-    yield dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata)
-    yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name=f"{DGE_TASKS}_quarantine", metadata=metadata)
+    return portable_events(
+        [
+            dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata),
+            checked.check,
+            dg.Output(quarantine, output_name=f"{DGE_TASKS}_quarantine", metadata=metadata),
+        ]
+    )
 
 
 @dg.multi_asset(
@@ -708,6 +563,9 @@ def dge_image_tasks_asset(
         extra_metadata={
             "depth_source": "model" if config.depth_model_path else ("files" if config.depth_dir else "none"),
             "task_types": json_metadata(value_counts(tasks, "task_type")),
+            **(
+                {} if config.enabled else {EMPTY_REASON_KEY: "off until depth_dir or depth_model_path is set"}
+            ),
         },
     )
     yield dg.Output(checked.frame, output_name=DGE_IMAGE_TASKS, metadata=checked.metadata)

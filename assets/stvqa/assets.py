@@ -46,20 +46,12 @@ from typing import Any, Literal
 
 import dagster as dg
 import polars as pl
-import pydantic
 from pydantic import Field
 
-from assets.partition_ranges import (
-    SINGLE_RUN,
-    PartitionedInput,
-    partition_input,
-    partition_results,
-    prefetch,
-    restore_events,
-    run_partitions,
-)
+from assets.compute import partition_results
+from assets.partition_ranges import SINGLE_RUN, PartitionTables, restore_events, run_partitions
 from assets.partitions import LLM_POOL, stvqa_shard_partitions
-from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, count_by
 from assets.stvqa.geometry import ImageGeometry, load_geometry
@@ -179,11 +171,12 @@ def stvqa_candidates_asset(
     config: StvqaCandidatesConfig,
     storage: StorageResource,
     sources: SourcesResource,
+    workers: WorkersResource,
     stvqa_generator_llm: LLMResource,
     scene_graphs: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Generate STVQA questions for each shard of the scene graphs (offline: the shards of a range run in the
-    worker pool, see :mod:`assets.stvqa.work`)."""
+    step's worker processes, see :mod:`assets.stvqa.work`)."""
     source_file = upstream_table_location(context, "scene_graphs")
     settings = QuestionGenerationSettings.model_validate(
         config.model_dump(include=set(QuestionGenerationSettings.model_fields))
@@ -205,45 +198,11 @@ def stvqa_candidates_asset(
             stvqa_generator_llm if config.calls_model else None,
             config.model,
         )
-    validated_config = _next_config(context, "stvqa_validated", StvqaValidatedConfig)
-    if config.calls_model or validated_config is None or validated_config.calls_model:
-        validated_config = None  # pass@2 runs in the run's own process (or not in this run): nothing to start
-
-    def events(shard: str) -> list:
-        restored = list(restore_events(result(shard)))
-        candidates = next(
-            (e.value for e in restored if isinstance(e, dg.Output) and e.output_name == "stvqa_candidates"),
-            None,
-        )
-        if validated_config is not None and candidates is not None:  # this shard's pass@2, started now
-            prefetch(
-                context.run.run_id,
-                validated_shard,
-                _validated_arguments(
-                    shard, candidates, scene_graphs, validated_config, sources, storage, None
-                ),
-            )
-        return restored
-
-    with partition_results(candidates_shard, arguments, parallel=not config.calls_model) as result:
-        yield from run_partitions(context, events)
-
-
-def _next_config(
-    context: dg.AssetExecutionContext, asset_name: str, config_class: type[dg.Config]
-) -> dg.Config | None:
-    """The run configuration of ``asset_name`` when this run of several shards builds it too, else None
-    (see :func:`assets.partition_ranges.prefetch`: a wrong guess costs work, never a wrong result)."""
-    selection = context.run.asset_selection
-    if len(context.partition_keys) < 2 or (
-        selection is not None and dg.AssetKey(asset_name) not in selection
-    ):
-        return None
-    ops = context.run.run_config.get("ops") or {}
-    try:
-        return config_class(**((ops.get(f"{asset_name}_asset") or {}).get("config") or {}))
-    except pydantic.ValidationError:  # the later step reports its own configuration error
-        return None
+    # A model backend runs in this process, which holds the client (its cache, rate limit and failure budget).
+    with partition_results(
+        candidates_shard, arguments, 1 if config.calls_model else workers.count()
+    ) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 
 def _validated_arguments(
@@ -298,17 +257,18 @@ def _validated_arguments(
 def stvqa_validated_asset(
     context: dg.AssetExecutionContext,
     config: StvqaValidatedConfig,
-    stvqa_candidates: PartitionedInput,
+    stvqa_candidates: PartitionTables,
     scene_graphs: pl.DataFrame,
     storage: StorageResource,
     sources: SourcesResource,
+    workers: WorkersResource,
     stvqa_judge_llm: LLMResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Filter each shard's candidates by pass@2 (offline: the shards of a range run in the worker pool)."""
+    """Filter each shard's candidates by pass@2 (offline: the shards of a range run in worker processes)."""
     arguments = {
         shard: _validated_arguments(
             shard,
-            partition_input(stvqa_candidates, shard),
+            stvqa_candidates[shard],
             scene_graphs,
             config,
             sources,
@@ -318,7 +278,7 @@ def stvqa_validated_asset(
         for shard in context.partition_keys
     }
     with partition_results(
-        validated_shard, arguments, parallel=not config.calls_model, run_id=context.run.run_id
+        validated_shard, arguments, 1 if config.calls_model else workers.count()
     ) as result:
         yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 

@@ -2,8 +2,8 @@
 
 ``stvqa_candidates`` and ``stvqa_validated`` (:mod:`assets.stvqa.assets`) build each shard of a range run
 with :func:`candidates_shard` and :func:`validated_shard`. With the offline backends (no model is called)
-the shards of a range run are computed in the process's worker pool
-(:func:`assets.partition_ranges.partition_results`), one shard per worker at a time; with a model backend
+the shards of a range run are computed in the step's worker processes
+(:func:`assets.compute.partition_results`), one shard per worker at a time; with a model backend
 they run one after another in the run's own process, which holds the LLM client (its cache, rate limit
 and failure budget). Either way a shard's outputs, checks and metadata are the same, and the asset emits
 them in key order.

@@ -1,4 +1,4 @@
-"""Files under the storage root are whole, sets of tables are published together, empty tables load."""
+"""Files under the storage root are whole, hidden folders are not tables, empty tables load."""
 
 from __future__ import annotations
 
@@ -15,14 +15,7 @@ from PIL import Image
 
 from data_contracts import storage
 from data_contracts.images import encode_image
-from data_contracts.storage import (
-    STAGING_FOLDER,
-    StagedTables,
-    atomic_write,
-    recover_storage,
-    table_path,
-    write_table,
-)
+from data_contracts.storage import atomic_write, table_path, write_table
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,83 +119,8 @@ class TestAtomicWrites:
         assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
 
 
-_KILLED_COMMIT = """
-import os, signal, sys
-from pathlib import Path
-import polars as pl
-from data_contracts import storage
-root, moves_before_kill = Path(sys.argv[1]), int(sys.argv[2])
-tables = storage.StagedTables(root, "run.step")
-tables.add("t", pl.DataFrame({"tag": ["new"]}), storage.table_path(root, "t"))
-tables.add("t_quarantine", pl.DataFrame({"tag": ["new"]}), storage.table_path(root, "t_quarantine", "p"))
-if moves_before_kill < 0:
-    os.kill(os.getpid(), signal.SIGKILL)  # staged, never committed
-replace, done = os.replace, []
-def replace_then_die(source, target):
-    if str(source).endswith(".staged"):  # a table moving into place (not the journal being written)
-        if len(done) == moves_before_kill:
-            os.kill(os.getpid(), signal.SIGKILL)
-        done.append(target)
-    replace(source, target)
-os.replace = replace_then_die
-tables.commit()
-"""
-
-
-class TestStagedTables:
-    def _old(self, root: Path) -> None:
-        write_table(pl.DataFrame({"tag": ["old"]}), table_path(root, "t"))
-        write_table(pl.DataFrame({"tag": ["old"]}), table_path(root, "t_quarantine", "p"))
-
-    def _tags(self, root: Path) -> list[str]:
-        return [
-            pl.read_parquet(table_path(root, "t"))["tag"][0],
-            pl.read_parquet(table_path(root, "t_quarantine", "p"))["tag"][0],
-        ]
-
-    @pytest.mark.parametrize("moves_before_kill", [0, 1])
-    def test_a_commit_killed_half_way_is_rolled_forward(self, tmp_path, moves_before_kill):
-        self._old(tmp_path)
-        result = _run(_KILLED_COMMIT, str(tmp_path), str(moves_before_kill))
-        assert result.returncode == -9, result.stderr
-        assert self._tags(tmp_path) == (["new", "old"] if moves_before_kill == 1 else ["old", "old"])
-        assert list((tmp_path / STAGING_FOLDER).glob("*/*/journal.json"))  # the commit was journaled
-        recover_storage(tmp_path)
-        assert self._tags(tmp_path) == ["new", "new"]
-        assert sorted(p.name for p in (tmp_path / STAGING_FOLDER).iterdir()) == ["commit.lock"]
-
-    def test_a_set_staged_by_a_killed_writer_is_never_published(self, tmp_path):
-        self._old(tmp_path)
-        result = _run(_KILLED_COMMIT, str(tmp_path), "-1")
-        assert result.returncode == -9, result.stderr
-        assert len(list((tmp_path / STAGING_FOLDER).rglob("*.staged"))) == 2
-        recover_storage(tmp_path)
-        assert self._tags(tmp_path) == ["old", "old"]
-        assert sorted(p.name for p in (tmp_path / STAGING_FOLDER).iterdir()) == ["commit.lock"]
-
-    def test_nothing_is_visible_before_the_commit(self, tmp_path):
-        tables = StagedTables(tmp_path, "run.step")
-        tables.add("t", _frame(1), table_path(tmp_path, "t"))
-        tables.add("none", None, None)
-        assert tables.names() == {"t", "none"}
-        assert not table_path(tmp_path, "t").exists()
-        tables.commit()
-        assert pl.read_parquet(table_path(tmp_path, "t")).height == 1
-        assert not tables.folder.exists()
-
-    def test_a_process_removes_its_staging_when_it_exits(self, tmp_path):
-        script = (
-            "import sys; import polars as pl; from data_contracts import storage; "
-            "t = storage.StagedTables(sys.argv[1], 'failed.step'); "
-            "t.add('x', pl.DataFrame({'a': [1]}), storage.table_path(sys.argv[1], 'x'))"
-        )
-        assert _run(script, str(tmp_path)).returncode == 0
-        assert sorted(p.name for p in (tmp_path / STAGING_FOLDER).iterdir()) == ["commit.lock"]
-        assert not table_path(tmp_path, "x").exists()
-
-
-def test_folder_listing_ignores_the_staging_folder(tmp_path):
-    (tmp_path / STAGING_FOLDER).mkdir()
+def test_folder_listing_ignores_hidden_folders(tmp_path):
+    (tmp_path / ".staging").mkdir()
     with pytest.raises(storage.MissingTableError, match=r"tables in .*: \(none\)"):
         storage.table_files(tmp_path, "t")
 
@@ -226,14 +144,6 @@ class TestKeyValueMetadata:
         if rows:
             loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
             assert loaded.num_rows == rows and loaded[0]["image"].size == (4, 3)
-
-    def test_staged_tables_carry_it(self, tmp_path):
-        tables = StagedTables(tmp_path, "run.step")
-        tables.add("t", pl.DataFrame({"a": [1]}), table_path(tmp_path, "t"), self.METADATA)
-        tables.add("t_quarantine", pl.DataFrame({"r": ["x"]}).head(0), table_path(tmp_path, "t_quarantine"))
-        tables.commit()
-        assert storage.read_table_metadata(tmp_path, "t") == self.METADATA
-        assert storage.read_table_metadata(tmp_path, "t_quarantine") == {}
 
     def test_features_cannot_be_replaced(self, tmp_path):
         with pytest.raises(ValueError, match="huggingface"):

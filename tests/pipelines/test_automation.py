@@ -22,7 +22,7 @@ from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import RAW_FILE_ASSETS, FileHashCache, content_fingerprint
 from assets.resources import SourcesResource
 from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
-from pipelines.cli import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, build_waves
+from pipelines.cli import build_waves, partition_range_tags
 from pipelines.definitions import ALL_ASSETS, build_definitions
 from pipelines.jobs import job_for
 
@@ -80,8 +80,8 @@ class Automation:
         return requested
 
     def execute(self, requested: dict[str, set[str | None]]) -> None:
-        """Run what was requested as a backfill of the single-run policy runs it: per wave, one run per
-        stretch of consecutive requested partitions (a range run, or a plain run for one partition)."""
+        """Run what was requested as a backfill of the single-run policy runs it: per wave, one range run per
+        stretch of consecutive requested partitions (a stretch of one partition included)."""
         if RAW_FILE_KEYS & set(requested):
             self.observe()
         selection = dg.AssetSelection.assets(*(name for name in requested if name not in RAW_FILE_KEYS))
@@ -97,12 +97,10 @@ class Automation:
                 continue
             ordered = wave[0].partitions_def.get_partition_keys(dynamic_partitions_store=self.instance)
             for first, last in _stretches(ordered, partitions):
-                tags = {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
                 result = job.execute_in_process(
                     instance=self.instance,
                     asset_selection=keys,
-                    partition_key=first if first == last else None,
-                    tags=tags if first != last else None,
+                    tags=partition_range_tags(first, last),
                     raise_on_error=False,
                 )
                 assert result.success, f"requested run of {keys} ({first} to {last}) failed"

@@ -1,6 +1,11 @@
 """``spatial-build`` materialises the whole graph on a small sample world and summarises it."""
 
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -9,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.partitions import SCENES_PARTITIONS_NAME
-from pipelines.cli import build_waves, main, sqlite_commits_without_fsync
+from pipelines.cli import EXIT_INTERRUPTED, build_waves, main
 from pipelines.definitions import ALL_ASSETS
 
 
@@ -41,7 +46,7 @@ def test_build_everything_on_a_small_world(tmp_path, monkeypatch, capsys):
     assert instance.get_latest_materialization_event(dg.AssetKey("spatialcore_train")) is not None
 
 
-BUILD_TIMEOUT_S = 1500  # two small builds, one of them a run per partition: minutes on 2 busy cores
+BUILD_TIMEOUT_S = 900  # two small builds: minutes on 2 busy cores
 PARTITIONED_SELECTION = "+key:dge_tasks or +key:stvqa_validated or +key:pseudo_gt_boxes"
 
 
@@ -97,7 +102,7 @@ def _build(tmp_path: Path, name: str, *flags: str) -> tuple[int, Path]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S)
-def test_range_runs_write_what_runs_per_partition_write(tmp_path, caplog):
+def test_worker_processes_write_what_the_run_process_writes(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="spatial_build")
 
     def partition_waves() -> list[str]:
@@ -105,25 +110,24 @@ def test_range_runs_write_what_runs_per_partition_write(tmp_path, caplog):
         caplog.clear()
         return waves
 
-    ranged_status, ranged = _build(tmp_path, "ranged")
-    ranged_waves = partition_waves()
-    single_status, single = _build(tmp_path, "single", "--run-per-partition")
-    single_waves = partition_waves()
-    assert ranged_status == single_status == 0
-    assert len(ranged_waves) == len(single_waves) == 3  # DGE scans, Grounding DINO shards, STVQA shards
-    assert all("0 failed (1 run," in wave for wave in ranged_waves), ranged_waves
-    for wave in single_waves:  # "<n> partitions ok, 0 failed (<n> runs, ...)"
-        partitions = wave.split(": ")[-1].split(" partitions ok")[0]
-        assert f"0 failed ({partitions} runs," in wave, wave
-    ranged_files, single_files = _table_files(ranged), _table_files(single)
-    assert set(ranged_files) == set(single_files)
-    assert {name.split("/")[0] for name in ranged_files} >= {
+    pooled_status, pooled = _build(tmp_path, "pooled", "--workers", "2")
+    pooled_waves = partition_waves()
+    serial_status, serial = _build(tmp_path, "serial", "--workers", "1")
+    serial_waves = partition_waves()
+    assert pooled_status == serial_status == 0
+    assert len(pooled_waves) == len(serial_waves) == 3  # DGE scans, Grounding DINO shards, STVQA shards
+    assert all("0 failed (1 run," in wave for wave in pooled_waves + serial_waves), (
+        pooled_waves + serial_waves
+    )
+    pooled_files, serial_files = _table_files(pooled), _table_files(serial)
+    assert set(pooled_files) == set(serial_files)
+    assert {name.split("/")[0] for name in pooled_files} >= {
         "dge_tasks",
         "stvqa_validated",
         "pseudo_gt_boxes",
     }
-    for name, path in ranged_files.items():
-        assert _content(path, ranged) == _content(single_files[name], single), name
+    for name, path in pooled_files.items():
+        assert _content(path, pooled) == _content(serial_files[name], serial), name
 
 
 @pytest.mark.slow
@@ -148,44 +152,67 @@ def test_a_failed_range_is_built_again_one_partition_at_a_time(tmp_path, monkeyp
     assert len(built) == 2 and "scene_without_scan" not in built
 
 
-def test_the_instance_databases_are_held_open_so_a_write_does_not_checkpoint(tmp_path, monkeypatch):
-    import shutil
+STOP_AFTER = "grounding_shards_job pseudo_gt_boxes_asset:"
+"""The console line after which the test stops a build: the STVQA shards run next, in worker processes."""
 
-    from pipelines.cli import sqlite_kept_open
 
+def _descendants(pid: int) -> set[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    children = {int(child) for child in path.read_text().split()} if path.exists() else set()
+    return children | {grandchild for child in children for grandchild in _descendants(child)}
+
+
+def _alive(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()  # a zombie has stopped running
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S)
+def test_sigterm_stops_the_build_with_its_summary_and_leaves_no_process(tmp_path):
     home = tmp_path / "dagster_home"
-    home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the template names it
-    shutil.copy(Path(__file__).parents[2] / "pipelines" / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    instance = dg.DagsterInstance.from_config(str(home))
-    wal = home / "event_log.db-wal"
-
-    def store_one_event() -> None:
-        instance.report_engine_event("a build event", job_name="sources_job", run_id="held-open-test")
-
-    store_one_event()
-    assert not wal.exists()  # the storage's connection closed last: SQLite checkpointed and removed the log
-    with sqlite_kept_open(str(home)) as held:
-        assert {path.relative_to(home).as_posix() for path in held} >= {"event_log.db", "history/runs.db"}
-        store_one_event()
-        assert wal.exists()  # not checkpointed at the storage's close: the held connection keeps the log
-    assert len(instance.all_logs("held-open-test")) == 2  # both events stored, and the instance still reads
-    with sqlite_kept_open(None) as held:
-        assert held == []  # an ephemeral instance has no files
-
-
-def test_sqlite_connections_opened_during_the_build_skip_the_fsync_per_commit(tmp_path):
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(
-        f"sqlite:///{tmp_path / 'events.db'}", poolclass=sqlalchemy.pool.NullPool
+    command = [
+        sys.executable,
+        "-m",
+        "pipelines.cli",
+        "--storage-root",
+        str(tmp_path / "data"),
+        "--scenes",
+        "2",
+    ]
+    build = subprocess.Popen(
+        [*command, "--views", "3", "--workers", "2"],
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-
-    def synchronous() -> int:
-        with engine.connect() as connection:
-            return connection.exec_driver_sql("PRAGMA synchronous").scalar()
-
-    assert synchronous() == 2  # FULL, SQLite's default
-    with sqlite_commits_without_fsync():
-        assert synchronous() == 1  # NORMAL
-    assert synchronous() == 2  # the listener is gone after the build
+    try:
+        for line in build.stderr:
+            if STOP_AFTER in line:
+                break
+        time.sleep(3)  # into the STVQA shards' run, its workers started
+        processes = _descendants(build.pid)
+        build.send_signal(signal.SIGTERM)
+        out, err = build.communicate(timeout=120)
+    finally:
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+    assert build.returncode == EXIT_INTERRUPTED, err[-2000:]
+    assert "Stopped after building" in out and "Parquet caches under" in out
+    assert "stopped by a signal" in err
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in processes)
+    instance = dg.DagsterInstance.from_config(str(home))
+    jobs = [run.job_name for run in instance.get_runs()]
+    assert (
+        "stvqa_shards_job" in jobs and "dge_job" not in jobs
+    )  # the run in progress ended, no later one started
+    (stopped,) = instance.get_runs(filters=dg.RunsFilter(job_name="stvqa_shards_job"))
+    assert stopped.status in (
+        dg.DagsterRunStatus.FAILURE,
+        dg.DagsterRunStatus.CANCELED,
+    )  # ended, or never started

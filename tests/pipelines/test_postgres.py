@@ -4,9 +4,10 @@ A PostgreSQL server is started from the system binaries (Debian's ``postgresql``
 ``./dev.sh`` installs) in a temporary folder on a free port; PostgreSQL refuses to run as root, so
 as root it runs as the ``postgres`` user. The instance is the deployment file with its ``DAGSTER_PG_*``
 variables pointing at that server. The sample world and the sources are built into it with
-``spatial-build``, then ``dge_job`` runs for every scene partition through ``execute_job`` with the
-multiprocess executor at two concurrent steps, and the runs and materialisations are read back
-from the instance.
+``spatial-build``, then ``dge_job`` runs over a range of one scene (what a backfill or the automation
+launches for partitions that are not adjacent) through ``execute_job`` with the multiprocess executor at
+two concurrent steps, and over the range of both scenes in one process; the runs and materialisations
+are read back from the instance.
 """
 
 from __future__ import annotations
@@ -118,13 +119,14 @@ def test_instance_loads_postgres_storage(postgres_home):
 
 
 def test_partitioned_build_on_postgres(postgres_home):
-    """Sources into PostgreSQL with spatial-build, then dge_job for one scene in a multiprocess run (2 steps at once).
+    """Sources into PostgreSQL with spatial-build, then dge_job over a one-scene range in a multiprocess run
+    (2 steps at once), then over both scenes in one range run.
 
-    One partition keeps the test short (every step process imports the project); the other scene's
-    partition must stay unbuilt.
+    One partition keeps the multiprocess run short (every step process imports the project); the other
+    scene's partition stays unbuilt until the range run of both.
     """
     from assets.partitions import SCENES_PARTITIONS_NAME
-    from pipelines.cli import main
+    from pipelines.cli import main, partition_range_tags
     from pipelines.jobs import DGE_JOB
 
     # Everything upstream of the DGE tables: the sample world, the RGB-D sources, the scene partitions.
@@ -142,7 +144,7 @@ def test_partitioned_build_on_postgres(postgres_home):
                 dg.reconstructable(dge_job),
                 instance=instance,
                 run_config=run_config,
-                tags={"dagster/partition": scene},
+                tags=partition_range_tags(scene, scene),
             ) as result:
                 assert result.success, scene
                 run_ids.append(result.run_id)
@@ -151,7 +153,7 @@ def test_partitioned_build_on_postgres(postgres_home):
             run = instance.get_run_by_id(run_id)
             assert run.status == dg.DagsterRunStatus.SUCCESS
             assert run.job_name == DGE_JOB
-            assert run.tags["dagster/partition"] == scene
+            assert run.tags["dagster/asset_partition_range_start"] == scene
             assert run.run_config["execution"]["config"]["multiprocess"]["max_concurrent"] == 2
             # Each step ran in its own process: the multiprocess executor, not in-process.
             step_starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
@@ -172,3 +174,10 @@ def test_partitioned_build_on_postgres(postgres_home):
             assert partitions == {scenes[0]}, key
         runs = instance.get_runs(filters=dg.RunsFilter(job_name=DGE_JOB))
         assert {run.run_id for run in runs} == set(run_ids)
+
+        both = dge_job().execute_in_process(
+            instance=instance, tags=partition_range_tags(scenes[0], scenes[-1])
+        )
+        assert both.success
+        for key in materialised:
+            assert instance.get_materialized_partitions(key) == set(scenes), key

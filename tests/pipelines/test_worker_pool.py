@@ -1,74 +1,64 @@
-"""The worker pool of range runs (``assets.partition_ranges``) and the waves ``spatial-build`` runs.
+"""The worker processes of a range run's step (``assets.compute.partition_results``) and the waves of ``spatial-build``.
 
-The pool's results are checked against the same functions called in this process; the pool is the
-process's own, so the tests configure two workers and leave the setting as they found it.
+The pool's results are checked against the same functions called in this process; a step's workers end
+with the step, and the fork server and workers of a build killed with SIGKILL end within seconds.
 """
 
-import io
 import operator
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 
-from assets import partition_ranges
-from assets.partition_ranges import (
-    configure_workers,
-    drop_prefetched,
-    partition_events,
-    partition_results,
-    prefetch,
-    prefetch_in_background,
-    restore_events,
-    same_arguments,
-    worker_count,
-)
+from assets.compute import default_workers, partition_results
+from assets.partition_ranges import portable_events, restore_events
+from assets.resources import WorkersResource
 from pipelines.cli import build_waves
 from pipelines.definitions import ALL_ASSETS
 
-
-@pytest.fixture
-def two_workers():
-    before = partition_ranges._workers
-    configure_workers(2)
-    yield
-    configure_workers(before)
+pytestmark = pytest.mark.slow  # each pool starts from multiprocessing's fork server (seconds on 2 busy cores)
 
 
-def _body(value: int, fail: bool = False):
+def _events(value: int, fail: bool = False) -> list:
     """A one-partition body of plain arguments (module level, so that a worker can unpickle it)."""
     if fail:
         raise dg.Failure(description=f"value {value} is broken")
-    yield dg.Output(value * 2, output_name="doubled", metadata={"value": value})
-    yield dg.AssetCheckResult(asset_key="doubled", check_name="even", passed=value % 2 == 0)
+    return portable_events(
+        [
+            dg.Output(value * 2, output_name="doubled", metadata={"value": value}),
+            dg.AssetCheckResult(asset_key="doubled", check_name="even", passed=value % 2 == 0),
+        ]
+    )
 
 
-def test_worker_count_is_configurable(two_workers):
-    assert worker_count() == 2
-    configure_workers(None)
-    assert worker_count() == min(partition_ranges.usable_cpus(), partition_ranges.MAX_WORKERS)  # the default
+def test_the_workers_resource_defaults_to_one_per_core():
+    assert WorkersResource().count() == default_workers() >= 1
+    assert WorkersResource(max_workers=3).count() == 3
     with pytest.raises(ValueError, match="at least 1"):
-        configure_workers(0)
+        WorkersResource(max_workers=0).count()
 
 
-@pytest.mark.slow  # starts the pool's fork server (a few seconds on 2 busy cores)
-def test_pool_results_are_the_in_process_results_in_key_order(two_workers):
+def test_pool_results_are_the_in_process_results():
     arguments = {key: (base, exponent) for key, base, exponent in [("a", 2, 10), ("b", 3, 4), ("c", 7, 0)]}
-    with partition_results(operator.pow, arguments) as result:
+    with partition_results(operator.pow, arguments, workers=2) as result:
         pooled = [result(key) for key in ("c", "a", "b")]
     assert pooled == [1, 1024, 81]  # 7**0, 2**10, 3**4
-    with partition_results(os.getpid, {"a": (), "b": ()}) as result:
-        assert os.getpid() not in {result("a"), result("b")}  # computed in the pool's worker processes
-    with partition_results(operator.pow, arguments, parallel=False) as result:
-        assert [result(key) for key in ("c", "a", "b")] == pooled
+    with partition_results(os.getpid, {"a": (), "b": ()}, workers=2) as result:
+        assert os.getpid() not in {result("a"), result("b")}  # computed in worker processes
+    with partition_results(os.getpid, {"a": (), "b": ()}, workers=1) as result:
+        assert {result("a"), result("b")} == {os.getpid()}  # one worker: in this process
+    with partition_results(os.getpid, {"a": ()}, workers=2) as result:
+        assert result("a") == os.getpid()  # one partition: in this process
 
 
-@pytest.mark.slow
-def test_pool_events_and_errors_come_back_as_in_process(two_workers):
-    arguments = {"x": (_body, 3), "y": (_body, 4)}
-    with partition_results(partition_events, arguments) as result:
+def test_pool_events_and_errors_come_back_as_in_process():
+    with partition_results(_events, {"x": (3,), "y": (4,)}, workers=2) as result:
         events = {key: list(restore_events(result(key))) for key in ("x", "y")}
     for key, value in (("x", 3), ("y", 4)):
         output, check = events[key]
@@ -78,87 +68,65 @@ def test_pool_events_and_errors_come_back_as_in_process(two_workers):
             value,
         )
         assert check.passed == (value % 2 == 0) and check.check_name == "even"
-    failing = {"x": (_body, 3), "y": (_body, 5, True)}
-    with partition_results(partition_events, failing) as result:
+    with partition_results(_events, {"x": (3,), "y": (5, True)}, workers=2) as result:
         assert len(result("x")) == 2
         with pytest.raises(dg.Failure, match="value 5 is broken"):
             result("y")
 
 
-def _pid_and_total(table: pl.DataFrame, label: str) -> tuple[int, str, int]:
-    """The worker's process id beside a value computed from a table (module level, for the pool)."""
-    return os.getpid(), label, int(table["x"].sum())
+def test_the_workers_end_with_the_step():
+    with partition_results(os.getpid, {"a": (), "b": (), "c": ()}, workers=2) as result:
+        workers = {result(key) for key in ("a", "b", "c")}
+    assert workers and os.getpid() not in workers
+    assert not any(_alive(pid) for pid in workers)  # the pool was shut down with the block
 
 
-def _through_parquet(table: pl.DataFrame) -> pl.DataFrame:
-    buffer = io.BytesIO()
-    table.write_parquet(buffer)
-    buffer.seek(0)
-    return pl.read_parquet(buffer)
+def _descendants(pid: int) -> set[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    children = {int(child) for child in path.read_text().split()} if path.exists() else set()
+    return children | {grandchild for child in children for grandchild in _descendants(child)}
 
 
-def test_tables_read_back_from_parquet_are_the_same_arguments():
-    built = pl.concat([pl.DataFrame({"x": [1, 2], "s": ["a", "b"]}), pl.DataFrame({"x": [3], "s": ["c"]})])
-    read_back = _through_parquet(built)
-    assert same_arguments(("f", built, {"row": [1.5, 2.5]}), ("f", read_back, {"row": [1.5, 2.5]}))
-    assert not same_arguments((built,), (read_back.with_columns(pl.col("x") + 1),))  # one value differs
-    assert not same_arguments((built,), (read_back.cast({"x": pl.Int32}),))  # same values, other type
-    assert not same_arguments((built,), (read_back.head(2),))
+BUILD = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from assets.compute import partition_results
+
+    with partition_results(time.sleep, {"a": (120,), "b": (120,)}, workers=2) as result:
+        Path(sys.argv[1]).write_text(str(os.getpid()))
+        result("a")
+    """
+)
 
 
-@pytest.mark.slow  # starts the pool's fork server
-def test_a_prefetched_call_is_taken_only_by_the_same_call_of_the_same_run(two_workers):
-    table = pl.DataFrame({"x": [1, 2, 3]})
-    early = prefetch("run-1", _pid_and_total, (table, "a"))
-    assert early is not None
-    early_pid = early.result()[0]
-    arguments = {"a": (_through_parquet(table), "a"), "b": (table, "b")}
-    with partition_results(_pid_and_total, arguments, run_id="run-1") as result:
-        taken = result("a")
-        assert taken == (early_pid, "a", 6)  # the prefetched result itself (its worker), the same value
-        assert result("b")[1:] == ("b", 6)
-    assert not partition_ranges._prefetched  # taken: nothing left behind
-    prefetch("run-1", _pid_and_total, (table, "a"))
-    changed = {"a": (table.with_columns(pl.col("x") * 2), "a"), "b": (table, "b")}
-    with partition_results(_pid_and_total, changed, run_id="run-1") as result:
-        assert result("a")[1:] == ("a", 12)  # other arguments: computed again, not the prefetched 6
-    prefetch("run-2", _pid_and_total, (table, "a"))
-    assert len(partition_ranges._prefetched) == 1  # a new run drops what an earlier run left
-    with partition_results(_pid_and_total, arguments, run_id="run-3") as result:
-        assert result("a")[1:] == ("a", 6)
-    assert len(partition_ranges._prefetched) == 1  # another run's prefetch is never taken
-    assert drop_prefetched() == 1
+def _alive(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()  # a zombie has stopped running
 
 
-@pytest.mark.slow  # starts the pool's fork server
-def test_background_calls_are_taken_by_any_later_run_and_dropped_when_unused(two_workers):
-    table = pl.DataFrame({"x": [4, 5]})
-    drop_prefetched()
-    assert prefetch_in_background(_pid_and_total, (table, "a"))
-    assert prefetch_in_background(_pid_and_total, (table, "unused"))
-    queued = {entry.arguments[1]: entry for entry in partition_ranges._prefetched}
-    for _ in range(600):  # the feeder submits both: fewer calls than workers are running
-        if all(entry.future is not None for entry in queued.values()):
-            break
-        time.sleep(0.05)
-    early = queued["a"].future.result()
-    with partition_results(
-        _pid_and_total, {"a": (table, "a"), "b": (table, "b")}, run_id="any-run"
-    ) as result:
-        assert result("a") == early  # the background result itself
-        assert result("b")[1:] == ("b", 9)
-    assert drop_prefetched() == 1  # "unused" was never asked for
-    assert not partition_ranges._prefetched
-
-
-def test_background_calls_need_a_pool():
-    before = partition_ranges._workers
-    configure_workers(1)
+def test_no_worker_outlives_a_killed_build(tmp_path):
+    ready = tmp_path / "ready"
+    build = subprocess.Popen([sys.executable, "-c", BUILD, str(ready)], start_new_session=True)
     try:
-        assert not prefetch_in_background(_pid_and_total, (pl.DataFrame({"x": [1]}), "a"))
-        assert not partition_ranges._prefetched
+        deadline = time.monotonic() + 120
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ready.exists(), "the pool did not start"
+        time.sleep(1)  # the workers have taken their calls
+        descendants = _descendants(build.pid)
+        assert len(descendants) >= 3  # the fork server and two workers
+        build.send_signal(signal.SIGKILL)
+        build.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(pid) for pid in descendants) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in descendants)
     finally:
-        configure_workers(before)
+        try:
+            os.killpg(build.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_waves_are_as_few_as_the_partitionings_allow():
@@ -170,14 +138,3 @@ def test_waves_are_as_few_as_the_partitionings_allow():
     kinds = [wave[0].partitions_def is None for wave in waves[1:]]
     assert not any(first and second for first, second in zip(kinds, kinds[1:], strict=False)), names
     assert len(waves) == 6, names  # sample world, sources and their tables, 3 partitionings, the rest
-
-
-def test_the_scans_are_queued_only_between_their_inputs_and_their_run():
-    from pipelines.cli import _wave_index
-
-    waves = build_waves(ALL_ASSETS, dg.AssetSelection.all())
-    inputs, scans = _wave_index(waves, "rgbd_frames"), _wave_index(waves, "scene_geometry")
-    assert inputs is not None and scans is not None and inputs + 1 < scans  # waves to overlap the scans with
-    without_scans = build_waves(ALL_ASSETS, dg.AssetSelection.from_string("+key:stvqa_validated"))
-    assert _wave_index(without_scans, "scene_geometry") is None  # nothing to queue: no scan run ahead
-    assert _wave_index(without_scans, "rgbd_frames", -1) == -1

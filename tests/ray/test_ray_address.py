@@ -18,10 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 
-from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
+from assets.dge.assets import scene_geometry_partition
+from assets.dge.geometry import SceneGeometrySettings
+from assets.partition_ranges import restore_events
 from readers.scannet import read_scannet
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -30,16 +33,24 @@ CHILD = """
 import sys
 from pathlib import Path
 
-from assets.compute import ComputeSettings
+import dagster as dg
+import polars as pl
+
+from assets.compute import ComputeSettings, partition_results
+from assets.dge.assets import scene_geometry_partition
 from assets.dge.geometry import SceneGeometrySettings
-from assets.dge.scan_compute import run_scan_geometry
+from assets.partition_ranges import restore_events
 from readers.scannet import read_scannet
 
 scans, address, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 tables = read_scannet(scans)
 scene = tables.scenes.row(0, named=True)
+frames = tables.frames.filter(pl.col("scene_id") == scene["scene_id"])
 compute = ComputeSettings(compute="ray", ray_address=address)
-run_scan_geometry(tables.frames, scene, SceneGeometrySettings(), compute).to_frame().write_parquet(out)
+arguments = {"scan": (scene, frames, SceneGeometrySettings(), out.parent / "storage")}
+with partition_results(scene_geometry_partition, arguments, workers=1, compute=compute) as result:
+    events = list(restore_events(result("scan")))
+next(e.value for e in events if isinstance(e, dg.Output) and e.output_name == "scene_geometry").write_parquet(out)
 """
 
 
@@ -128,13 +139,20 @@ def test_ray_address_reaches_a_cluster_started_by_ray_start(small_world, tmp_pat
     assert not _pids_using(folder), "a process of the head node is still running"
 
     tables = read_scannet(scans)
+    scene = tables.scenes.row(0, named=True)
+    frames = tables.frames.filter(pl.col("scene_id") == scene["scene_id"])
     previous = o3d.utility.get_max_threads()
     o3d.utility.set_max_threads(1)  # as the task does (see test_scene_geometry_on_ray)
     try:
-        local = build_scan_geometry(tables.frames, tables.scenes.row(0, named=True), SceneGeometrySettings())
+        events = scene_geometry_partition(scene, frames, SceneGeometrySettings(), tmp_path / "storage")
     finally:
         o3d.utility.set_max_threads(previous)
-    local.to_frame().write_parquet(tmp_path / "local.parquet")
+    local = next(
+        e.value
+        for e in restore_events(events)
+        if isinstance(e, dg.Output) and e.output_name == "scene_geometry"
+    )
+    local.write_parquet(tmp_path / "local.parquet")
     remote_frame, local_frame = pl.read_parquet(out), pl.read_parquet(tmp_path / "local.parquet")
     differing = [name for name in local_frame.columns if not local_frame[name].equals(remote_frame[name])]
     assert out.read_bytes() == (tmp_path / "local.parquet").read_bytes(), f"columns that differ: {differing}"

@@ -1,9 +1,9 @@
-"""Scan geometry as a Ray task gives local mode's ``scene_geometry`` row and quarantine, even when its worker dies.
+"""A scan's ``scene_geometry`` partition as a Ray task gives local mode's row and quarantine, even when its worker dies.
 
 The small world's scans are read with the project's reader; one colour image is deleted after the
-frames table was read, so the build quarantines a frame. Each scan is built in the process
-(``compute: local``) and as a Ray task on a real local cluster: the Parquet bytes of the two rows and
-the quarantine rows must be equal. Then the worker running the task is killed by its PID (found by the
+frames table was read, so the build quarantines a frame. Each scan's partition is built in the process
+(``compute: local``) and as a Ray task on a real local cluster (:func:`assets.compute.partition_results`):
+the Parquet bytes of the two tables must be equal. Then the worker running the task is killed by its PID (found by the
 process title Ray gives a running task) once, in the middle of the build; Ray reruns the task and the
 result is again local mode's, with its quarantine rows once, not twice.
 """
@@ -17,13 +17,15 @@ import threading
 import time
 from pathlib import Path
 
+import dagster as dg
+import polars as pl
 import pytest
 
-from assets.compute import ComputeSettings
-from assets.dge.geometry import SceneBuildError, SceneGeometrySettings
-from assets.dge.scan_compute import SCAN_GEOMETRY_TASK, run_scan_geometry
-from data_contracts.quarantine import QuarantineLog
-from pipelines.cli import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from assets.compute import ComputeSettings, partition_results
+from assets.dge.assets import scene_geometry_partition
+from assets.dge.geometry import SceneGeometrySettings
+from assets.partition_ranges import restore_events
+from pipelines.cli import partition_range_tags
 from readers.scannet import ScanNetTables, read_scannet
 from tests.ray.conftest import parquet_bytes
 
@@ -54,33 +56,43 @@ def single_open3d_thread():
     o3d.utility.set_max_threads(previous)
 
 
-def _build(scans: ScanNetTables, scene: dict, compute: ComputeSettings) -> tuple[bytes, list[dict]]:
-    log = QuarantineLog("scene_geometry")
-    geometry = run_scan_geometry(scans.frames, scene, SceneGeometrySettings(), compute, log)
-    return parquet_bytes(geometry.to_frame()), log.rows
+def _build(
+    scans: ScanNetTables, scene: dict, compute: ComputeSettings, storage: Path
+) -> tuple[bytes, pl.DataFrame]:
+    """One scan's ``scene_geometry`` partition where ``compute`` says: its table's Parquet bytes, its quarantine."""
+    scene_id = scene["scene_id"]
+    frames = scans.frames.filter(pl.col("scene_id") == scene_id)
+    arguments = {scene_id: (scene, frames, SceneGeometrySettings(), storage)}
+    with partition_results(scene_geometry_partition, arguments, workers=1, compute=compute) as result:
+        tables = {
+            event.output_name: event.value
+            for event in restore_events(result(scene_id))
+            if isinstance(event, dg.Output)
+        }
+    return parquet_bytes(tables["scene_geometry"]), tables["scene_geometry_quarantine"]
 
 
-def test_scene_geometry_on_ray_is_byte_equal_to_local(ray_local_cluster, scans):
+def test_scene_geometry_on_ray_is_byte_equal_to_local(ray_local_cluster, scans, tmp_path):
     scenes = list(scans.scenes.iter_rows(named=True))
     assert {scene["scene_id"] for scene in scenes} >= {BROKEN_SCENE}
     for scene in scenes:
-        local = _build(scans, scene, ComputeSettings())
-        remote = _build(scans, scene, RAY)
+        local = _build(scans, scene, ComputeSettings(), tmp_path / "local")
+        remote = _build(scans, scene, RAY, tmp_path / "ray")
         assert remote[0] == local[0], f"{scene['scene_id']}: the rows differ"
-        assert remote[1] == local[1], f"{scene['scene_id']}: the quarantines differ"
+        assert remote[1].equals(local[1]), f"{scene['scene_id']}: the quarantines differ"
         if scene["scene_id"] == BROKEN_SCENE:  # the quarantine crossed the process boundary
-            assert [row["record_id"] for row in local[1]] == [f"{BROKEN_SCENE}/1"]
+            assert local[1]["record_id"].to_list() == [f"{BROKEN_SCENE}/1"]
 
 
-def test_a_remote_scene_build_error_arrives_as_itself(ray_local_cluster, scans):
+def test_a_remote_scene_build_error_arrives_as_itself(ray_local_cluster, scans, tmp_path):
     scene = {"scene_id": "scene9999_00", "objects": []}
-    with pytest.raises(SceneBuildError, match="scene9999_00 has no usable frame"):
-        run_scan_geometry(scans.frames, scene, SceneGeometrySettings(), RAY)
+    with pytest.raises(dg.Failure, match="scene9999_00 has no usable frame"):
+        _build(scans, scene, RAY, tmp_path)
 
 
 def _task_pids() -> list[int]:
-    """PIDs of the Ray workers now running the scan geometry task (Ray titles them ``ray::<task>``)."""
-    title = f"ray::{SCAN_GEOMETRY_TASK}".encode()
+    """PIDs of the Ray workers now running a scan's partition (Ray titles them ``ray::<task>``)."""
+    title = f"ray::{scene_geometry_partition.__name__}".encode()
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -96,7 +108,7 @@ def test_a_worker_killed_mid_scan_is_retried_and_nothing_is_lost_or_duplicated(
     ray_local_cluster, scans, tmp_path
 ):
     scene = next(row for row in scans.scenes.iter_rows(named=True) if row["scene_id"] == BROKEN_SCENE)
-    local = _build(scans, scene, ComputeSettings())
+    local = _build(scans, scene, ComputeSettings(), tmp_path / "local")
     marker = tmp_path / "killed"
     done = threading.Event()
 
@@ -113,22 +125,20 @@ def test_a_worker_killed_mid_scan_is_retried_and_nothing_is_lost_or_duplicated(
     killer = threading.Thread(target=kill_the_first_worker)
     killer.start()
     try:
-        remote = _build(scans, scene, RAY)
+        remote = _build(scans, scene, RAY, tmp_path / "ray")
     finally:
         done.set()
         killer.join()
     assert marker.exists(), "no worker was killed: the test did not test a retry"
-    assert remote == local
+    assert remote[0] == local[0] and remote[1].equals(local[1])
 
 
 def _materialize_scene_geometry(
     scans: ScanNetTables, root: Path, scene_id: str | list[str], config: dict
 ) -> None:
-    """Materialise ``scene_geometry`` for one scan, or for a list of scans as one range run."""
-    import dagster as dg
-
+    """Materialise ``scene_geometry`` for one scan, or for a list of scans, as one range run."""
     from assets.dge.assets import SCENES_PARTITIONS_NAME, scene_geometry_asset
-    from assets.resources import StorageResource
+    from assets.resources import StorageResource, WorkersResource
     from data_contracts.storage import table_path, write_table
     from pipelines.io_manager import ParquetIOManager
 
@@ -137,23 +147,14 @@ def _materialize_scene_geometry(
     scene_ids = scene_id if isinstance(scene_id, list) else [scene_id]
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, scene_ids)
-    selection = (
-        {"partition_key": scene_ids[0]}
-        if len(scene_ids) == 1
-        else {
-            "tags": {
-                ASSET_PARTITION_RANGE_START_TAG: scene_ids[0],
-                ASSET_PARTITION_RANGE_END_TAG: scene_ids[-1],
-            }
-        }
-    )
     result = dg.materialize(
         [scene_geometry_asset, dg.SourceAsset("rgbd_frames"), dg.SourceAsset("rgbd_scenes")],
         instance=instance,
-        **selection,
+        tags=partition_range_tags(scene_ids[0], scene_ids[-1]),
         resources={
             "io_manager": ParquetIOManager(root=str(root)),
             "storage": StorageResource(root=str(root)),
+            "workers": WorkersResource(max_workers=1),
         },
         run_config={"ops": {"scene_geometry_asset": {"config": config}}},
     )
@@ -180,9 +181,9 @@ def test_a_range_run_submits_every_scan_at_once_and_writes_the_files_of_local_mo
     scene_ids = sorted(scans.scenes["scene_id"].to_list())
     assert len(scene_ids) >= 2
     _materialize_scene_geometry(scans, tmp_path / "local", scene_ids, {})
-    with caplog.at_level("INFO", logger="assets.dge.scan_compute"):
+    with caplog.at_level("INFO", logger="assets.compute"):
         _materialize_scene_geometry(scans, tmp_path / "ray", scene_ids, {"compute": "ray"})
-    assert f"submitted {len(scene_ids)} scans as Ray tasks" in caplog.text
+    assert f"submitted {len(scene_ids)} partitions as Ray tasks" in caplog.text
     for scene_id in scene_ids:
         for table in ("scene_geometry", "scene_geometry_quarantine"):
             local = table_path(tmp_path / "local", table, scene_id).read_bytes()
