@@ -14,5 +14,8 @@ Each stage's knobs are written once, as a pydantic settings model beside the sta
 (:class:`~assets.dge.geometry.SceneGeometrySettings`, :class:`~assets.dge.visibility.VisibilitySettings`,
 :class:`~assets.dge.tasks.TaskSettings`, :class:`~assets.dge.single_image.SingleImageSettings`); each
 asset's run configuration is a ``dg.Config`` that inherits its stage's settings, so the asset passes
-its config straight to the pure functions.
+its config straight to the pure functions. The models' fields are the run configuration (what a user
+sets per data set); the method's constants (voxel sizes, RANSAC, outlier tests, margins) are ``ClassVar``
+attributes of the same models, read the same way but not run configuration (``assets/dge/README.md``,
+"Run configuration and constants").
 """

@@ -32,60 +32,49 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pydantic
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 
 class ConfidenceSettings(pydantic.BaseModel):
-    """How the measurement confidence of objects is estimated."""
+    """How the measurement confidence of objects is estimated.
 
-    model_config = ConfigDict(frozen=True)
+    It has no run configuration of its own: its ``ClassVar`` attributes are the method's constants (depth
+    buffer, visibility counts, the Kinect-style noise model), read as ``settings.depth_noise_base_m``; a test
+    that needs other values passes an instance of a subclass that overrides them.
+    """
 
-    confidence_buffer_voxel_m: float = Field(
-        default=0.1,
-        description="Voxel size of the copy of the scene cloud splatted into the depth buffers (each point covers "
-        "its voxel's projected size).",
-    )
-    confidence_buffer_width: int = Field(
-        default=64,
-        description="Width in cells of the coarse depth buffer each frame's visibility test uses (the height "
-        "follows the image's aspect ratio).",
-    )
-    confidence_occlusion_tolerance_m: float = Field(
-        default=0.05,
-        description="A point is unoccluded when its depth is at most the buffer's nearest depth plus this plus "
-        "confidence_occlusion_tolerance_relative times its depth.",
-    )
-    confidence_occlusion_tolerance_relative: float = Field(
-        default=0.03, description="Share of the depth added to confidence_occlusion_tolerance_m."
-    )
-    confidence_sample_points: int = Field(
-        default=200, description="Object points (seeded subsample) tested per frame for observed_views."
-    )
-    min_visible_points: int = Field(
-        default=5,
-        description="Least unoccluded points in the image for a frame to count as observing an object.",
-    )
-    min_visible_share: float = Field(
-        default=0.03,
-        description="Least share of the tested points unoccluded in the image for a frame to count as observing "
-        "an object.",
-    )
-    min_side_points: int = Field(
-        default=5,
-        description="Least points of a side's 3 x 3 grid unoccluded in the image for the side to be seen.",
-    )
-    depth_noise_base_m: float = Field(
-        default=0.0012, description="Constant term of the depth noise model sigma(z), metres."
-    )
-    depth_noise_quadratic: float = Field(
-        default=0.0019, description="Quadratic coefficient of the depth noise model sigma(z), 1/metre."
-    )
-    depth_noise_offset_m: float = Field(
-        default=0.4, description="Depth at which the quadratic term of sigma(z) vanishes, metres."
-    )
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    confidence_buffer_voxel_m: ClassVar[float] = 0.1
+    """Voxel size of the copy of the scene cloud splatted into the depth buffers (each point covers its
+    voxel's projected size)."""
+    confidence_buffer_width: ClassVar[int] = 64
+    """Width in cells of the coarse depth buffer each frame's visibility test uses (the height follows the
+    image's aspect ratio)."""
+    confidence_occlusion_tolerance_m: ClassVar[float] = 0.05
+    """A point is unoccluded when its depth is at most the buffer's nearest depth plus this plus
+    confidence_occlusion_tolerance_relative times its depth."""
+    confidence_occlusion_tolerance_relative: ClassVar[float] = 0.03
+    """Share of the depth added to confidence_occlusion_tolerance_m."""
+    confidence_sample_points: ClassVar[int] = 200
+    """Object points (seeded subsample) tested per frame for observed_views."""
+    min_visible_points: ClassVar[int] = 5
+    """Least unoccluded points in the image for a frame to count as observing an object."""
+    min_visible_share: ClassVar[float] = 0.03
+    """Least share of the tested points unoccluded in the image for a frame to count as observing an object."""
+    min_side_points: ClassVar[int] = 5
+    """Least points of a side's 3 x 3 grid unoccluded in the image for the side to be seen."""
+    depth_noise_base_m: ClassVar[float] = 0.0012
+    """Constant term of the depth noise model sigma(z), metres."""
+    depth_noise_quadratic: ClassVar[float] = 0.0019
+    """Quadratic coefficient of the depth noise model sigma(z), 1/metre."""
+    depth_noise_offset_m: ClassVar[float] = 0.4
+    """Depth at which the quadratic term of sigma(z) vanishes, metres."""
 
 
 DEFAULT_CONFIDENCE_SETTINGS = ConfidenceSettings()

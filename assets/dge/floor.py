@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pydantic
@@ -34,31 +35,34 @@ logger = logging.getLogger(__name__)
 
 
 class FloorSettings(pydantic.BaseModel):
-    """How the floor is found (the names start with ``floor_`` because scene settings hold them beside others)."""
+    """How the floor is found (the constants' names start with ``floor_`` because scene settings hold them beside
+    others).
 
-    model_config = ConfigDict(frozen=True)
+    ``seed`` is run configuration; the ``ClassVar`` attributes are the method's constants (RANSAC distance and
+    iterations, tilt, support, settling window): not run configuration, read the same way; a test that needs
+    other values passes an instance of a subclass that overrides them.
+    """
 
-    floor_distance_threshold_m: float = Field(
-        default=0.02, description="RANSAC inlier distance of the floor plane."
-    )
-    floor_ransac_iterations: int = Field(default=500, description="RANSAC iterations per plane.")
-    floor_max_tilt_deg: float = Field(
-        default=30.0,
-        description="Largest angle between a floor candidate's normal and the cameras' up prior.",
-    )
-    floor_max_planes: int = Field(default=5, description="Planes extracted before choosing the floor.")
-    floor_min_support_fraction: float = Field(
-        default=0.05,
-        description="A plane needs at least this share of the upward-facing points to be a floor candidate.",
-    )
-    floor_settle_window_m: float = Field(
-        default=0.06,
-        description="The floor plane is settled in the middle of the upward-facing points within this distance "
-        "of it (see settle_plane).",
-    )
-    floor_seed: int = Field(
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = Field(
         default=0, description="Random seed of the RANSAC (the same seed gives the same floor)."
     )
+
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    floor_distance_threshold_m: ClassVar[float] = 0.02
+    """RANSAC inlier distance of the floor plane."""
+    floor_ransac_iterations: ClassVar[int] = 500
+    """RANSAC iterations per plane."""
+    floor_max_tilt_deg: ClassVar[float] = 30.0
+    """Largest angle between a floor candidate's normal and the cameras' up prior."""
+    floor_max_planes: ClassVar[int] = 5
+    """Planes extracted before choosing the floor."""
+    floor_min_support_fraction: ClassVar[float] = 0.05
+    """A plane needs at least this share of the upward-facing points to be a floor candidate."""
+    floor_settle_window_m: ClassVar[float] = 0.06
+    """The floor plane is settled in the middle of the upward-facing points within this distance of it (see
+    settle_plane)."""
 
 
 DEFAULT_FLOOR_SETTINGS = FloorSettings()
@@ -220,7 +224,7 @@ def fit_floor_plane(
         candidates = points
     if len(candidates) < 3:
         raise FloorNotFoundError(f"no upward-facing surface among {len(points)} points")
-    rng = np.random.default_rng(config.floor_seed)
+    rng = np.random.default_rng(config.seed)
     remaining = np.asarray(candidates, dtype=np.float64)
     min_support = max(3, int(config.floor_min_support_fraction * len(candidates)))
     planes: list[tuple[float, FloorPlane]] = []

@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pydantic
@@ -75,81 +75,69 @@ def auto_pixel_stride(
 
 
 class FusionSettings(pydantic.BaseModel):
-    """How frames are turned into point clouds."""
+    """How frames are turned into point clouds.
 
-    model_config = ConfigDict(frozen=True)
+    The fields are run configuration (``scene_geometry``'s launchpad). The ``ClassVar`` attributes are
+    the method's constants (voxel sizes, depth-edge and label-vote tolerances): not run configuration,
+    but read the same way (``settings.scene_voxel_size_m``); a test or benchmark that needs other values
+    passes an instance of a subclass that overrides them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     pixel_stride: int = Field(
         default=0,
         description="Back-project every n-th depth row and column; 0 picks it from the depth size (about "
         "80,000 pixels per frame when objects come from the frames' instance masks, else 20,000).",
     )
-    scene_voxel_size_m: float = Field(default=0.03, description="Voxel size of the fused scene cloud.")
-    object_voxel_size_m: float = Field(
-        default=0.015, description="Voxel size of object clouds fused from frames."
-    )
     min_depth_m: float = Field(default=0.1, description="Nearer depth readings are dropped.")
     max_depth_m: float = Field(default=10.0, description="Farther depth readings are dropped.")
-    min_valid_depth_fraction: float = Field(
-        default=0.01,
-        description="A frame with fewer valid depth pixels than this share is quarantined as empty.",
-    )
     store_cloud_colors: bool = Field(
         default=False, description="Read the colour images to store the cloud's colours."
     )
-    erode_instance_boundaries: bool = Field(
-        default=False,
-        description="Ignore every instance-mask pixel on a boundary between two ids (drops thin parts such as "
-        "lamp poles and chair legs whole; the default keeps them and drops only background pixels a mask "
-        "bleeds onto, see depth_edge_tolerance_m).",
-    )
-    depth_edge_tolerance_m: float = Field(
-        default=0.02,
-        description="Two neighbouring depth pixels lie on one surface when their depths differ by at most this "
-        "plus depth_edge_tolerance_relative times the depth. A pixel with fewer than min_surface_neighbours "
-        "such neighbours is a flying pixel (mixed across a depth edge) and is dropped; a labelled pixel with a "
-        "neighbour of its own label nearer than that is background the mask bled onto, and loses its label.",
-    )
-    depth_edge_tolerance_relative: float = Field(
-        default=0.02, description="Share of the depth added to depth_edge_tolerance_m."
-    )
-    min_surface_neighbours: int = Field(
-        default=2,
-        description="Least neighbours (of 8) on the same surface for a depth pixel to be kept (2 keeps a "
-        "one-pixel-wide pole).",
-    )
 
-    mask_vote_min_share: float = Field(
-        default=0.5,
-        description="Multi-view label vote of object points fused from instance masks (see mask_vote_keep): a point "
-        "stays with its object when at least this share of the frames that decide about it see the object there; 0 "
-        "turns the vote off.",
-    )
-    mask_vote_radius_px: int = Field(
-        default=1,
-        description="A frame sees the object at a point when a grid pixel within this many pixels of the point's "
-        "projection carries the object's id at the point's depth (pose registration error moves a projection by "
-        "about a pixel, which would otherwise vote a thin pole away).",
-    )
-    mask_vote_max_views: int = Field(
-        default=16,
-        description="The label vote looks at most at this many frames, evenly spread over the scan (neighbouring "
-        "frames of a sweep see nearly the same thing; the vote's cost grows with the frames).",
-    )
-    mask_vote_tolerance_m: float = Field(
-        default=0.02,
-        description="A frame sees a point on its surface when the frame's depth there is within this plus "
-        "mask_vote_tolerance_relative times the depth of the point's own depth (depth noise and registration error).",
-    )
-    mask_vote_tolerance_relative: float = Field(
-        default=0.02, description="Share of the depth added to mask_vote_tolerance_m."
-    )
-    scene_pixel_stride: int = Field(
-        default=0,
-        description="Back-project every n-th depth row and column for the scene cloud; 0 picks it from the depth "
-        "size (about 20,000 pixels per frame), never finer than the object points' stride. Object points from "
-        "instance masks need a finer grid than the scene cloud, which is then fused from its own coarser grid.",
-    )
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    scene_voxel_size_m: ClassVar[float] = 0.03
+    """Voxel size of the fused scene cloud."""
+    object_voxel_size_m: ClassVar[float] = 0.015
+    """Voxel size of object clouds fused from frames."""
+    min_valid_depth_fraction: ClassVar[float] = 0.01
+    """A frame with fewer valid depth pixels than this share is quarantined as empty."""
+    erode_instance_boundaries: ClassVar[bool] = False
+    """Ignore every instance-mask pixel on a boundary between two ids (drops thin parts such as lamp poles and
+    chair legs whole; the default keeps them and drops only background pixels a mask bleeds onto, see
+    depth_edge_tolerance_m)."""
+    depth_edge_tolerance_m: ClassVar[float] = 0.02
+    """Two neighbouring depth pixels lie on one surface when their depths differ by at most this plus
+    depth_edge_tolerance_relative times the depth. A pixel with fewer than min_surface_neighbours such
+    neighbours is a flying pixel (mixed across a depth edge) and is dropped; a labelled pixel with a
+    neighbour of its own label nearer than that is background the mask bled onto, and loses its label."""
+    depth_edge_tolerance_relative: ClassVar[float] = 0.02
+    """Share of the depth added to depth_edge_tolerance_m."""
+    min_surface_neighbours: ClassVar[int] = 2
+    """Least neighbours (of 8) on the same surface for a depth pixel to be kept (2 keeps a one-pixel-wide
+    pole)."""
+    mask_vote_min_share: ClassVar[float] = 0.5
+    """Multi-view label vote of object points fused from instance masks (see mask_vote_keep): a point stays
+    with its object when at least this share of the frames that decide about it see the object there; 0
+    turns the vote off."""
+    mask_vote_radius_px: ClassVar[int] = 1
+    """A frame sees the object at a point when a grid pixel within this many pixels of the point's projection
+    carries the object's id at the point's depth (pose registration error moves a projection by about a
+    pixel, which would otherwise vote a thin pole away)."""
+    mask_vote_max_views: ClassVar[int] = 16
+    """The label vote looks at most at this many frames, evenly spread over the scan (neighbouring frames of a
+    sweep see nearly the same thing; the vote's cost grows with the frames)."""
+    mask_vote_tolerance_m: ClassVar[float] = 0.02
+    """A frame sees a point on its surface when the frame's depth there is within this plus
+    mask_vote_tolerance_relative times the depth of the point's own depth (depth noise and registration
+    error)."""
+    mask_vote_tolerance_relative: ClassVar[float] = 0.02
+    """Share of the depth added to mask_vote_tolerance_m."""
+    scene_pixel_stride: ClassVar[int] = 0
+    """Back-project every n-th depth row and column for the scene cloud; 0 picks it from the depth size (about
+    20,000 pixels per frame), never finer than the object points' stride. Object points from instance masks
+    need a finer grid than the scene cloud, which is then fused from its own coarser grid."""
 
     def stride_for(self, depth_size: tuple[int, int], with_instances: bool, frames: int = 1) -> int:
         """The pixel stride for a scan of ``frames`` frames of ``depth_size`` (``pixel_stride``, or the automatic one
@@ -817,7 +805,9 @@ def mask_votes(
     >>> view = MaskView(0, np.eye(4), np.array([[2.0, 0, 2], [0, 2.0, 2], [0, 0, 1]]), 1,
     ...     np.full((5, 5), 2.0, np.float32), np.pad(np.full((1, 1), 7, np.int32), 2, constant_values=-1))
     >>> points = np.array([[0.0, 0.0, 2.0], [1.0, 1.0, 2.0], [1.0, 1.0, 1.0], [0.0, 0.0, 3.0]])
-    >>> support, against = mask_votes(points, np.full(4, 7), [view], FusionSettings(mask_vote_radius_px=0))
+    >>> class ExactProjection(FusionSettings):  # the constants are class attributes: a subclass overrides them
+    ...     mask_vote_radius_px = 0
+    >>> support, against = mask_votes(points, np.full(4, 7), [view], ExactProjection())
     >>> support.tolist(), against.tolist()
     ([1, 0, 0, 0], [0, 1, 1, 0])
     """

@@ -9,12 +9,17 @@ the quarantine log, and a scene with no usable frame raises :class:`SceneBuildEr
 Object points come from an :class:`ObjectSource`: :class:`MeshObjects` (points sampled on the
 segmented mesh), :class:`InstanceMaskObjects` (fused frame points labelled by the instance masks)
 or :class:`NoObjects`; :func:`choose_object_source` picks one from the settings and what the scan
-has. Every knob is a field of :class:`SceneGeometrySettings`, which is also the asset's run
+has. :class:`SceneGeometrySettings` holds every knob: its fields are the asset's run configuration
+(what a user sets per data set: the object source, the pixel stride, the depth range, colours, object
+point counts, the seed), its ``ClassVar`` attributes (and those of the stage settings it extends) the
+method's constants (voxel sizes, RANSAC, outlier tests, faces, margins), which are not run
 configuration.
 
 >>> settings = SceneGeometrySettings()
 >>> settings.object_points_source, settings.pixel_stride, settings.floor_distance_threshold_m
 ('auto', 0, 0.02)
+>>> sorted(SceneGeometrySettings.model_fields)  # the run configuration
+['max_depth_m', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import polars as pl
@@ -75,41 +80,41 @@ class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings, Confi
 
     It *is a* :class:`~assets.dge.fusion.FusionSettings`, :class:`~assets.dge.floor.FloorSettings`,
     :class:`~assets.dge.objects.ObjectSettings` and :class:`~assets.dge.confidence.ConfidenceSettings`,
-    so each stage reads its knobs from it.
+    so each stage reads its knobs from it. The fields are the run configuration of ``scene_geometry``;
+    the ``ClassVar`` attributes here and in the stage settings are the method's constants, not run
+    configuration. A test or benchmark that needs other constants passes an instance of a subclass that
+    overrides them (``class FewSamples(SceneGeometrySettings): mesh_min_samples = 100``).
     """
 
     object_points_source: Literal["auto", "mesh", "instance_masks"] = Field(
         default="auto",
         description="Object points from the segmented mesh, the frames' instance masks, or auto (mesh when present).",
     )
-    stored_cloud_voxel_m: float = Field(
-        default=0.05, description="Voxel size of the stored copy of the cloud."
+    seed: int = Field(
+        default=0,
+        description="Seed of the floor's RANSAC, of mesh sampling and of the seeded subsamples (the same seed "
+        "gives the same geometry).",
     )
-    room_floor_threshold_m: float = Field(
-        default=0.03, description="Floor points lie this close to z = 0 (floor area of the room)."
-    )
-    room_trim_share: float = Field(
-        default=0.002,
-        description="The room is measured without this share of the cloud's points at each side of its "
-        "rectangle and at the top (depth noise on far walls).",
-    )
-    cloud_outlier_neighbors: int = Field(
-        default=12, description="Neighbours of the statistical outlier test of the scene cloud."
-    )
-    cloud_outlier_std_ratio: float = Field(
-        default=3.0, description="Threshold (standard deviations) of the scene cloud's outlier test."
-    )
-    cloud_outlier_voxel_m: float = Field(
-        default=0.06,
-        description="The scene cloud's outlier test runs on the centres of voxels of this size (a point goes with its "
-        "voxel): stray depth readings stay alone in their voxel, and the test costs a few times less than on every "
-        "point. 0 tests every point.",
-    )
+
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    stored_cloud_voxel_m: ClassVar[float] = 0.05
+    """Voxel size of the stored copy of the cloud."""
+    room_floor_threshold_m: ClassVar[float] = 0.03
+    """Floor points lie this close to z = 0 (floor area of the room)."""
+    room_trim_share: ClassVar[float] = 0.002
+    """The room is measured without this share of the cloud's points at each side of its rectangle and at the
+    top (depth noise on far walls)."""
+    cloud_outlier_neighbors: ClassVar[int] = 12
+    """Neighbours of the statistical outlier test of the scene cloud."""
+    cloud_outlier_std_ratio: ClassVar[float] = 3.0
+    """Threshold (standard deviations) of the scene cloud's outlier test."""
+    cloud_outlier_voxel_m: ClassVar[float] = 0.06
+    """The scene cloud's outlier test runs on the centres of voxels of this size (a point goes with its
+    voxel): stray depth readings stay alone in their voxel, and the test costs a few times less than on
+    every point. 0 tests every point."""
 
 
 DEFAULT_SCENE_GEOMETRY_SETTINGS = SceneGeometrySettings()
-
-"""Former name of :class:`SceneGeometrySettings`, still used by ``benchmarks/bench_dge.py``."""
 
 
 @dataclass
@@ -612,7 +617,7 @@ def add_measurement_confidence(
             obj.point_spread_m,
             obj.object_id,
             settings,
-            seed=settings.object_seed,
+            seed=settings.seed,
             boundary_blur_m=obj.boundary_blur_m,
         )
         obj.observed_views = confidence.observed_views

@@ -28,6 +28,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import open3d as o3d
@@ -45,159 +46,16 @@ in parallel processes instead."""
 
 
 class ObjectSettings(pydantic.BaseModel):
-    """How object points are sampled, cleaned and stored."""
+    """How object points are sampled, cleaned and stored.
 
-    model_config = ConfigDict(frozen=True)
+    The fields are run configuration (``scene_geometry``'s launchpad). The ``ClassVar`` attributes are the
+    method's constants (mesh sampling, outlier test, DBSCAN, settling, faces, curved ends, mask tops): not run
+    configuration, but read the same way (``settings.face_band_m``); a test or benchmark that needs other values
+    passes an instance of a subclass that overrides them.
+    """
 
-    mesh_sample_spacing_m: float = Field(
-        default=0.015,
-        description="Mean spacing of the points sampled on mesh triangles (one point per spacing**2 of area), "
-        "within mesh_min_samples and mesh_max_samples per object.",
-    )
-    mesh_min_samples: int = Field(
-        default=3000,
-        description="Least points sampled per mesh object (finer spacing for small objects, so thin parts such "
-        "as handles survive cleaning).",
-    )
-    mesh_max_samples: int = Field(
-        default=12000,
-        description="Most points sampled per mesh object (coarser spacing for large objects, which keeps "
-        "cleaning fast).",
-    )
-    object_outlier_neighbors: int = Field(
-        default=16, description="Neighbours of the statistical outlier test of object points."
-    )
-    object_outlier_std_ratio: float = Field(
-        default=2.5,
-        description="Object points farther than this many standard deviations above the mean neighbour "
-        "distance are outliers.",
-    )
-    dbscan_eps_m: float = Field(default=0.08, description="DBSCAN radius of object cleaning.")
-    dbscan_min_points: int = Field(
-        default=2,
-        description="DBSCAN core-point size (counted in voxels of half the radius, see clean_point_indices).",
-    )
-    min_cluster_share: float = Field(
-        default=0.02,
-        description="After outlier removal, DBSCAN clusters holding at least this share of an object's points "
-        "are all kept (an object is the union of its parts: a lamp's pole and shade, a shelf's boards, "
-        "segments that do not touch); smaller clusters are stray points.",
-    )
-    keep_parts_below: bool = Field(
-        default=True,
-        description="Smaller clusters than min_cluster_share are kept too when they lie wholly below the kept clusters "
-        "and within their footprint (a chair's legs under its seat, see parts_below).",
-    )
-    extent_trim_share: float = Field(
-        default=0.005,
-        description="Objects fused from noisy depth frames (instance masks) are measured without this share of "
-        "their points at each end of the box's length and width axes and at its top: the extremes of a noisy cloud "
-        "are its noise (a cabinet 3 m away grows by 10 cm at both ends otherwise). The bottom is not trimmed (a "
-        "chair's legs are few points; nothing is measured below the floor). Mesh samples are not trimmed.",
-    )
-    settle_neighbors: int = Field(
-        default=16,
-        description="Noisy objects: each point moves along its normal to the mean of its this many nearest points "
-        "before the box is measured (see settle_on_surface); 0 leaves the points where they are.",
-    )
-    settle_iterations: int = Field(
-        default=3,
-        description="Noisy objects: rounds of settle_on_surface (each halves what is left of the noise).",
-    )
-    surface_neighbors: int = Field(
-        default=48,
-        description="Neighbours of the local planes whose spread is a noisy (instance-mask) object's measured "
-        "depth noise (see surface_spread).",
-    )
-    face_band_m: float = Field(
-        default=0.25,
-        description="Noisy objects: a vertical face is looked for within this distance of each end of the box's "
-        "length and width axes (at most 40% of the extent).",
-    )
-    face_slab_m: float = Field(
-        default=0.04,
-        description="Noisy objects: thickness of the slab that holds a face (registration error between frames "
-        "and depth noise spread a face's points over a few centimetres).",
-    )
-    face_min_share: float = Field(
-        default=0.25,
-        description="Noisy objects: a slab is a face when it holds at least this share of the points near its end; "
-        "the box side then runs through the median of the face's points instead of the points' trimmed extreme.",
-    )
-    face_max_inset_m: float = Field(
-        default=0.1,
-        description="Noisy objects: a face lies at most this far inside the box's trimmed side (farther in, the "
-        "slab is an inner part, such as a monitor's screen in front of its stand).",
-    )
-    face_min_cover: float = Field(
-        default=0.5,
-        description="Noisy objects: a face's points fill at least this share of a 6 x 6 grid over the box's side "
-        "(its other horizontal extent by its height), so a table top's edge, a row of legs or a lamp's shade is no "
-        "face.",
-    )
-    face_max_beyond_share: float = Field(
-        default=0.1,
-        description="Noisy objects: the points beyond a face (outside its slab) number at most this share of the "
-        "face's own points.",
-    )
-    face_min_aligned_share: float = Field(
-        default=0.4,
-        description="Noisy objects: at least this share of a face's points have normals within 37 degrees of the "
-        "axis the face closes.",
-    )
-    face_outward_min_alignment: float = Field(
-        default=0.8,
-        description="Noisy objects: a face's side runs through the median of its points whose normal's component along "
-        "the axis, pointing out of the end, is at least this (within 37 degrees of the axis; see face_refined_box), "
-        "so a board's inner face a few centimetres in front of its outer one (a chair's backrest) does not pull the "
-        "side in. Fewer than curved_end_min_points such points leave the side at the median of the whole slab.",
-    )
-    face_max_shrink_share: float = Field(
-        default=0.5,
-        description="Noisy objects: faces that would shorten an axis of the box by more than this share are inner "
-        "parts (a monitor's screen above a deeper stand): the axis keeps its trimmed extremes.",
-    )
-    curved_end_band_m: float = Field(
-        default=0.03,
-        description="Noisy objects: an end of the box without a face (a lamp's round shade, a chair's seat edge) runs "
-        "through the object's outward-facing points within this distance inside its trimmed side (see "
-        "outward_surface_edge); it never moves farther in.",
-    )
-    curved_end_min_alignment: float = Field(
-        default=0.9,
-        description="Noisy objects: a point faces out of an end without a face when its normal's component along the "
-        "axis, pointing out, is at least this (within 26 degrees of the axis).",
-    )
-    curved_end_min_points: int = Field(
-        default=20,
-        description="Noisy objects: an end without a face moves only when at least this many outward-facing points lie "
-        "within curved_end_band_m of it (a side seen by few frames keeps its trimmed extreme).",
-    )
-    curved_end_quantile: float = Field(
-        default=0.9,
-        description="Noisy objects: the side of an end without a face runs through this quantile of its outward-facing "
-        "points along the axis (registration error between frames blurs a curved surface by about a centimetre).",
-    )
-    boundary_quantile: float = Field(
-        default=0.05,
-        description="Noisy objects: an end of the box without a face is blurred by its distance to this quantile "
-        "of the points along the axis (see face_refined_box); the blur enters the size uncertainty.",
-    )
-    mask_top_min_frames: int = Field(
-        default=3,
-        description="Objects from instance masks: the top of the box is raised to what the masks show (see "
-        "raise_top_to_masks) only when at least this many frames' mask tops cross the object's footprint.",
-    )
-    mask_top_quantile: float = Field(
-        default=0.25,
-        description="Objects from instance masks: the quantile of the frames' mask-top heights taken as the top "
-        "(see raise_top_to_masks).",
-    )
-    mask_top_min_raise_m: float = Field(
-        default=0.02,
-        description="Objects from instance masks: the top of the box is raised only when the masks put it at least "
-        "this much higher than the fused points do.",
-    )
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     min_object_points: int = Field(
         default=30, description="Objects with fewer points after cleaning are quarantined."
     )
@@ -206,7 +64,101 @@ class ObjectSettings(pydantic.BaseModel):
         description="Stored points per object (a seeded subsample beyond that; the per-point area grows to keep "
         "the total).",
     )
-    object_seed: int = Field(default=0, description="Seed of mesh sampling and subsampling.")
+    seed: int = Field(default=0, description="Seed of mesh sampling and subsampling.")
+
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    mesh_sample_spacing_m: ClassVar[float] = 0.015
+    """Mean spacing of the points sampled on mesh triangles (one point per spacing**2 of area), within
+    mesh_min_samples and mesh_max_samples per object."""
+    mesh_min_samples: ClassVar[int] = 3000
+    """Least points sampled per mesh object (finer spacing for small objects, so thin parts such as handles
+    survive cleaning)."""
+    mesh_max_samples: ClassVar[int] = 12000
+    """Most points sampled per mesh object (coarser spacing for large objects, which keeps cleaning fast)."""
+    object_outlier_neighbors: ClassVar[int] = 16
+    """Neighbours of the statistical outlier test of object points."""
+    object_outlier_std_ratio: ClassVar[float] = 2.5
+    """Object points farther than this many standard deviations above the mean neighbour distance are
+    outliers."""
+    dbscan_eps_m: ClassVar[float] = 0.08
+    """DBSCAN radius of object cleaning."""
+    dbscan_min_points: ClassVar[int] = 2
+    """DBSCAN core-point size (counted in voxels of half the radius, see clean_point_indices)."""
+    min_cluster_share: ClassVar[float] = 0.02
+    """After outlier removal, DBSCAN clusters holding at least this share of an object's points are all kept
+    (an object is the union of its parts: a lamp's pole and shade, a shelf's boards, segments that do not
+    touch); smaller clusters are stray points."""
+    keep_parts_below: ClassVar[bool] = True
+    """Smaller clusters than min_cluster_share are kept too when they lie wholly below the kept clusters and
+    within their footprint (a chair's legs under its seat, see parts_below)."""
+    extent_trim_share: ClassVar[float] = 0.005
+    """Objects fused from noisy depth frames (instance masks) are measured without this share of their points
+    at each end of the box's length and width axes and at its top: the extremes of a noisy cloud are its
+    noise (a cabinet 3 m away grows by 10 cm at both ends otherwise). The bottom is not trimmed (a chair's
+    legs are few points; nothing is measured below the floor). Mesh samples are not trimmed."""
+    settle_neighbors: ClassVar[int] = 16
+    """Noisy objects: each point moves along its normal to the mean of its this many nearest points before the
+    box is measured (see settle_on_surface); 0 leaves the points where they are."""
+    settle_iterations: ClassVar[int] = 3
+    """Noisy objects: rounds of settle_on_surface (each halves what is left of the noise)."""
+    surface_neighbors: ClassVar[int] = 48
+    """Neighbours of the local planes whose spread is a noisy (instance-mask) object's measured depth noise
+    (see surface_spread)."""
+    face_band_m: ClassVar[float] = 0.25
+    """Noisy objects: a vertical face is looked for within this distance of each end of the box's length and
+    width axes (at most 40% of the extent)."""
+    face_slab_m: ClassVar[float] = 0.04
+    """Noisy objects: thickness of the slab that holds a face (registration error between frames and depth
+    noise spread a face's points over a few centimetres)."""
+    face_min_share: ClassVar[float] = 0.25
+    """Noisy objects: a slab is a face when it holds at least this share of the points near its end; the box
+    side then runs through the median of the face's points instead of the points' trimmed extreme."""
+    face_max_inset_m: ClassVar[float] = 0.1
+    """Noisy objects: a face lies at most this far inside the box's trimmed side (farther in, the slab is an
+    inner part, such as a monitor's screen in front of its stand)."""
+    face_min_cover: ClassVar[float] = 0.5
+    """Noisy objects: a face's points fill at least this share of a 6 x 6 grid over the box's side (its other
+    horizontal extent by its height), so a table top's edge, a row of legs or a lamp's shade is no face."""
+    face_max_beyond_share: ClassVar[float] = 0.1
+    """Noisy objects: the points beyond a face (outside its slab) number at most this share of the face's own
+    points."""
+    face_min_aligned_share: ClassVar[float] = 0.4
+    """Noisy objects: at least this share of a face's points have normals within 37 degrees of the axis the
+    face closes."""
+    face_outward_min_alignment: ClassVar[float] = 0.8
+    """Noisy objects: a face's side runs through the median of its points whose normal's component along the
+    axis, pointing out of the end, is at least this (within 37 degrees of the axis; see face_refined_box),
+    so a board's inner face a few centimetres in front of its outer one (a chair's backrest) does not pull
+    the side in. Fewer than curved_end_min_points such points leave the side at the median of the whole
+    slab."""
+    face_max_shrink_share: ClassVar[float] = 0.5
+    """Noisy objects: faces that would shorten an axis of the box by more than this share are inner parts (a
+    monitor's screen above a deeper stand): the axis keeps its trimmed extremes."""
+    curved_end_band_m: ClassVar[float] = 0.03
+    """Noisy objects: an end of the box without a face (a lamp's round shade, a chair's seat edge) runs
+    through the object's outward-facing points within this distance inside its trimmed side (see
+    outward_surface_edge); it never moves farther in."""
+    curved_end_min_alignment: ClassVar[float] = 0.9
+    """Noisy objects: a point faces out of an end without a face when its normal's component along the axis,
+    pointing out, is at least this (within 26 degrees of the axis)."""
+    curved_end_min_points: ClassVar[int] = 20
+    """Noisy objects: an end without a face moves only when at least this many outward-facing points lie
+    within curved_end_band_m of it (a side seen by few frames keeps its trimmed extreme)."""
+    curved_end_quantile: ClassVar[float] = 0.9
+    """Noisy objects: the side of an end without a face runs through this quantile of its outward-facing
+    points along the axis (registration error between frames blurs a curved surface by about a centimetre)."""
+    boundary_quantile: ClassVar[float] = 0.05
+    """Noisy objects: an end of the box without a face is blurred by its distance to this quantile of the
+    points along the axis (see face_refined_box); the blur enters the size uncertainty."""
+    mask_top_min_frames: ClassVar[int] = 3
+    """Objects from instance masks: the top of the box is raised to what the masks show (see
+    raise_top_to_masks) only when at least this many frames' mask tops cross the object's footprint."""
+    mask_top_quantile: ClassVar[float] = 0.25
+    """Objects from instance masks: the quantile of the frames' mask-top heights taken as the top (see
+    raise_top_to_masks)."""
+    mask_top_min_raise_m: ClassVar[float] = 0.02
+    """Objects from instance masks: the top of the box is raised only when the masks put it at least this much
+    higher than the fused points do."""
 
 
 DEFAULT_OBJECT_SETTINGS = ObjectSettings()
@@ -918,7 +870,7 @@ def measure_object(
     stored = kept
     areas = np.asarray(point_areas, dtype=np.float64)[kept]
     if len(kept) > config.max_stored_points:
-        rng = np.random.default_rng([config.object_seed, object_id])
+        rng = np.random.default_rng([config.seed, object_id])
         stored = kept[np.sort(rng.choice(len(kept), size=config.max_stored_points, replace=False))]
         areas = np.full(len(stored), float(areas.sum()) / len(stored))
     return ObjectGeometry(
@@ -1128,7 +1080,7 @@ def mesh_object_samples(
                 MeshObjectSamples(object_id, labels[object_id], np.zeros((0, 3)), np.zeros((0, 3)), 0.0)
             )
             continue
-        rng = np.random.default_rng([config.object_seed, object_id])
+        rng = np.random.default_rng([config.seed, object_id])
         points, normals, area = sample_triangles(
             vertices, own, config.mesh_sample_spacing_m, rng, config.mesh_min_samples, config.mesh_max_samples
         )

@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -67,9 +67,13 @@ CAMERA_TO_UPRIGHT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]
 
 
 class SingleImageSettings(pydantic.BaseModel):
-    """Where single-image depth comes from and how much it is trusted (nothing is produced without a source)."""
+    """Where single-image depth comes from and how much it is trusted (nothing is produced without a source).
 
-    model_config = ConfigDict(frozen=True)
+    The fields are the run configuration of ``dge_image_tasks``; ``box_core_fraction`` is a constant of the
+    method (a ``ClassVar``, not run configuration), and the question margins are :class:`TaskSettings`'.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     depth_dir: str | None = Field(
         default=None, description="Folder of depth files <image_id>.png (uint16) or .npy (metres)."
@@ -88,11 +92,11 @@ class SingleImageSettings(pydantic.BaseModel):
     horizontal_fov_deg: float = Field(default=60.0, description="Field of view assumed for the intrinsics.")
     model_validity: float = Field(default=0.6, description="Validity prior of model depth.")
     min_validity: float = Field(default=0.5, description="Objects with lower validity are not named.")
-    box_core_fraction: float = Field(
-        default=0.5,
-        description="The central share (per side) of a box whose depth is used (the rest is often background).",
-    )
     max_tasks_per_type: int = Field(default=2, description="Questions per type and image.")
+
+    # Constant of the method (not run configuration; a test may override it in a subclass).
+    box_core_fraction: ClassVar[float] = 0.5
+    """The central share (per side) of a box whose depth is used (the rest is often background)."""
 
     @property
     def enabled(self) -> bool:

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -58,45 +58,17 @@ logger = logging.getLogger(__name__)
 
 
 class VisibilitySettings(pydantic.BaseModel):
-    """Thresholds of the visibility computation."""
+    """How visibility is computed, and its thresholds.
 
-    model_config = ConfigDict(frozen=True)
+    The fields are the run configuration of ``frame_visibility`` (where boxes and visibility come from, how
+    many rays). The ``ClassVar`` attributes are the method's constants (depth-buffer tolerances, the
+    occluded and truncated thresholds): not run configuration, read the same way
+    (``settings.depth_tolerance_m``); a test that needs other values passes an instance of a subclass that
+    overrides them.
+    """
 
-    depth_tolerance_m: float = Field(
-        default=0.03,
-        description="A point is visible when its depth is at most the measured depth plus this (absolute part "
-        "of the depth-buffer tolerance).",
-    )
-    depth_tolerance_relative: float = Field(
-        default=0.01,
-        description="Depth-buffer tolerance, share of the point's depth added to the absolute part.",
-    )
-    self_occlusion_radius_m: float = Field(
-        default=0.05,
-        description="A hiding surface whose nearest object point (within this radius) belongs to the object is "
-        "the object itself.",
-    )
-    self_depth_tolerance_m: float = Field(
-        default=0.02, description="Base depth tolerance of the object's own depth buffer (see first_surface)."
-    )
-    self_footprint: float = Field(
-        default=0.75,
-        description="Radius of a point in its own depth buffer, in projected point spacings (the larger spacing "
-        "of the two points compared).",
-    )
-    self_slant_factor: float = Field(
-        default=3.0,
-        description="How many times the depth a slanted surface spans across one footprint two of its own points "
-        "may differ by.",
-    )
-    occluder_gap_m: float = Field(
-        default=0.01,
-        description="A measured surface at least this much nearer than a point is checked for belonging to "
-        "another object, even within the depth tolerance.",
-    )
-    near_plane_m: float = Field(default=0.05, description="Points nearer than this are behind the camera.")
-    occluded_below: float = Field(default=0.95, description="occluded when the visibility ratio is lower.")
-    truncated_below: float = Field(default=0.995, description="truncated when the in-frame ratio is lower.")
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     boxes_from_instance_masks: bool = Field(
         default=True, description="Take 2D boxes from instance masks when frames have them."
     )
@@ -111,6 +83,33 @@ class VisibilitySettings(pydantic.BaseModel):
         description="Rays cast through the image per frame (an even pixel grid); the ring around the image that "
         "measures truncation gets a sixteenth of this density.",
     )
+
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    depth_tolerance_m: ClassVar[float] = 0.03
+    """A point is visible when its depth is at most the measured depth plus this (absolute part of the
+    depth-buffer tolerance)."""
+    depth_tolerance_relative: ClassVar[float] = 0.01
+    """Depth-buffer tolerance, share of the point's depth added to the absolute part."""
+    self_occlusion_radius_m: ClassVar[float] = 0.05
+    """A hiding surface whose nearest object point (within this radius) belongs to the object is the object
+    itself."""
+    self_depth_tolerance_m: ClassVar[float] = 0.02
+    """Base depth tolerance of the object's own depth buffer (see first_surface)."""
+    self_footprint: ClassVar[float] = 0.75
+    """Radius of a point in its own depth buffer, in projected point spacings (the larger spacing of the two
+    points compared)."""
+    self_slant_factor: ClassVar[float] = 3.0
+    """How many times the depth a slanted surface spans across one footprint two of its own points may differ
+    by."""
+    occluder_gap_m: ClassVar[float] = 0.01
+    """A measured surface at least this much nearer than a point is checked for belonging to another object,
+    even within the depth tolerance."""
+    near_plane_m: ClassVar[float] = 0.05
+    """Points nearer than this are behind the camera."""
+    occluded_below: ClassVar[float] = 0.95
+    """occluded when the visibility ratio is lower."""
+    truncated_below: ClassVar[float] = 0.995
+    """truncated when the in-frame ratio is lower."""
 
 
 DEFAULT_VISIBILITY_SETTINGS = VisibilitySettings()

@@ -6,6 +6,7 @@ import shutil
 import dagster as dg
 import numpy as np
 import polars as pl
+import pydantic
 import pytest
 from PIL import Image
 
@@ -195,43 +196,35 @@ def test_definitions_load_with_the_source_assets(tmp_path):
     assert graph.get(dg.AssetKey("dge_tasks")).partitions_def.name == SCENES_PARTITIONS_NAME
 
 
-# The run-config fields the assets have always offered (users' run configs name them).
-PUBLISHED_FIELDS = {
+# The run configuration of each DGE asset: what a user sets per data set in the launchpad (sources, strides, depth
+# range, sizes, task types, split, seeds; scene_geometry also where it runs). Everything else is a constant of the
+# method: a class attribute of the settings, read the same way, but not run configuration.
+RUN_CONFIG_FIELDS = {
     SceneGeometryAssetConfig: (
         (SceneGeometrySettings, ComputeSettings),
         {
             "object_points_source",
             "pixel_stride",
-            "scene_voxel_size_m",
-            "object_voxel_size_m",
-            "stored_cloud_voxel_m",
-            "mesh_sample_spacing_m",
-            "floor_distance_threshold_m",
-            "dbscan_eps_m",
+            "min_depth_m",
+            "max_depth_m",
+            "store_cloud_colors",
             "min_object_points",
             "max_stored_points",
-            "store_cloud_colors",
+            "seed",
+            *ComputeSettings.model_fields,
         },
     ),
     FrameVisibilityAssetConfig: (
         VisibilitySettings,
-        {
-            "depth_tolerance_m",
-            "depth_tolerance_relative",
-            "self_occlusion_radius_m",
-            "boxes_from_instance_masks",
-        },
+        {"boxes_from_instance_masks", "visibility_from_mesh", "mesh_rays_per_frame"},
     ),
     DgeTasksAssetConfig: (
         TaskSettings,
         {
+            "task_types",
             "max_tasks_per_type",
             "max_images",
-            "min_visibility",
-            "distance_margin_m",
-            "depth_margin_m",
-            "direction_margin_deg",
-            "visibility_margin",
+            "excluded_labels",
             "test_fraction",
             "image_max_side",
             "seed",
@@ -253,12 +246,41 @@ PUBLISHED_FIELDS = {
     ),
 }
 
+# Former run-config fields that are now constants of the method, with the values they always had.
+CONSTANTS_OF_THE_METHOD = {
+    SceneGeometryAssetConfig: {
+        "scene_voxel_size_m": 0.03,
+        "object_voxel_size_m": 0.015,
+        "stored_cloud_voxel_m": 0.05,
+        "mesh_sample_spacing_m": 0.015,
+        "floor_distance_threshold_m": 0.02,
+        "floor_ransac_iterations": 500,
+        "dbscan_eps_m": 0.08,
+        "mask_top_quantile": 0.25,
+        "depth_noise_base_m": 0.0012,
+    },
+    FrameVisibilityAssetConfig: {
+        "depth_tolerance_m": 0.03,
+        "depth_tolerance_relative": 0.01,
+        "self_occlusion_radius_m": 0.05,
+        "occluded_below": 0.95,
+    },
+    DgeTasksAssetConfig: {
+        "min_visibility": 0.5,
+        "distance_margin_m": 0.15,
+        "depth_margin_m": 0.15,
+        "direction_margin_deg": 15.0,
+        "visibility_margin": 0.2,
+    },
+    DgeImageTasksAssetConfig: {"box_core_fraction": 0.5},
+}
 
-@pytest.mark.parametrize("config_class", list(PUBLISHED_FIELDS), ids=lambda c: c.__name__)
-def test_run_configs_are_the_stage_settings_and_keep_their_field_names(config_class):
-    settings_classes, published = PUBLISHED_FIELDS[config_class]
+
+@pytest.mark.parametrize("config_class", list(RUN_CONFIG_FIELDS), ids=lambda c: c.__name__)
+def test_run_configs_are_the_stage_settings_fields(config_class):
+    settings_classes, fields = RUN_CONFIG_FIELDS[config_class]
     settings_classes = settings_classes if isinstance(settings_classes, tuple) else (settings_classes,)
-    assert published <= set(config_class.model_fields)
+    assert set(config_class.model_fields) == fields
     # The config adds no knob of its own: its fields are the settings' fields, with the same defaults.
     assert set(config_class.model_fields) == {name for cls in settings_classes for name in cls.model_fields}
     config = config_class()
@@ -267,3 +289,14 @@ def test_run_configs_are_the_stage_settings_and_keep_their_field_names(config_cl
         assert isinstance(config, settings_class)
         defaults.update(settings_class().model_dump())
     assert config.model_dump() == defaults
+    assert all(config_class.model_fields[name].description for name in fields)
+
+
+@pytest.mark.parametrize("config_class", list(CONSTANTS_OF_THE_METHOD), ids=lambda c: c.__name__)
+def test_constants_of_the_method_are_read_from_the_config_but_not_set_in_it(config_class):
+    config = config_class()
+    for name, value in CONSTANTS_OF_THE_METHOD[config_class].items():
+        assert name not in config_class.model_fields
+        assert getattr(config, name) == value, name
+        with pytest.raises(pydantic.ValidationError, match=name):
+            config_class(**{name: value})

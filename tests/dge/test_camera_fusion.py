@@ -32,6 +32,25 @@ from readers.scannet import rigid_pose_problem
 K = intrinsics_matrix([50.0, 0, 31.5, 0, 50.0, 23.5, 0, 0, 1])
 
 
+class FineObjectVoxels(FusionSettings):
+    """Object clouds on 5 mm voxels (a constant of the method, overridden here): each pixel of these small
+    frames keeps its own point."""
+
+    object_voxel_size_m = 0.005
+
+
+class ErodedMasks(FineObjectVoxels):
+    """Every instance-mask pixel on a boundary between two ids is ignored."""
+
+    erode_instance_boundaries = True
+
+
+class CoarseSceneGrid(FineObjectVoxels):
+    """The scene cloud from every second pixel, whatever the object points' stride."""
+
+    scene_pixel_stride = 2
+
+
 def _pose(yaw_deg=0.0, translation=(0.0, 0.0, 0.0)):
     angle = np.radians(yaw_deg)
     pose = np.eye(4)
@@ -309,16 +328,14 @@ class TestFusion:
         instance = np.full((48, 64), -1)
         instance[10:30, 20:40] = 5
         row = _write_frame(tmp_path, 0, depth, np.eye(4), instance)
-        fused = fuse_frames(
-            [FrameRecord.from_row(row)], FusionSettings(pixel_stride=1, object_voxel_size_m=0.005)
-        )
+        fused = fuse_frames([FrameRecord.from_row(row)], FineObjectVoxels(pixel_stride=1))
         points, _ = fused.object_points[5]
         u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
         # One flat surface: no label bled across a depth edge, so the whole mask keeps its label.
         assert u.min() == pytest.approx(20, abs=0.01) and u.max() == pytest.approx(39, abs=0.01)
         eroded = fuse_frames(
             [FrameRecord.from_row(row)],
-            FusionSettings(pixel_stride=1, object_voxel_size_m=0.005, erode_instance_boundaries=True),
+            ErodedMasks(pixel_stride=1),
         )
         points, _ = eroded.object_points[5]
         u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
@@ -330,9 +347,7 @@ class TestFusion:
         instance = np.full((48, 64), -1)
         instance[5:40, 30:32] = 5  # the mask bleeds one pixel onto the wall
         row = _write_frame(tmp_path, 0, depth, np.eye(4), instance)
-        fused = fuse_frames(
-            [FrameRecord.from_row(row)], FusionSettings(pixel_stride=1, object_voxel_size_m=0.005)
-        )
+        fused = fuse_frames([FrameRecord.from_row(row)], FineObjectVoxels(pixel_stride=1))
         points, _ = fused.object_points[5]
         assert len(points) > 20
         assert np.allclose(points[:, 2], 2.0, atol=0.01)  # the pole, not the wall behind it
@@ -346,16 +361,12 @@ class TestFusion:
         instance[10:30, 20:40] = 5
         rows = [_write_frame(tmp_path, index, depth, _pose(3.0 * index), instance) for index in range(3)]
         records = [FrameRecord.from_row(row) for row in rows]
-        fused = fuse_frames(
-            records, FusionSettings(pixel_stride=1, scene_pixel_stride=2, object_voxel_size_m=0.005)
-        )
+        fused = fuse_frames(records, CoarseSceneGrid(pixel_stride=1))
         scene_only = fuse_frames(records, FusionSettings(pixel_stride=2), with_instances=False)
         np.testing.assert_array_equal(fused.points, scene_only.points)
         np.testing.assert_array_equal(fused.normals, scene_only.normals)
         assert set(fused.object_points) == {5}
-        first = fuse_frames(
-            records[:1], FusionSettings(pixel_stride=1, scene_pixel_stride=2, object_voxel_size_m=0.005)
-        )
+        first = fuse_frames(records[:1], CoarseSceneGrid(pixel_stride=1))
         points, _ = first.object_points[5]
         u = K[0, 0] * points[:, 0] / points[:, 2] + K[0, 2]
         assert u.min() == pytest.approx(20, abs=0.01) and u.max() == pytest.approx(39, abs=0.01)

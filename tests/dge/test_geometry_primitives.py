@@ -383,7 +383,7 @@ def test_floor_fit_is_the_same_on_every_call():
         assert plane.normal.tolist() == planes[0].normal.tolist()
         assert plane.offset == planes[0].offset
         assert plane.inlier_count == planes[0].inlier_count
-    other_seed = fit_floor_plane(points, normals, up, FloorSettings(floor_seed=7))
+    other_seed = fit_floor_plane(points, normals, up, FloorSettings(seed=7))
     assert abs(other_seed.offset - planes[0].offset) < 0.005
 
 
@@ -468,7 +468,11 @@ def test_cleaning_keeps_small_legs_under_the_seat_and_drops_strays():
     kept = clean_point_indices(everything, ObjectSettings())
     assert kept.max() < len(points)  # neither stray cluster
     assert everything[np.intersect1d(kept, legs), 2].min() < 0.03
-    without = clean_point_indices(everything, ObjectSettings(keep_parts_below=False))
+
+    class DropPartsBelow(ObjectSettings):  # keep_parts_below is a constant of the method: overridden here
+        keep_parts_below = False
+
+    without = clean_point_indices(everything, DropPartsBelow())
     assert everything[without, 2].min() > 0.1
     obj = measure_object(0, "chair", points, normals, np.full(len(points), 1e-4), noisy=True)
     assert obj.obb_extents[2] == pytest.approx(0.92, rel=0.03)

@@ -109,7 +109,12 @@ def test_visibility_ratios_within_0_05_of_rendered_masks(visibility_tables, worl
 def test_objects_with_too_few_points_are_quarantined(scannet_tables):
     scene = scannet_tables.scenes.row(0, named=True)
     log = QuarantineLog("scene_geometry")
-    config = SceneGeometrySettings(mesh_min_samples=100, mesh_max_samples=400, min_object_points=300)
+
+    class SparseMeshSamples(SceneGeometrySettings):  # constants of the method, overridden here
+        mesh_min_samples = 100
+        mesh_max_samples = 400
+
+    config = SparseMeshSamples(min_object_points=300)
     geometry = build_scan_geometry(scannet_tables.frames, scene, config, log)
     small = {item["object_id"] for item in geometry.dropped_objects}
     assert small, "the small objects fall under 300 points with 1.5 cm sampling"

@@ -159,6 +159,12 @@ def _camera(frame, position, heading_deg):
     return CameraFact(frame, pose, K, 64, 48)
 
 
+class NoRelativeDistanceMargin(TaskSettings):
+    """Distance comparisons without the relative margin (a constant of the method, overridden here)."""
+
+    distance_margin_relative = 0.0
+
+
 def _scene(objects, cameras):
     seen = {(f, o): SeenFact(1.0, 1.0, (100, 100, 200, 200)) for f in cameras for o in objects}
     return SceneFacts("scene_h", objects, cameras, seen, room_area_m2=None)
@@ -239,7 +245,7 @@ def test_distance_margin_follows_the_objects_uncertainty(sigma, gap_m, clear):
         "relative_distance",
         {"anchor": 0, "choices": [1, 2], "frames": [0]},
         facts,
-        TaskSettings(distance_margin_relative=0.0),
+        NoRelativeDistanceMargin(),
     )
     assert answer.answer_option == "table"
     assert answer.clear == clear, answer.values
