@@ -19,7 +19,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Self
+from typing import ClassVar, Self
 
 import numpy as np
 import polars as pl
@@ -34,16 +34,20 @@ DISPLACEMENT_ATTEMPTS = 200
 
 
 class CorruptionSettings(BaseModel):
-    """What to corrupt (the ``spatialcore_train_corrupted`` run config extends this model)."""
+    """What to corrupt (the ``spatialcore_train_corrupted`` run config extends this model).
+
+    ``max_iou`` (how far a displaced box moves) is a ``ClassVar``, a constant of the method, not run configuration.
+    """
 
     fraction: float = Field(default=0.4, description="Share of all valid boxes to corrupt (paper: 0.4).")
     seed: int = Field(default=0, description="Seed of every random choice.")
-    max_iou: float = Field(
-        default=0.6, description="A displaced box's IoU with the original stays below this."
-    )
     modes: list[str] = Field(
         default=list(MODES), description="Corruptions drawn from: remove, relabel, displace."
     )
+
+    # Constant of the method (not run configuration; a test may override it in a subclass).
+    max_iou: ClassVar[float] = 0.6
+    """A displaced box's IoU with the original stays below this."""
 
     @model_validator(mode="after")
     def _check_values(self) -> Self:

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 from PIL import Image
@@ -46,6 +46,9 @@ SEPARATOR = "."
 
 class DetectorSettings(BaseModel):
     """Settings of the Grounding DINO backend (the ``pseudo_gt_boxes`` run config extends them).
+
+    The fields are run configuration; ``image_backend`` is a ``ClassVar`` (the processor's image backend, picked
+    automatically), not run configuration.
 
     >>> DetectorSettings(device="cpu").box_threshold
     0.3
@@ -66,10 +69,10 @@ class DetectorSettings(BaseModel):
     dtype: Literal["float32", "float16", "bfloat16"] = Field(
         default="float32", description="Model weights' dtype."
     )
-    image_backend: str | None = Field(
-        default=None,
-        description="Image processor backend, 'pil' or 'torchvision' (default: torchvision when installed, else PIL).",
-    )
+
+    # Constant of the backend (not run configuration; a test may override it in a subclass).
+    image_backend: ClassVar[str | None] = None
+    """Image processor backend, 'pil' or 'torchvision' (default: torchvision when installed, else PIL)."""
 
     @model_validator(mode="after")
     def _check_values(self) -> Self:

