@@ -8,20 +8,24 @@
 Both are thin wrappers over :mod:`training.eval` (benchmarks, runner, reports). The default build
 is offline and fast: no model is configured, so materialising the group only builds the items table.
 
-Each setting is written once, in ``training.eval``: the ``eval_items`` config is a
-:class:`~training.eval.benchmarks.BenchmarkLocations`, the ``eval_report`` config is a
-:class:`~training.eval.runner.EvalRunSettings` and a :class:`~training.eval.backends.GenerationSettings`;
-the configs add only what the assets need besides.
+Each setting is written once, in ``training.eval``, and the run configs follow ``spatial-eval``'s flags:
+the ``eval_items`` config names its benchmarks as ``--benchmarks`` does (``cvbench`` or
+``cvbench=LOCATION``, the location a local path or ``hf://datasets/...``) beside the other fields of
+:class:`~training.eval.benchmarks.BenchmarkLocations`; the ``eval_report`` config is a
+:class:`~training.eval.runner.EvalRunSettings` with the decoding settings in one ``generation`` group
+(a :class:`~training.eval.backends.GenerationSettings`) and the backend's own options in one
+``backend_options`` mapping (``device``, ``adapter_mode``, ``base_url``, ...), as
+:class:`~training.eval.runner.EvalRunConfig` has them.
 """
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Self
 
 import dagster as dg
 import polars as pl
 from PIL import Image
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from assets.previews import gallery, markdown_image
 from assets.resources import StorageResource
@@ -46,8 +50,8 @@ from training.eval.benchmarks import (
     finish_items,
     load_benchmarks,
     make_circular_variants,
-    normalize_benchmark_names,
     read_parquet_table,
+    split_benchmark_locations,
 )
 from training.eval.reports import build_paper_tables, table_markdown
 from training.eval.runner import EvalRunConfig, EvalRunSettings, run_evaluation
@@ -57,25 +61,54 @@ EVAL_CODE_VERSION = "1"
 MCQ_BENCHMARKS = {"omnispatial": ("omnispatial", "sub_task_type"), "spatialab": ("spatialab", "task_type")}
 
 
-class EvalItemsConfig(dg.Config, BenchmarkLocations):
-    """Which benchmarks to read and where their local copies are (empty paths: the defaults)."""
+_LOCATIONS = BenchmarkLocations.model_fields
+
+
+def _location_field(name: str) -> Any:
+    """The ``eval_items`` field of a :class:`BenchmarkLocations` field that is not a benchmark's location."""
+    field = _LOCATIONS[name]
+    if field.default_factory is not None:
+        return Field(default_factory=field.default_factory, description=field.description)
+    return Field(default=field.default, description=field.description)
+
+
+class EvalItemsConfig(dg.Config):
+    """Which benchmarks to read and where their copies are (no location: the defaults).
+
+    The benchmark locations (:data:`~training.eval.benchmarks.BENCHMARK_LOCATION_FIELDS`) are given in the
+    ``benchmarks`` entries; the other fields are :class:`BenchmarkLocations`' own.
+
+    >>> sorted(EvalItemsConfig.model_fields)
+    ['benchmarks', 'blink_subsets', 'circular', 'dge_split', 'omnispatial_split', 'pseudo_gt_path', 'spatialab_images_dir', 'stvqa_split']
+    """
 
     benchmarks: list[str] = Field(
         default=["omnispatial", "spatialab"],
-        description="Benchmarks: omnispatial, spatialab, cvbench, 3dsrbench, blink, stvqa_val, dge_heldout.",
+        description="Benchmarks to read, each a name or NAME=LOCATION (a local path or "
+        "hf://datasets/OWNER/NAME[@REVISION][/PATH]), as spatial-eval's --benchmarks: omnispatial, spatialab, "
+        "cvbench, 3dsrbench, blink, stvqa_val, dge_heldout. Without a location, omnispatial and spatialab come "
+        "from mcq_questions (the sample world), stvqa_val and dge_heldout from the storage root's tables.",
     )
+    omnispatial_split: str | None = _location_field("omnispatial_split")
+    spatialab_images_dir: str | None = _location_field("spatialab_images_dir")
+    blink_subsets: list[str] = _location_field("blink_subsets")
+    stvqa_split: str = _location_field("stvqa_split")
+    dge_split: str = _location_field("dge_split")
+    pseudo_gt_path: str | None = _location_field("pseudo_gt_path")
+    circular: bool = _location_field("circular")
 
 
 def build_eval_items(
     config: EvalItemsConfig, mcq_questions: pl.DataFrame, storage_root: Path
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """The items of the configured benchmarks; OmniSpatial and SpatiaLab come from ``mcq_questions`` unless given paths."""
-    names = normalize_benchmark_names(config.benchmarks)
+    """The items of the configured benchmarks; OmniSpatial and SpatiaLab come from ``mcq_questions`` unless given a
+    location."""
+    names, locations = split_benchmark_locations(config.benchmarks)
     log = QuarantineLog("eval_items")
     frames = []
     from_files = []
     for name in names:
-        if name == "omnispatial" and not config.omnispatial_root:
+        if name == "omnispatial" and "omnispatial" not in locations:
             rows = mcq_questions.filter((pl.col("source") == "omnispatial") & (pl.col("split") == "test"))
             frames.append(
                 finish_items(
@@ -84,7 +117,7 @@ def build_eval_items(
                     "mcq_questions",
                 )
             )
-        elif name == "spatialab" and not config.spatialab_path:
+        elif name == "spatialab" and "spatialab" not in locations:
             rows = mcq_questions.filter(pl.col("source") == "spatialab")
             frames.append(
                 finish_items(
@@ -96,10 +129,11 @@ def build_eval_items(
         else:
             from_files.append(name)
     if from_files:
-        sources = BenchmarkSources(
-            **config.model_dump(exclude={"benchmarks"}),
-            storage_root=str(storage_root),
-        ).model_copy(update={"circular": False, "pseudo_gt_path": None})  # both added below, to every item
+        sources = (
+            BenchmarkSources(**config.model_dump(exclude={"benchmarks"}), storage_root=str(storage_root))
+            .with_locations(locations)
+            .model_copy(update={"circular": False, "pseudo_gt_path": None})  # both added below, to every item
+        )
         loaded, loaded_log = load_benchmarks(from_files, sources)
         frames.append(loaded)
         log.extend(loaded_log)
@@ -156,33 +190,50 @@ def eval_items_asset(
     yield dg.Output(quarantine, output_name="eval_items_quarantine", metadata=metadata)
 
 
-class EvalReportConfig(dg.Config, EvalRunSettings, GenerationSettings):
-    """The model to evaluate; without `model` the report asset evaluates nothing (the default, offline build)."""
+BACKEND_OPTION_NAMES = {
+    "transformers": ("device", "dtype", "attn_implementation"),
+    "vllm": ("adapter_mode", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len"),
+    "openai": ("base_url", "api_key_env", "provider", "max_concurrency"),
+}
+"""The options each backend takes in ``backend_options`` (``spatial-eval``'s backend flags)."""
+
+
+class GenerationConfig(dg.Config, GenerationSettings):
+    """The decoding settings of the ``eval_report`` run (:class:`~training.eval.backends.GenerationSettings`)."""
+
+
+class EvalReportConfig(dg.Config, EvalRunSettings):
+    """The model to evaluate; without `model` the report asset evaluates nothing (the default, offline build).
+
+    The decoding settings are one group, ``generation``, as in :class:`~training.eval.runner.EvalRunConfig`.
+    """
 
     benchmarks: list[str] = Field(
         default=[], description="Benchmarks to evaluate; empty: every benchmark in eval_items."
     )
     output_dir: str | None = Field(default=None, description="Output folder; default <storage root>/eval.")
-    device: str | None = Field(default=None, description="transformers: device (the GPU when there is one).")
-    adapter_mode: Literal["auto", "lora", "merge"] = Field(
-        default="auto", description="vllm: lora, merge or auto."
+    generation: GenerationConfig = Field(
+        default_factory=GenerationConfig,
+        description="Decoding: max_new_tokens, temperature, top_p, batch_size, seed (spatial-eval's flags of the "
+        "same names).",
     )
-    base_url: str | None = Field(default=None, description="openai: API root (e.g. a vLLM server).")
-    api_key_env: str = Field(
-        default="OPENAI_API_KEY", description="openai: environment variable holding the key."
+    backend_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the backend, as spatial-eval's flags: transformers: device (default the GPU when "
+        "there is one), dtype, attn_implementation; vllm: adapter_mode (auto, lora or merge), "
+        "tensor_parallel_size, gpu_memory_utilization, max_model_len; openai: base_url (e.g. a vLLM server), "
+        "api_key_env (default OPENAI_API_KEY), provider, max_concurrency.",
     )
 
-
-def _backend_options(config: EvalReportConfig) -> dict:
-    if config.backend == "transformers":
-        return {"device": config.device} if config.device else {}
-    if config.backend == "vllm":
-        return {"adapter_mode": config.adapter_mode}
-    return {
-        key: value
-        for key, value in {"base_url": config.base_url, "api_key_env": config.api_key_env}.items()
-        if value
-    }
+    @model_validator(mode="after")
+    def _known_backend_options(self) -> Self:
+        unknown = sorted(set(self.backend_options) - set(BACKEND_OPTION_NAMES[self.backend]))
+        if unknown:
+            raise ValueError(
+                f"backend_options {unknown} are not options of the {self.backend} backend; it takes "
+                f"{', '.join(BACKEND_OPTION_NAMES[self.backend])}"
+            )
+        return self
 
 
 def _plot_metadata(paths: dict) -> dict:
@@ -238,8 +289,8 @@ def eval_report(
         **config.model_dump(include=set(EvalRunSettings.model_fields)),
         benchmarks=benchmarks,
         output_dir=config.output_dir or str(storage.path / "eval"),
-        generation=GenerationSettings(**config.model_dump(include=set(GenerationSettings.model_fields))),
-        backend_options=_backend_options(config),
+        generation=GenerationSettings(**config.generation.model_dump()),
+        backend_options=dict(config.backend_options),
     )
     result = run_evaluation(run_config, items=eval_items)
     accuracies = {

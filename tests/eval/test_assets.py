@@ -1,14 +1,18 @@
 """The eval assets materialised with Dagster into a temporary storage root."""
 
 import dagster as dg
+import pydantic
+import pytest
 
 from assets.eval import EVAL_ASSETS
+from assets.eval.assets import EvalItemsConfig, EvalReportConfig, build_eval_items
 from assets.resources import SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS, mcq_questions_asset
 from assets.sources.sample_world import sample_world
 from data_contracts.storage import read_table
 from pipelines.definitions import build_resources
 from pipelines.io_manager import ParquetIOManager
+from training.eval.benchmarks import BENCHMARK_LOCATION_FIELDS, BenchmarkLocations
 
 
 def _resources(root, world):
@@ -51,8 +55,8 @@ def test_configured_model_fills_the_report(tmp_path, small_world, tiny_model_dir
                 "config": {
                     "model": str(tiny_model_dir),
                     "limit": 1,
-                    "max_new_tokens": 4,
-                    "device": "cpu",
+                    "generation": {"max_new_tokens": 4},
+                    "backend_options": {"device": "cpu"},
                     "grounding_analysis": True,
                 }
             }
@@ -83,3 +87,37 @@ def test_definitions_with_the_eval_assets_load():
         "eval_items",
         "eval_report",
     }
+
+
+def test_eval_items_config_names_locations_in_the_benchmark_entries():
+    locations = set(BENCHMARK_LOCATION_FIELDS.values())
+    others = set(BenchmarkLocations.model_fields) - locations
+    assert set(EvalItemsConfig.model_fields) == {"benchmarks"} | others
+    for name in others:  # written once, in training.eval
+        assert (
+            EvalItemsConfig.model_fields[name].description
+            == BenchmarkLocations.model_fields[name].description
+        )
+    assert EvalItemsConfig().model_dump(exclude={"benchmarks"}) == BenchmarkLocations().model_dump(
+        include=others
+    )
+
+
+def test_a_benchmark_with_a_location_is_read_from_it(tmp_path, small_world):
+    result = dg.materialize([mcq_questions_asset], resources=_resources(tmp_path, small_world))
+    assert result.success
+    questions = read_table(tmp_path, "mcq_questions")  # every OmniSpatial question is a test question here
+    from_table, _ = build_eval_items(EvalItemsConfig(benchmarks=["omnispatial"]), questions, tmp_path)
+    folder = small_world / "omnispatial"
+    config = EvalItemsConfig(benchmarks=[f"omnispatial={folder}"], omnispatial_split="all")
+    from_folder, log = build_eval_items(config, questions.clear(), tmp_path)  # not from mcq_questions
+    assert from_folder.height == from_table.height > 0 and not log.rows
+    assert sorted(from_folder["question"]) == sorted(from_table["question"])
+
+
+def test_backend_options_are_checked_against_the_backend():
+    assert EvalReportConfig(backend="vllm", backend_options={"adapter_mode": "merge"}).backend_options == {
+        "adapter_mode": "merge"
+    }
+    with pytest.raises(pydantic.ValidationError, match="not options of the openai backend"):
+        EvalReportConfig(backend="openai", backend_options={"device": "cpu"})
