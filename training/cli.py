@@ -11,47 +11,83 @@ Usage::
 Every recipe key is a field of `training.config.SpatialGRPOArguments` (or
 `training.sft.SpatialSFTArguments`), TRL's `GRPOConfig` (`SFTConfig`), or
 `training.models.SpatialModelConfig`; TRL's parser reads the file and applies the flags on top.
+`spatial-train preflight --config RECIPE [--gpus N] [--gpu-memory-gib G]` checks a recipe against the
+GPUs it is meant for without one (`training.preflight`); `grpo` and `sft` run the same checks on the
+machine itself first (`--skip_preflight` skips them) and resolve `vllm_max_model_length: auto` there.
 Progress and metrics go to the console and to the recipe's `report_to` (TensorBoard; W&B is added
 when installed). A missing table, a missing column, an unknown reward, format or model family, a
 missing checkpoint, SFT targets that `max_length` would cut (`max_length_policy: error`), or a
 package the recipe needs and this environment lacks (flash-attn, vLLM, DeepSpeed: see
-`training.requirements`) end the command with a one-line error and exit status 2.
+`training.requirements`), a model that is neither a folder nor in the Hugging Face cache, a recipe key
+no dataclass has, or a preflight violation end the command with a one-line error and exit status 2.
+`--help`, a mistyped key and a missing model folder are answered before torch, transformers, TRL or
+peft are imported (in about a second).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from data_contracts.boxes import UnknownModelFamilyError
-from data_contracts.storage import MissingTableError
-from training.config import RecipeError
-from training.data import MissingColumnError
-from training.requirements import MissingDependencyError, recipe_problem
-from training.sft import SequenceTooLongError
-
 logger = logging.getLogger("training.cli")
 
-USAGE = """usage: spatial-train {grpo,sft} --config RECIPE.yaml [--key value ...]
+USAGE = """usage: spatial-train {grpo,sft,preflight} --config RECIPE.yaml [--key value ...]
 
 commands:
-  grpo   GRPO post-training (SpatialCORE, SpatialThinker, DGE recipes)
-  sft    supervised cold start (completion-only loss, language LoRA)
+  grpo       GRPO post-training (SpatialCORE, SpatialThinker, DGE recipes)
+  sft        supervised cold start (completion-only loss, language LoRA)
+  preflight  check a recipe against the GPUs it is meant for, without one: memory per GPU, vLLM
+             engine, tensor parallel size, context, batch (spatial-train preflight --help)
 
+grpo and sft run the preflight's checks on this machine first (--skip_preflight skips them).
 Run `spatial-train grpo --help` for every recipe key.
 """
 
-USER_ERRORS = (
-    MissingTableError,
-    MissingColumnError,
-    UnknownModelFamilyError,
-    RecipeError,
-    SequenceTooLongError,
-    MissingDependencyError,
-    FileNotFoundError,
-)
+COMMANDS = ("grpo", "sft", "preflight")
+SKIP_PREFLIGHT = "--skip_preflight"
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors that end `spatial-train` with one line and exit status 2 (imported when needed)."""
+    from data_contracts.boxes import UnknownModelFamilyError
+    from data_contracts.storage import MissingTableError
+    from training.architectures import UnknownArchitectureError
+    from training.config import RecipeError
+    from training.data import MissingColumnError
+    from training.preflight import PreflightError
+    from training.recipe_file import RecipeFileError
+    from training.requirements import MissingDependencyError
+    from training.sft import SequenceTooLongError
+
+    return (
+        MissingTableError,
+        MissingColumnError,
+        UnknownModelFamilyError,
+        UnknownArchitectureError,
+        RecipeError,
+        RecipeFileError,
+        PreflightError,
+        SequenceTooLongError,
+        MissingDependencyError,
+        FileNotFoundError,
+    )
+
+
+def _int_or_auto(value: str):
+    """`vllm_max_model_length`: a number of tokens, or `auto` (resolved by the preflight)."""
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return int(value)
+
+
+def _accept_auto(parser):
+    for action in parser._actions:
+        if action.dest == "vllm_max_model_length":
+            action.type = _int_or_auto
+    return parser
 
 
 def _parse(parser, arguments: list[str]):
@@ -59,6 +95,8 @@ def _parse(parser, arguments: list[str]):
 
     For example a GPU recipe on a machine without a GPU (`bf16` needs one unless `--use_cpu true`).
     """
+    from training.config import RecipeError
+
     try:
         return parser.parse_args_and_config(arguments)
     except ValueError as error:
@@ -67,6 +105,8 @@ def _parse(parser, arguments: list[str]):
 
 def check_requirements(training_args, model_args) -> None:
     """Raise `MissingDependencyError` when the recipe needs a package this environment lacks."""
+    from training.requirements import MissingDependencyError, recipe_problem
+
     problem = recipe_problem(
         model_args.attn_implementation, bool(getattr(training_args, "use_vllm", False)), training_args.use_cpu
     )
@@ -91,7 +131,9 @@ def make_grpo_parser():
     from training.config import SpatialGRPOArguments
     from training.models import SpatialModelConfig
 
-    return TrlParser((SpatialGRPOArguments, GRPOConfig, SpatialModelConfig), prog="spatial-train grpo")
+    return _accept_auto(
+        TrlParser((SpatialGRPOArguments, GRPOConfig, SpatialModelConfig), prog="spatial-train grpo")
+    )
 
 
 def make_sft_parser():
@@ -119,6 +161,7 @@ def build_reward_funcs(script_args) -> list:
 def run_grpo(script_args, training_args, model_args):
     """Load data, model and rewards, train with `SpatialGRPOTrainer`, save; return the trainer."""
     from data_contracts.storage import default_storage_root
+    from training.config import RecipeError
     from training.data import load_training_data, task_types_of, write_quarantine
     from training.grpo_trainer import SpatialGRPOTrainer, resolve_checkpoint
     from training.models import detect_family, load_model, load_processor, prepare_policy
@@ -182,11 +225,49 @@ def _configure_logging() -> None:
     )
 
 
+def preflight_on_this_machine(command: str, config: str | None, parsed: tuple, skip: bool) -> None:
+    """Run the preflight's checks on the parsed recipe here; resolve `vllm_max_model_length: auto`.
+
+    Raises `PreflightError` with the first violation (unless `skip`). With `auto`, the engine's context
+    is set to the longest prompt of the data plus `max_completion_length`, also when `skip`.
+    """
+    from training.preflight import PreflightError, machine_here, run_preflight
+    from training.recipe_file import recipe_from_arguments
+
+    training_args = parsed[1]
+    auto = command == "grpo" and training_args.vllm_max_model_length == "auto"
+    if skip and not auto:
+        return
+    recipe = recipe_from_arguments(command, config, *parsed)
+    report = run_preflight(recipe, machine_here(check_packages=False), data_root=recipe["data_root"])
+    if int(os.environ.get("RANK", "0")) == 0:
+        logger.info("preflight on this machine:\n%s", report.format())
+    if auto:
+        training_args.vllm_max_model_length = report.needed_context
+        logger.info("vllm_max_model_length auto: %d tokens", report.needed_context)
+    violation = report.first_violation()
+    if violation and not skip:
+        raise PreflightError(f"preflight: {violation} ({SKIP_PREFLIGHT} runs anyway)")
+
+
+def _fast_checks(command: str, arguments: list[str]) -> str | None:
+    """Recipe keys and the model's location, checked before anything heavy is imported; the recipe path."""
+    from training.recipe_file import read_recipe, split_config_argument
+    from training.requirements import ModelLocationError, model_problem
+
+    config, overrides = split_config_argument(arguments)
+    recipe = read_recipe(config, overrides, kind=command)
+    problem = model_problem(recipe["model_name_or_path"])
+    if problem is not None:
+        raise ModelLocationError(problem)
+    return config
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `spatial-train`; returns the exit status.
 
     >>> main(["--help"])  # doctest: +ELLIPSIS
-    usage: spatial-train {grpo,sft} ...
+    usage: spatial-train {grpo,sft,preflight} ...
     0
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -194,26 +275,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(USAGE)
         return 0 if arguments else 2
     command, rest = arguments[0], arguments[1:]
-    if command not in ("grpo", "sft"):
+    if command not in COMMANDS:
         sys.stderr.write(f"spatial-train: unknown command {command!r}\n{USAGE}")
         return 2
+    if command == "preflight":
+        from training.preflight import main as preflight_main
+
+        return preflight_main(rest)
+    skip = SKIP_PREFLIGHT in rest
+    rest = [argument for argument in rest if argument != SKIP_PREFLIGHT]
+    config = None
+    if "-h" not in rest and "--help" not in rest:
+        from training.recipe_file import RecipeFileError
+        from training.requirements import ModelLocationError
+
+        try:
+            config = _fast_checks(command, rest)
+        except (RecipeFileError, ModelLocationError) as error:
+            sys.stderr.write(f"spatial-train: {error}\n")
+            return 2
     _configure_logging()
+    errors = user_errors()
     try:
         if command == "grpo":
-            script_args, training_args, model_args = _parse(make_grpo_parser(), rest)
-            check_requirements(training_args, model_args)
-            run_grpo(script_args, training_args, model_args)
+            parsed = _parse(make_grpo_parser(), rest)
+            check_requirements(parsed[1], parsed[2])
+            preflight_on_this_machine(command, config, parsed, skip)
+            run_grpo(*parsed)
         else:
             from training.grpo_trainer import resolve_checkpoint
             from training.sft import run_sft
 
             script_args, training_args, model_args = _parse(make_sft_parser(), rest)
             check_requirements(training_args, model_args)
+            preflight_on_this_machine(command, config, (script_args, training_args, model_args), skip)
             training_args.resume_from_checkpoint = resolve_checkpoint(
                 training_args.output_dir, training_args.resume_from_checkpoint
             )
             run_sft(script_args, training_args, model_args)
-    except USER_ERRORS as error:
+    except errors as error:
         logger.error("%s", error)
         return 2
     return 0

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from training.data import FORMAT_OF_TABLE
 from training.grpo_trainer import ENTROPY_SOURCES
-from training.prompts import PROMPT_FORMATS
+from training.prompts import FORMAT_OF_TABLE, PROMPT_FORMATS
 
 
 class RecipeError(ValueError):

@@ -38,12 +38,12 @@ from data_contracts.images import IMAGE_DTYPE, sniff_format, to_huggingface_arro
 from data_contracts.origin import SAMPLE_WORLD
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.storage import table_files
+from training.prompts import FORMAT_OF_TABLE as FORMAT_OF_TABLE  # re-exported: the table -> format map
 from training.prompts import build_messages
 from training.rewards.parsing import gold_option_letter
 
 logger = logging.getLogger(__name__)
 
-FORMAT_OF_TABLE = {"spatialcore_train": "spatialcore", "stvqa": "spatialthinker", "dge_tasks": "dge"}
 RECORD_ID_COLUMNS = ("question_id", "task_id", "image_id")
 SOURCE_FILE_COLUMN = "__source_file"
 _SIGNATURE_BYTES = 16

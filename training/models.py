@@ -33,16 +33,10 @@ from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
 from trl import ModelConfig
 
 from data_contracts.boxes import ResizeRule, UnknownModelFamilyError
+from training.architectures import MODEL_TYPE_TO_FAMILY
 
 logger = logging.getLogger(__name__)
 
-# `config.model_type` -> box-convention family.
-MODEL_TYPE_TO_FAMILY = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl",
-}
 TRAINABLE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
 

@@ -36,6 +36,8 @@ from typing import Any
 from data_contracts.boxes import MODEL_FAMILIES, UnknownModelFamilyError
 
 PROMPT_FORMATS = ("spatialcore", "spatialthinker", "dge")
+# The prompt format of each training table the pipeline writes.
+FORMAT_OF_TABLE = {"spatialcore_train": "spatialcore", "stvqa": "spatialthinker", "dge_tasks": "dge"}
 THINKING_TEMPLATE_FAMILIES = ("qwen3_vl",)
 
 _COORDINATE_WORDING = {

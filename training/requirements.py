@@ -27,6 +27,10 @@ class MissingDependencyError(RuntimeError):
     """A package that the recipe or the accelerate config needs is not installed (or cannot run here)."""
 
 
+class ModelLocationError(FileNotFoundError):
+    """A model that is neither a folder here nor in the Hugging Face cache (and would not be downloaded)."""
+
+
 def is_installed(package: str) -> bool:
     """Whether `package` can be imported (found on the path; nothing is imported).
 
@@ -56,6 +60,39 @@ def recipe_problem(attn_implementation: str | None, use_vllm: bool, use_cpu: boo
     ):
         return f"this run was launched with DeepSpeed, but deepspeed is not installed: install the gpu extra ({GPU_EXTRA_INSTALL})."
     return None
+
+
+def model_problem(name: str | None) -> str | None:
+    """One sentence when model `name` cannot be loaded without a hub lookup that would fail, or `None`.
+
+    A folder must hold `config.json`. A name of the form `owner/model` is fine when it is in the Hugging
+    Face cache, or when it is one of the recipe models (`training.architectures.PUBLISHED_CONFIGS`) and
+    downloads are allowed (`HF_HUB_OFFLINE` unset); anything else (e.g. `outputs/tiny-qwen3-vl` before it
+    was built) would be retried against the hub and end in a traceback, so it is refused here, at once.
+
+    >>> model_problem("surely/not-here")  # doctest: +ELLIPSIS
+    "model 'surely/not-here' is neither a folder here nor in the Hugging Face cache: ..."
+    """
+    from pathlib import Path
+
+    from training.architectures import PUBLISHED_CONFIGS, is_hub_id, local_model_folder
+
+    if not name:
+        return "the recipe names no model (model_name_or_path)"
+    folder = Path(str(name)).expanduser()
+    if folder.is_dir():
+        if (folder / "config.json").is_file():
+            return None
+        return f"model folder {name} has no config.json"
+    if is_hub_id(str(name)) and local_model_folder(str(name)) is not None:
+        return None
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if str(name) in PUBLISHED_CONFIGS and not offline:
+        return None
+    return (
+        f"model {name!r} is neither a folder here nor in the Hugging Face cache: build the tiny CPU model "
+        f"with `python -m training.testing tiny-model {name}`, or download it first (`hf download {name}`)."
+    )
 
 
 def launch_problem(config: dict, config_name: str, cpu: bool) -> str | None:

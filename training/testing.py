@@ -301,6 +301,91 @@ def build_tiny_model(output_dir: str | Path, family: str = "qwen3_vl", seed: int
     return output_dir
 
 
+def _format_completion(generator: random.Random) -> str:
+    """A SpatialCORE-style completion: 0-2 boxes near the tiny scenes' objects, a reasoning line, a letter."""
+    lines = []
+    for label, _, box in _OBJECTS[: generator.choice((0, 1, 2, 2))]:
+        x1, y1, x2, y2 = (min(1000, max(0, value + generator.randint(-60, 60))) for value in box)
+        lines.append(
+            json.dumps(
+                {
+                    "bbox_2d": [min(x1, x2 - 1), min(y1, y2 - 1), max(x2, x1 + 1), max(y2, y1 + 1)],
+                    "label": label,
+                }
+            )
+        )
+    reasoning = generator.choice(
+        (
+            "The chair is left of the lamp.",
+            "The lamp is behind the chair.",
+            "The cup is in front of the chair.",
+        )
+    )
+    return "\n".join([*lines, reasoning]) + "\n</think>\n\n" + generator.choice("ABCD")
+
+
+def teach_spatialcore_format(model_dir: str | Path, steps: int = 120, seed: int = 0) -> Path:
+    """Fit a tiny Qwen3-VL model (in place) to answer SpatialCORE prompts in the SpatialCORE format.
+
+    A random tiny model writes noise: every rollout of a group then gets the same reward, GRPO's
+    advantages are all zero and a smoke run trains nothing. After `steps` AdamW steps (about 10 s on
+    two CPU cores) on the tiny scenes' prompts (images included) with targets of 0-2 jittered boxes, a
+    reasoning line, `</think>` and a random letter, sampled completions differ in boxes and answer, so
+    their rewards differ too.
+    """
+    from torch.nn.utils.rnn import pad_sequence
+    from transformers import AutoModelForImageTextToText
+
+    from data_contracts.images import decode_image
+    from training.models import load_processor
+    from training.prompts import build_messages
+
+    model_dir = Path(model_dir)
+    torch.manual_seed(seed)
+    generator = random.Random(seed)
+    processor = load_processor(model_dir, "qwen3_vl")
+    tokenizer = processor.tokenizer
+    model = AutoModelForImageTextToText.from_pretrained(model_dir)
+    prompts = []
+    for row in tiny_training_frames(rows=8, seed=seed)["spatialcore_train"].to_dicts():
+        messages = build_messages("spatialcore", row, "qwen3_vl")
+        messages[1] = {
+            "role": "user",
+            "content": [{"type": "image"}, {"type": "text", "text": messages[1]["content"]}],
+        }
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        prompts.append(processor(text=[text], images=[decode_image(row["image"])], return_tensors="pt"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        chosen = [prompts[generator.randrange(len(prompts))] for _ in range(4)]
+        ids, types, labels = [], [], []
+        for prompt in chosen:
+            target = tokenizer(_format_completion(generator) + "<|im_end|>", add_special_tokens=False)[
+                "input_ids"
+            ]
+            target = torch.tensor(target)
+            ids.append(torch.cat([prompt["input_ids"][0], target]))
+            types.append(torch.cat([prompt["mm_token_type_ids"][0], torch.zeros_like(target)]))
+            labels.append(torch.cat([torch.full_like(prompt["input_ids"][0], -100), target]))
+        loss = model(
+            input_ids=pad_sequence(ids, batch_first=True, padding_value=tokenizer.pad_token_id),
+            attention_mask=pad_sequence([torch.ones_like(row) for row in ids], batch_first=True),
+            mm_token_type_ids=pad_sequence(types, batch_first=True),
+            pixel_values=torch.cat([prompt["pixel_values"] for prompt in chosen]),
+            image_grid_thw=torch.cat([prompt["image_grid_thw"] for prompt in chosen]),
+            labels=pad_sequence(labels, batch_first=True, padding_value=-100),
+        ).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(model_dir)
+    logger.info(
+        "taught %s the SpatialCORE format (%d steps, last loss %.3f)", model_dir, steps, float(loss.detach())
+    )
+    return model_dir
+
+
 def _scene_image(width: int, height: int, boxes: list[tuple[list[int], tuple[int, int, int]]]):
     """A small RGB image with coloured rectangles at the given 0..1000 grid boxes."""
     from PIL import Image, ImageDraw
@@ -534,7 +619,7 @@ DGE_COMPLETIONS = ("x</think><answer>A</answer>",)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m training.testing tiny-model DIR [--family F]` or `tiny-tables DIR [--rows N]`."""
+    """`python -m training.testing tiny-model DIR [--family F] [--random-weights]` or `tiny-tables DIR [--rows N]`."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m training.testing", description=__doc__.split("\n\n")[0])
@@ -542,6 +627,12 @@ def main(argv: list[str] | None = None) -> int:
     model_parser = commands.add_parser("tiny-model", help="write a tiny random Qwen-VL model folder")
     model_parser.add_argument("output_dir")
     model_parser.add_argument("--family", default="qwen3_vl", choices=["qwen3_vl", "qwen2_5_vl"])
+    model_parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="skip fitting the Qwen3-VL model to the SpatialCORE format (its rollouts are then noise, all of "
+        "equal reward, and a smoke GRPO run makes no update)",
+    )
     tables_parser = commands.add_parser(
         "tiny-tables", help="write small spatialcore_train/stvqa/dge_tasks tables"
     )
@@ -551,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO)
     if arguments.command == "tiny-model":
         build_tiny_model(arguments.output_dir, family=arguments.family)
+        if arguments.family == "qwen3_vl" and not arguments.random_weights:
+            teach_spatialcore_format(arguments.output_dir)
     else:
         write_tiny_training_tables(arguments.output_dir, rows=arguments.rows)
     return 0

@@ -1,0 +1,354 @@
+"""`spatial-train preflight`: the shapes against transformers, each violation on the real models' shapes.
+
+The architecture facts are checked against a model built by transformers on the meta device (no
+weights, no download); the budget's arithmetic by hand on its parts; every shipped GPU recipe must pass
+on 8 x 80 GB with realistic image sizes, and one broken variant per check must fail with one sentence.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from training.architectures import PUBLISHED_CONFIGS, ImageRule, published_shape
+from training.preflight import GIB, Machine, PromptScan, main, run_preflight, scan_prompts
+from training.recipe_file import RecipeFileError, read_recipe, recipe_fields
+from training.testing import write_tiny_training_tables
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+RECIPES_DIR = REPOSITORY_ROOT / "training" / "recipes"
+GPU_RECIPES = sorted(
+    path
+    for path in RECIPES_DIR.rglob("*.yaml")
+    if "accelerate" not in path.parts and not path.name.startswith("smoke")
+)
+EIGHT_H100 = Machine(gpus=8, gpu_memory_gib=80.0)
+
+
+def _meta_model(name: str):
+    from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig, Qwen3VLConfig
+
+    facts = PUBLISHED_CONFIGS[name]
+    text = dict(facts["text_config"], tie_word_embeddings=facts["tie_word_embeddings"])
+    config_class = Qwen3VLConfig if facts["model_type"] == "qwen3_vl" else Qwen2_5_VLConfig
+    if facts["model_type"] == "qwen3_vl":
+        text["rope_parameters"] = {
+            "rope_type": "default",
+            "rope_theta": 5e6,
+            "mrope_section": [24, 20, 20],
+            "mrope_interleaved": True,
+        }
+    config = config_class(
+        text_config=text,
+        vision_config=facts["vision_config"],
+        tie_word_embeddings=facts["tie_word_embeddings"],
+    )
+    with torch.device("meta"):
+        return AutoModelForImageTextToText.from_config(config)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_CONFIGS))
+def test_parameter_and_lora_counts_equal_the_transformers_model(name):
+    model = _meta_model(name)
+    shape = published_shape(name)
+    assert shape.parameter_count() == sum(parameter.numel() for parameter in model.parameters())
+    vision = sum(parameter.numel() for key, parameter in model.named_parameters() if ".visual." in f".{key}")
+    assert shape.vision_parameters() == vision
+    linear = [
+        (key, module)
+        for key, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and not key.endswith("lm_head")
+    ]
+    lora = sum(
+        (4 if ".visual." in f".{key}." else 32) * (module.in_features + module.out_features)
+        for key, module in linear
+    )
+    assert shape.lora_parameters(32, 4) == lora
+
+
+def test_published_totals_and_kv_cache():
+    # The model cards' sizes: 8.77 B, 4.44 B, 8.29 B, 3.75 B.
+    sizes = {name: round(published_shape(name).parameter_count() / 1e9, 2) for name in PUBLISHED_CONFIGS}
+    assert sizes == {
+        "Qwen/Qwen3-VL-8B-Thinking": 8.77,
+        "Qwen/Qwen3-VL-4B-Thinking": 4.44,
+        "Qwen/Qwen2.5-VL-7B-Instruct": 8.29,
+        "Qwen/Qwen2.5-VL-3B-Instruct": 3.75,
+    }
+    eight_b = published_shape("Qwen/Qwen3-VL-8B-Thinking")
+    assert eight_b.kv_cache_bytes_per_token() == 36 * 8 * 128 * 2 * 2  # 144 KiB
+    assert eight_b.kv_cache_bytes_per_token() * 262144 / GIB == 36.0
+    assert eight_b.kv_cache_bytes_per_token(tensor_parallel_size=2) == 36 * 4 * 128 * 2 * 2
+    seven_b = published_shape("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert seven_b.valid_tensor_parallel_sizes(8) == [1, 2, 4]  # 28 heads, 4 KV heads, 16 vision heads
+    # more ranks than KV heads: each rank keeps one (replicated)
+    assert seven_b.kv_cache_bytes_per_token(tensor_parallel_size=4) == seven_b.kv_cache_bytes_per_token(8)
+
+
+def test_recipe_keys_are_the_dataclass_fields():
+    import dataclasses
+
+    from trl import GRPOConfig, SFTConfig
+
+    from training.config import SpatialGRPOArguments
+    from training.models import SpatialModelConfig
+    from training.sft import SpatialSFTArguments
+
+    for kind, classes in (
+        ("grpo", (SpatialGRPOArguments, GRPOConfig, SpatialModelConfig)),
+        ("sft", (SpatialSFTArguments, SFTConfig, SpatialModelConfig)),
+    ):
+        real = {item.name: item for cls in classes for item in dataclasses.fields(cls)}
+        fields = recipe_fields(kind)
+        assert set(fields) == set(real)
+        for key in (
+            "vllm_gpu_memory_utilization",
+            "beta",
+            "vllm_importance_sampling_mode",
+            "lora_r",
+            "use_peft",
+        ):
+            if key in real:
+                assert fields[key] == real[key].default, key
+
+
+def test_a_mistyped_key_is_named_with_a_suggestion():
+    with pytest.raises(
+        RecipeFileError, match=r"'lerning_rate' on the command line; did you mean --learning_rate"
+    ):
+        read_recipe(RECIPES_DIR / "smoke.yaml", ["--lerning_rate", "1e-3"])
+
+
+@pytest.fixture(scope="module")
+def realistic_tables(tmp_path_factory):
+    """Tiny tables with the image sizes of the real sources (OmniSpatial-like, Visual Genome, ScanNet)."""
+    root = tmp_path_factory.mktemp("tables")
+    return {
+        "spatialcore_train": write_tiny_training_tables(root / "omnispatial", rows=4, image_size=(1280, 960)),
+        "stvqa": write_tiny_training_tables(root / "vg", rows=4, image_size=(800, 600)),
+        "dge_tasks": write_tiny_training_tables(root / "scannet", rows=4, image_size=(1296, 968)),
+    }
+
+
+def _report(recipe_path, tables, *overrides, machine=EIGHT_H100, **kwargs):
+    recipe = read_recipe(recipe_path, list(overrides))
+    return run_preflight(recipe, machine, data_root=str(tables[recipe["dataset_table"]]), **kwargs)
+
+
+@pytest.mark.parametrize("recipe", GPU_RECIPES, ids=[path.name for path in GPU_RECIPES])
+def test_every_shipped_gpu_recipe_passes_on_eight_h100(recipe, realistic_tables):
+    tables = {**realistic_tables, "sft_cold_start": realistic_tables["spatialcore_train"]}
+    report = _report(recipe, tables, **({"prompt_tokens": 1400} if "sft" in recipe.name else {}))
+    assert report.passed, report.format()
+    assert report.total_gib < 80
+
+
+def test_the_report_resolves_auto_from_the_data(realistic_tables):
+    report = _report(RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables)
+    scan = report.scan
+    # a 1280x960 image is 40 x 30 merged patches of 32 px
+    assert scan.image_tokens == 1200 and scan.images == 1 and not scan.exact
+    assert report.needed_context == scan.longest_prompt + 3072 == report.engine_context
+    text = report.format()
+    assert "144 KiB per token" in text and "verdict: passes" in text
+
+
+# One broken variant per check, each on a real model's shape; the first violation is one sentence.
+VIOLATIONS = [
+    # no vllm_max_model_length: vLLM sizes the 8B's engine for 262,144 tokens (36 GiB of KV cache)
+    (
+        "spatialcore_8b.yaml",
+        ["--vllm_max_model_length", "None"],
+        r"cannot hold one sequence: 262,144 tokens need 36\.00 GiB",
+    ),
+    # the same for Qwen2.5-VL-7B's 128,000 tokens under ZeRO-3
+    (
+        "spatialthinker_7b.yaml",
+        ["--vllm_max_model_length", "None"],
+        r"cannot hold one sequence: 128,000 tokens",
+    ),
+    # 28 attention heads are not divisible by 8
+    (
+        "spatialthinker_7b.yaml",
+        ["--vllm_tensor_parallel_size", "8"],
+        r"tensor parallel size 8 does not divide the 28 attention heads",
+    ),
+    # a context shorter than prompt + 3,072 completion tokens
+    (
+        "spatialcore_4b.yaml",
+        ["--vllm_max_model_length", "4096"],
+        r"vllm_max_model_length 4,096 is shorter than",
+    ),
+    # 8 GPUs x 3 per device x 8 steps = 192 completions is not a multiple of G = 5
+    (
+        "spatialcore_8b.yaml",
+        ["--per_device_train_batch_size", "3", "--num_generations", "5"],
+        r"not a multiple of num_generations 5",
+    ),
+    # a micro-batch of 32 sequences of 5k tokens does not fit in 80 GB
+    (
+        "spatialcore_8b.yaml",
+        ["--per_device_train_batch_size", "32"],
+        r"estimated peak of one GPU, [0-9.]+ GiB, exceeds its 80 GiB",
+    ),
+]
+
+
+@pytest.mark.parametrize("recipe, overrides, message", VIOLATIONS, ids=[v[2][:40] for v in VIOLATIONS])
+def test_each_broken_variant_fails_with_one_sentence(recipe, overrides, message, realistic_tables):
+    import re
+
+    report = _report(RECIPES_DIR / recipe, realistic_tables, *overrides)
+    violation = report.first_violation()
+    assert violation is not None and re.search(message, violation), report.format()
+    assert "\n" not in violation and violation.endswith(".")
+
+
+def test_vision_lora_on_a_text_only_model(tmp_path, realistic_tables):
+    import json
+
+    folder = tmp_path / "text-only"
+    folder.mkdir()
+    facts = PUBLISHED_CONFIGS["Qwen/Qwen3-VL-4B-Thinking"]
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_vl", **facts["text_config"]}))
+    report = _report(
+        RECIPES_DIR / "spatialcore_4b.yaml",
+        realistic_tables,
+        "--model_name_or_path",
+        str(folder),
+        prompt_tokens=1500,
+    )
+    assert report.first_violation().startswith("vision_lora is on, but")
+
+
+def test_missing_packages_are_a_violation_when_checked(realistic_tables):
+    machine = Machine(gpus=8, gpu_memory_gib=80.0, check_packages=True)
+    report = _report(RECIPES_DIR / "spatialthinker_7b.yaml", realistic_tables, machine=machine)
+    # this machine has neither vLLM nor DeepSpeed nor flash-attn
+    assert "not installed" in report.first_violation()
+
+
+def test_server_mode_checks_the_server_tensor_parallel_size(realistic_tables):
+    recipe = RECIPES_DIR / "spatialthinker_7b_vllm_server.yaml"
+    bad = _report(
+        recipe, realistic_tables, machine=Machine(gpus=16, gpu_memory_gib=80.0, server_tensor_parallel_size=8)
+    )
+    assert "does not divide the 28 attention heads" in bad.first_violation()
+    good = _report(
+        recipe, realistic_tables, machine=Machine(gpus=16, gpu_memory_gib=80.0, server_tensor_parallel_size=4)
+    )
+    assert good.passed, good.format()
+
+
+def test_exact_count_with_the_tokenizer(tiny_qwen3_vl, realistic_tables):
+    from training.preflight import load_tokenizer
+
+    recipe = read_recipe(RECIPES_DIR / "smoke.yaml", ["--model_name_or_path", str(tiny_qwen3_vl)])
+    shape = published_shape("Qwen/Qwen3-VL-8B-Thinking")
+    tokenizer = load_tokenizer(str(tiny_qwen3_vl))
+    exact = scan_prompts(recipe, shape, str(realistic_tables["spatialcore_train"]), tokenizer)
+    bound = scan_prompts(recipe, shape, str(realistic_tables["spatialcore_train"]))
+    assert exact.exact and not bound.exact
+    assert exact.image_tokens == bound.image_tokens == 1200
+    assert exact.text_tokens < bound.text_tokens  # the bytes bound the tokens from above
+    # independent count: the processor's own input ids for the same prompt with its (tiny) image budget
+    from data_contracts.images import decode_image
+    from training.models import load_processor, resize_rule_of
+    from training.prompts import build_messages
+    from training.testing import tiny_training_frames
+
+    processor = load_processor(tiny_qwen3_vl, "qwen3_vl")
+    row = tiny_training_frames(rows=1, image_size=(1280, 960))["spatialcore_train"].to_dicts()[0]
+    messages = build_messages("spatialcore", row, "qwen3_vl")
+    messages[1] = {
+        "role": "user",
+        "content": [{"type": "image"}, {"type": "text", "text": messages[1]["content"]}],
+    }
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = processor(text=[text], images=[decode_image(row["image"])], return_tensors="pt")["input_ids"]
+    rule = resize_rule_of(processor)
+    image_tokens = ImageRule(rule.factor, rule.min_pixels, rule.max_pixels).tokens(1280, 960)
+    assert exact.text_tokens + image_tokens == ids.shape[1]
+
+
+def test_command_prints_the_table_and_exits_one_on_a_violation(realistic_tables, capsys):
+    recipe = str(RECIPES_DIR / "spatialthinker_7b.yaml")
+    data = str(realistic_tables["stvqa"])
+    assert main(["--config", recipe, "--data_root", data, "--gpu-memory-gib", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "DeepSpeed ZeRO-3" in out and "verdict: passes" in out
+    assert main(["--config", recipe, "--data_root", data, "--vllm_tensor_parallel_size", "8"]) == 1
+    assert "does not divide the 28 attention heads" in capsys.readouterr().err
+    assert main(["--config", recipe, "--data_root", str(Path(data) / "missing")]) == 2
+
+
+def test_server_args_for_the_sbatch(realistic_tables, capsys):
+    recipe = str(RECIPES_DIR / "spatialthinker_7b_vllm_server.yaml")
+    status = main(
+        [
+            "--config",
+            recipe,
+            "--data_root",
+            str(realistic_tables["stvqa"]),
+            "--gpus",
+            "16",
+            "--server-gpus",
+            "8",
+            "--server-args",
+        ]
+    )
+    assert status == 0
+    flags = capsys.readouterr().out.split()
+    assert flags[:4] == ["--tensor_parallel_size", "4", "--data_parallel_size", "2"]
+    assert flags[4] == "--max_model_len" and int(flags[5]) > 2048
+
+
+def test_spatial_train_answers_without_importing_the_trainer(tmp_path):
+    """`--help`, a mistyped key and a missing model folder: one line, before torch/transformers/TRL load."""
+    code = (
+        "import sys; from training.cli import main; status = main(sys.argv[1:]); "
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft') if m in sys.modules]; "
+        "print('HEAVY', heavy); raise SystemExit(status)"
+    )
+    smoke = str(RECIPES_DIR / "smoke.yaml")
+    cases = [
+        (["--help"], 0, "usage: spatial-train"),
+        (["grpo", "--config", smoke, "--lerning_rate", "1"], 2, "did you mean --learning_rate"),
+        (
+            ["grpo", "--config", smoke, "--model_name_or_path", str(tmp_path / "outputs" / "nothere")],
+            2,
+            "neither a folder here nor in the Hugging Face cache",
+        ),
+    ]
+    for arguments, status, text in cases:
+        result = subprocess.run(
+            [sys.executable, "-c", code, *arguments],
+            capture_output=True,
+            text=True,
+            cwd=REPOSITORY_ROOT,
+            check=False,
+        )
+        assert result.returncode == status, result.stderr
+        assert text in result.stdout + result.stderr
+        assert "HEAVY []" in result.stdout
+        assert len(result.stderr.strip().splitlines()) <= 1
+
+
+def test_plan_without_data():
+    recipe = read_recipe(RECIPES_DIR / "spatialcore_8b.yaml", [])
+    report = run_preflight(recipe, EIGHT_H100, prompt_tokens=2000)
+    assert report.needed_context == 5072 and report.passed, report.format()
+
+
+def test_scan_reads_image_sizes_from_the_bytes_of_multi_frame_tables(realistic_tables):
+    recipe = read_recipe(RECIPES_DIR / "dge_7b.yaml", [])
+    scan = scan_prompts(
+        recipe, published_shape("Qwen/Qwen2.5-VL-7B-Instruct"), str(realistic_tables["dge_tasks"])
+    )
+    # 1296x968 -> 1288x980 (multiples of 28) -> 46 x 35 = 1,610 tokens per frame, 2 frames
+    assert (scan.images, scan.image_tokens) == (2, 2 * 1610)
+    assert isinstance(scan, PromptScan)
