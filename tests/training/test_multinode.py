@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from training.cli import make_grpo_parser
+from training.testing import write_tiny_training_tables
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = REPOSITORY_ROOT / "training" / "recipes"
@@ -28,7 +29,10 @@ def _executable(path: Path, text: str) -> None:
 
 @pytest.fixture
 def fake_slurm(tmp_path):
-    """A PATH whose `scontrol`, `srun`, `trl` and `python -m` record their command lines."""
+    """A PATH whose `scontrol`, `srun`, `trl` and `python -m` record their command lines.
+
+    `spatial-train` is the real one (the preflight reads tables with Visual Genome-sized images).
+    """
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
@@ -55,7 +59,15 @@ if [ "$1" = "-m" ]; then echo "rank $SLURM_PROCID: python $*" >> {log}; exit 0; 
 exec {real_python} "$@"
 """,
     )
-    environment = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="gpu-[a-c]")
+    _executable(bin_dir / "spatial-train", f"#!/bin/bash\nexec {real_python} -m training.cli \"$@\"\n")
+    data = write_tiny_training_tables(tmp_path / "data", rows=4, image_size=(800, 600))
+    environment = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        SLURM_JOB_NODELIST="gpu-[a-c]",
+        SPATIAL_DATA_ROOT=str(data),
+        HF_HUB_OFFLINE="1",
+    )
     return environment, log
 
 
@@ -72,10 +84,23 @@ def test_slurm_script_serves_on_one_node_and_trains_on_the_others(fake_slurm):
     )
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
-    server = next(call for call in calls if call.startswith("trl "))
-    assert server == (
-        "trl vllm-serve --model Qwen/Qwen2.5-VL-7B-Instruct --tensor_parallel_size 8 --host 0.0.0.0 --port 8000"
-    )
+    server = next(call for call in calls if call.startswith("trl ")).split()
+    # Qwen2.5-VL-7B's 28 heads: tensor parallel 4 (not 8) and two replicas on the node's 8 GPUs; the context
+    # is the longest prompt of the data (an 800x600 image is 609 tokens) + 2,048 completion tokens
+    assert server[:10] == [
+        "trl",
+        "vllm-serve",
+        "--model",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "--tensor_parallel_size",
+        "4",
+        "--data_parallel_size",
+        "2",
+        "--max_model_len",
+        server[9],
+    ]
+    assert 2048 + 609 < int(server[9]) < 4096
+    assert server[10:] == ["--host", "0.0.0.0", "--port", "8000"]
     assert any("--nodelist=gpu-c" in call for call in calls if call.startswith("srun"))
     assert any("--nodelist=gpu-a,gpu-b" in call for call in calls if call.startswith("srun"))
     launches = [call for call in calls if ": python -m training.launch" in call]
@@ -95,6 +120,22 @@ def test_slurm_script_serves_on_one_node_and_trains_on_the_others(fake_slurm):
         assert arguments[arguments.index("--vllm_server_port") + 1] == "8000"
         assert arguments[-2:] == ["--max_steps", "5"]
         assert (REPOSITORY_ROOT / arguments[arguments.index("--config") + 1]).is_file()
+
+
+def test_slurm_script_stops_on_a_preflight_violation(fake_slurm):
+    environment, log = fake_slurm
+    result = subprocess.run(
+        ["bash", str(SBATCH), str(SERVER_RECIPE)],
+        cwd=REPOSITORY_ROOT,
+        env=dict(environment, VLLM_TP="8"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "does not divide the 28 attention heads" in result.stderr
+    assert not log.exists() or "trl " not in log.read_text()
 
 
 def test_slurm_script_needs_two_nodes(fake_slurm, tmp_path):
