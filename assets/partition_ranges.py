@@ -119,53 +119,47 @@ def run_partitions(
     not hold back the others).
     """
     keys = list(context.partition_keys)
-    progress = tqdm(
-        keys, desc=context.op_def.name.removesuffix("_asset"), unit="partition", disable=len(keys) < 2
-    )
-    outputs: dict[str, dict[str, dg.Output]] = {}
-    checks: dict[tuple[dg.AssetKey, str], dict[str, dg.AssetCheckResult]] = {}
-    order: list[tuple[str, Any]] = []  # the body's event order (outputs before their checks)
-    for key in progress:
+    name = context.op_def.name.removesuffix("_asset")
+    by_slot: dict[tuple, dict[str, dg.Output | dg.AssetCheckResult]] = {}  # in the body's order
+    for key in tqdm(keys, desc=name, unit="partition", disable=len(keys) < 2):
         for event in body(key):
             if isinstance(event, dg.Output):
-                slot: tuple[str, Any] = ("output", event.output_name)
-                outputs.setdefault(event.output_name, {})[key] = event
+                slot: tuple = ("output", event.output_name)
             elif isinstance(event, dg.AssetCheckResult):
-                slot = ("check", (event.asset_key, event.check_name))
-                checks.setdefault((event.asset_key, event.check_name), {})[key] = event
+                slot = ("check", event.asset_key, event.check_name)
             else:
                 raise TypeError(
                     f"a partition body yielded {type(event).__name__}, not Output or AssetCheckResult"
                 )
-            if slot not in order:
-                order.append(slot)
-    for kind, name in order:
-        if kind == "check":
-            results = checks[name]
-            yield next(iter(results.values())) if len(keys) == 1 else _combined_check(results)
-            continue
-        by_key = outputs[name]
-        values = {key: output.value for key, output in by_key.items()}
+            by_slot.setdefault(slot, {})[key] = event
+    for slot, by_key in by_slot.items():
         if len(keys) == 1:
-            (output,) = by_key.values()
-            yield dg.Output(
-                values, output_name=name, metadata=output.metadata, data_version=output.data_version
-            )
-            continue
-        asset_key = context.asset_key_for_output(name)
-        versions = {output.data_version for output in by_key.values()}
-        shared_version = versions.pop() if len(versions) == 1 else None
-        for key, output in by_key.items():
-            metadata = dict(output.metadata)
-            if output.data_version is not None and shared_version is None:
-                metadata["data_version_fingerprint"] = output.data_version.value
-            context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)
-        yield dg.Output(
-            values,
-            output_name=name,
-            metadata=range_metadata({key: output.metadata for key, output in by_key.items()}),
-            data_version=shared_version,
-        )
+            (event,) = by_key.values()
+            if slot[0] == "output":
+                event = dg.Output({keys[0]: event.value}, slot[1], event.metadata, event.data_version)
+            yield event
+        elif slot[0] == "check":
+            yield _combined_check(by_key)
+        else:
+            yield _range_output(context, slot[1], by_key)
+
+
+def _range_output(context: dg.AssetExecutionContext, name: str, by_key: Mapping[str, dg.Output]) -> dg.Output:
+    """One output of a run of several partitions: each partition's metadata on its own materialization."""
+    asset_key = context.asset_key_for_output(name)
+    versions = {output.data_version for output in by_key.values()}
+    shared_version = versions.pop() if len(versions) == 1 else None
+    for key, output in by_key.items():
+        metadata = dict(output.metadata)
+        if output.data_version is not None and shared_version is None:
+            metadata["data_version_fingerprint"] = output.data_version.value
+        context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)
+    return dg.Output(
+        {key: output.value for key, output in by_key.items()},
+        output_name=name,
+        metadata=range_metadata({key: output.metadata for key, output in by_key.items()}),
+        data_version=shared_version,
+    )
 
 
 PortableEvent = tuple[str, dict[str, Any]]

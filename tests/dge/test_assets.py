@@ -27,7 +27,7 @@ from assets.dge.geometry import SceneGeometrySettings
 from assets.dge.single_image import SingleImageSettings
 from assets.dge.tasks import TaskSettings
 from assets.dge.visibility import VisibilitySettings
-from assets.resources import StorageResource
+from assets.resources import StorageResource, WorkersResource
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import Quarantine
@@ -75,7 +75,11 @@ def materialized(sample_world, tmp_path_factory):
     write_table(tables.scenes, table_path(root, "rgbd_scenes"))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, [GOOD, DAMAGED, EMPTY])
-    resources = {"io_manager": ParquetIOManager(root=str(root)), "storage": StorageResource(root=str(root))}
+    resources = {
+        "io_manager": ParquetIOManager(root=str(root)),
+        "storage": StorageResource(root=str(root)),
+        "workers": WorkersResource(max_workers=1),
+    }
     selection = [
         scene_geometry_asset,
         frame_visibility_asset,
@@ -187,6 +191,7 @@ def test_definitions_load_with_the_source_assets(tmp_path):
         resources={
             "io_manager": ParquetIOManager(root=str(tmp_path)),
             "storage": StorageResource(root=str(tmp_path)),
+            "workers": WorkersResource(max_workers=1),
             "sources": SourcesResource(),
         },
     )

@@ -18,7 +18,7 @@ from assets.dge.assets import (
     frame_visibility_asset,
     scene_geometry_asset,
 )
-from assets.resources import StorageResource
+from assets.resources import StorageResource, WorkersResource
 from data_contracts.quarantine import Quarantine
 from data_contracts.storage import table_path, write_table
 from data_contracts.validation import check_frame
@@ -44,7 +44,11 @@ def broken(sample_world, tmp_path_factory):
     write_table(tables.scenes, table_path(root, "rgbd_scenes"))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, [LATE, EARLY])
-    resources = {"io_manager": ParquetIOManager(root=str(root)), "storage": StorageResource(root=str(root))}
+    resources = {
+        "io_manager": ParquetIOManager(root=str(root)),
+        "storage": StorageResource(root=str(root)),
+        "workers": WorkersResource(max_workers=1),
+    }
     results = {}
     for key in (LATE, EARLY):
         results[(key, "geometry")] = dg.materialize(

@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import SOURCE_ASSETS, scene_graphs_asset
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS, stvqa_asset, stvqa_candidates_asset, stvqa_validated_asset
@@ -26,6 +26,7 @@ def _resources(root, world):
     return {
         "io_manager": ParquetIOManager(root=str(root)),
         "storage": StorageResource(root=str(root)),
+        "workers": WorkersResource(max_workers=1),
         "sources": SourcesResource(sample_world_root=str(world)),
         "stvqa_generator_llm": LLMResource(provider="anthropic", model="claude-sonnet-4-20250514"),
         "stvqa_judge_llm": LLMResource(provider="openai", model="gpt-4o", image_detail="high"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import scene_graphs_asset
 from assets.stvqa.assets import stvqa_candidates_asset, stvqa_validated_asset
 from assets.stvqa.shards import shard_of
@@ -28,6 +28,7 @@ def _resources(root, world, generator: dict | None = None, judge: dict | None = 
     return {
         "io_manager": ParquetIOManager(root=str(root)),
         "storage": StorageResource(root=str(root)),
+        "workers": WorkersResource(max_workers=1),
         "sources": SourcesResource(sample_world_root=str(world)),
         "stvqa_generator_llm": LLMResource(
             provider="anthropic",
