@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import open3d as o3d
 import pydantic
 import scipy.sparse
 from pydantic import ConfigDict, Field
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 
+# open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
 logger = logging.getLogger(__name__)
 
 OBJECT_QUERY_WORKERS = 1
@@ -374,6 +374,8 @@ def clean_point_indices(points: np.ndarray, config: ObjectSettings = DEFAULT_OBJ
 def _clean_points(points: np.ndarray, config: ObjectSettings) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`clean_point_indices` and every point's ``object_outlier_neighbors`` nearest points among all of them
     (None when the outlier test did not run)."""
+    import open3d as o3d
+
     everything = np.arange(len(points))
     if len(points) < max(config.object_outlier_neighbors, config.dbscan_min_points) + 1:
         return everything, None
@@ -982,6 +984,8 @@ def read_mesh_segmentation(
 
     Vertex object ids are the aggregation's 0-based ``objectId`` (-1 for unannotated vertices).
     """
+    import open3d as o3d
+
     mesh = o3d.io.read_triangle_mesh(str(mesh_path))
     vertices = np.asarray(mesh.vertices, dtype=np.float64)
     triangles = np.asarray(mesh.triangles, dtype=np.int64)

@@ -30,11 +30,11 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import open3d as o3d
 
 from assets.dge.camera import rotate_vectors, transform_points
 from assets.dge.objects import read_mesh_segmentation
 
+# open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
 logger = logging.getLogger(__name__)
 
 RING_STRIDE_FACTOR = 4
@@ -45,6 +45,8 @@ class SceneMesh:
     """A scan's segmented mesh in the gravity frame, ready for ray casting, with each triangle's object id."""
 
     def __init__(self, vertices: np.ndarray, triangles: np.ndarray, triangle_objects: np.ndarray):
+        import open3d as o3d
+
         self.triangle_objects = np.append(np.asarray(triangle_objects, dtype=np.int64), -1)
         self.scene = o3d.t.geometry.RaycastingScene()
         self.scene.add_triangles(
@@ -146,6 +148,8 @@ def cast_frame(
     something the sensor saw nearer (by more than the tolerance): the object there is occluded by
     something the mesh lacks.
     """
+    import open3d as o3d
+
     rays = np.empty((len(grid.directions), 6), dtype=np.float32)
     rays[:, :3] = camera_pose[:3, 3]
     rays[:, 3:] = rotate_vectors(camera_pose, grid.directions)

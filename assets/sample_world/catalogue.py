@@ -12,9 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import open3d as o3d
+
+# open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
+if TYPE_CHECKING:
+    import open3d as o3d
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +122,8 @@ def box_part(
     >>> part.vertices.min(axis=0).tolist(), part.vertices.max(axis=0).tolist()
     ([-0.5, -1.0, 0.0], [0.5, 1.0, 0.5])
     """
+    import open3d as o3d
+
     mesh = o3d.geometry.TriangleMesh.create_box(width, depth, height)
     mesh.translate((centre_x - width / 2.0, centre_y - depth / 2.0, bottom_z))
     return _legacy_part(mesh, rgb)
@@ -138,6 +144,8 @@ def cylinder_part(
     >>> [round(float(v), 6) for v in (part.vertices[:, 2].min(), part.vertices[:, 2].max())]
     [1.0, 1.5]
     """
+    import open3d as o3d
+
     mesh = o3d.geometry.TriangleMesh.create_cylinder(radius, height, resolution, 1)
     mesh.translate((centre_x, centre_y, bottom_z + height / 2.0))
     return _legacy_part(mesh, rgb)
@@ -157,6 +165,8 @@ def sphere_part(
     >>> round(float(part.vertices[:, 2].min()), 6)
     0.0
     """
+    import open3d as o3d
+
     mesh = o3d.geometry.TriangleMesh.create_sphere(radius, resolution)
     mesh.translate((centre_x, centre_y, centre_z))
     return _legacy_part(mesh, rgb)
@@ -172,6 +182,8 @@ def cone_part(
     resolution: int = 24,
 ) -> Part:
     """An upright cone given its base centre, radius and height."""
+    import open3d as o3d
+
     mesh = o3d.geometry.TriangleMesh.create_cone(radius, height, resolution, 1)
     mesh.translate((centre_x, centre_y, bottom_z))
     return _legacy_part(mesh, rgb)

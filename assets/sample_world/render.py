@@ -23,10 +23,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import open3d as o3d
 
 from assets.sample_world.scene import Scene, View
 
+# open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
 logger = logging.getLogger(__name__)
 
 NO_OBJECT = -1
@@ -278,6 +278,8 @@ class SceneRenderer:
     """
 
     def __init__(self, scene: Scene) -> None:
+        import open3d as o3d
+
         self.scene = scene
         self.pieces = scene_pieces(scene)
         self._raycasting = o3d.t.geometry.RaycastingScene()
@@ -332,6 +334,8 @@ class SceneRenderer:
 
     def render(self, view: View, truncation_stride: int = 4) -> ViewRender:
         """Render one view (colour, instance mask, depth, per-object visibility)."""
+        import open3d as o3d
+
         width, height = view.width, view.height
         rays = self._pixel_grid(view.color_intrinsics, width, height).rays(view.pose)
         hits = self._raycasting.cast_rays(o3d.core.Tensor(rays))
@@ -366,6 +370,8 @@ class SceneRenderer:
         geometry: np.ndarray,
         hit_mask: np.ndarray,
     ) -> np.ndarray:
+        import open3d as o3d
+
         origins = rays[:, :3]
         directions = rays[:, 3:]
         safe_distance = np.where(hit_mask, distance, 0.0).astype(np.float32)
@@ -404,6 +410,8 @@ class SceneRenderer:
         return float(us.min()) - 1.0, float(us.max()) + 1.0, float(vs.min()) - 1.0, float(vs.max()) + 1.0
 
     def _hits_alone(self, object_id: int, rays: np.ndarray) -> np.ndarray:
+        import open3d as o3d
+
         if len(rays) == 0:
             return np.zeros(0, dtype=bool)
         hits = self._object_scenes[object_id].cast_rays(o3d.core.Tensor(rays))
