@@ -201,3 +201,15 @@ def test_benchmark_locations_on_the_command_line():
     config = config_from_args(args)
     assert config.benchmarks == ["cvbench", "omnispatial"]
     assert config.sources.cvbench_path == "hf://datasets/nyu-visionx/CV-Bench@main"
+
+
+def test_a_missing_model_folder_is_one_line_not_a_hub_lookup(tmp_path, capsys, monkeypatch):
+    # `outputs/tiny-qwen3-vl` before it was built looks like a Hub id; without a refusal here the hub
+    # would be retried five times and end in a traceback
+    monkeypatch.chdir(tmp_path)
+    status = main(
+        ["--model", "outputs/tiny-qwen3-vl", "--benchmarks", "omnispatial", "--output", str(tmp_path)]
+    )
+    error = capsys.readouterr().err
+    assert status == 2 and len(error.strip().splitlines()) == 1
+    assert "neither a folder here nor in the Hugging Face cache" in error

@@ -21,7 +21,8 @@ stopped, and a rerun only scores. Every run evaluated into the same output folde
 Exit status: 0 when every answer came back; 1 when any request of this run failed (the failed
 answers are scored 0 and marked in every table; they are not cached, so rerunning the same command
 retries only them), unless ``--allow-failures``; 2 for bad input (a missing benchmark folder or
-file, an unknown model family, an adapter that does not change the model), with a one-line error.
+file, a model that is neither a folder nor in the Hugging Face cache, an unknown model family, an adapter
+that does not change the model), with a one-line error.
 
 The console prints one line per benchmark with the number its paper table shows (CircularEval for
 3DSRBench, the accuracy of the original items otherwise), the other metrics where the data has
@@ -239,6 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if args.backend in ("transformers", "vllm"):
+        from training.requirements import model_problem
+
+        problem = model_problem(args.model)
+        if problem is not None:
+            sys.stderr.write(f"spatial-eval: error: {problem}\n")
+            return 2
     try:
         config = config_from_args(args)
         result = run_evaluation(config)
