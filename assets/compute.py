@@ -8,8 +8,7 @@ plain function of picklable values. Two paths:
   number; 1, or a run of one partition, computes in the step's own process). The workers end with
   the step, and a worker whose build was killed exits at once.
 - ``ray``: each partition is a Ray task on the configured cluster (the ``ray`` extra), retried by Ray
-  when its worker dies. Grounding DINO has its own Ray path, an actor pool that loads the model once
-  per actor (:mod:`assets.grounding.detector_pool`).
+  when its worker dies (a Grounding DINO shard loads its detector once in its task).
 
 Both return what the function returns in the step's process, so the tables do not depend on the path.
 :class:`ComputeSettings` is mixed into the run configuration of the assets that offer Ray
@@ -19,7 +18,7 @@ Both return what the function returns in the step's process, so the tables do no
 
     ops:
       pseudo_gt_boxes_asset:
-        config: {backend: grounding_dino, compute: ray, ray_address: auto, ray_actors: 8, num_gpus_per_actor: 1}
+        config: {backend: grounding_dino, compute: ray, ray_address: auto, num_gpus_per_task: 1}
 
 >>> ComputeSettings().compute
 'local'
@@ -57,8 +56,8 @@ WORKER_MODULES = ("open3d", "assets.dge.assets", "assets.stvqa.work")
 class ComputeSettings(BaseModel):
     """Where a heavy asset runs (mixed into its run configuration).
 
-    >>> ComputeSettings(compute="ray", ray_address="auto", ray_actors=2).ray_actors
-    2
+    >>> ComputeSettings(compute="ray", ray_address="auto", num_gpus_per_task=1).num_gpus_per_task
+    1.0
     """
 
     compute: Literal["local", "ray"] = Field(
@@ -73,34 +72,25 @@ class ComputeSettings(BaseModel):
         "else a local cluster started for this run and stopped after it. Ignored when Ray is already "
         "initialised in the process.",
     )
-    ray_actors: int = Field(
-        default=1,
-        description="Actor pool size: how many Grounding DINO models run at once (one model per actor). "
-        "Scan geometry runs one Ray task per scan and ignores it.",
-    )
-    num_cpus_per_actor: float = Field(
+    num_cpus_per_task: float = Field(
         default=1.0,
-        description="CPUs Ray reserves for each actor (Grounding DINO) or task (scan geometry); the work runs "
-        "on that many threads.",
+        description="CPUs Ray reserves for each partition's task; the work runs on that many threads.",
     )
-    num_gpus_per_actor: float = Field(
+    num_gpus_per_task: float = Field(
         default=0.0,
-        description="GPUs Ray reserves for each actor or task: 1 on a GPU cluster (the detector's device 'auto' "
-        "then finds the GPU Ray assigned), 0 on CPUs. Fractions share a GPU between actors.",
+        description="GPUs Ray reserves for each partition's task: 1 for a Grounding DINO shard on a GPU cluster (the "
+        "detector's device 'auto' then finds the GPU Ray assigned), 0 on CPUs. Fractions share a GPU.",
     )
     max_retries: int = Field(
         default=3,
-        description="Scan geometry: how often Ray reruns a task whose worker died (killed, out of memory, node "
-        "lost). Grounding DINO's actor pool keeps Ray Data's own fault tolerance (a dead actor is restarted and "
-        "its unfinished passes rerun, without limit). A Python exception raised by the work is never retried.",
+        description="How often Ray reruns a task whose worker died (killed, out of memory, node lost). A Python "
+        "exception raised by the work is never retried.",
     )
 
     @model_validator(mode="after")
     def _check_compute_values(self) -> Self:
-        if self.ray_actors < 1:
-            raise ValueError(f"ray_actors must be at least 1, got {self.ray_actors}")
-        if self.num_cpus_per_actor < 0 or self.num_gpus_per_actor < 0:
-            raise ValueError("num_cpus_per_actor and num_gpus_per_actor must not be negative")
+        if self.num_cpus_per_task < 0 or self.num_gpus_per_task < 0:
+            raise ValueError("num_cpus_per_task and num_gpus_per_task must not be negative")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must not be negative, got {self.max_retries}")
         return self
@@ -234,12 +224,12 @@ def _ray_results(
     with ray_cluster(compute) as ray:
         task = ray.remote(_call_with_threads).options(
             name=function.__name__,
-            num_cpus=compute.num_cpus_per_actor,
-            num_gpus=compute.num_gpus_per_actor,
+            num_cpus=compute.num_cpus_per_task,
+            num_gpus=compute.num_gpus_per_task,
             max_retries=compute.max_retries,
             retry_exceptions=False,
         )
-        threads = max(1, int(compute.num_cpus_per_actor))
+        threads = max(1, int(compute.num_cpus_per_task))
         references = {key: task.remote(threads, function, *values) for key, values in arguments.items()}
         logger.info("submitted %d partitions as Ray tasks (%s)", len(references), function.__name__)
 

@@ -1,16 +1,15 @@
 """Speed of the heavy stages on Ray: Grounding DINO images/s and scan geometry scans/s, local vs 1 and 2 Ray workers.
 
-Runs the code paths of the assets: :func:`assets.grounding.pseudo_gt.build_pseudo_gt` (``grounding_dino``
-backend) and each scan's ``scene_geometry`` partition (:func:`assets.compute.partition_results`), each in the
-process (``compute: local``)
-and on a local Ray cluster started here with 1 and then 2 CPUs (one actor or task per CPU). The Ray
-figures include what a run pays: cluster start-up is not counted, actor start-up (loading the model)
-and transfers are. The detector is the tiny Grounding DINO built locally (random weights) unless
+Runs the code paths of the assets (:func:`assets.compute.partition_results`): ``pseudo_gt_boxes`` shards
+(``grounding_dino`` backend; on Ray one task per shard, the questions split into as many shards as
+workers) and each scan's ``scene_geometry`` partition, each in the process (``compute: local``) and on a
+local Ray cluster started here with 1 and then 2 CPUs (one task per CPU). The Ray figures include what a
+run pays: cluster start-up is not counted, task start-up (loading the model) and transfers are. The detector is the tiny Grounding DINO built locally (random weights) unless
 ``--full-size`` builds the Swin-T architecture of IDEA-Research/grounding-dino-tiny. The images are
 random noise with three phrases each (the content does not change the compute); the scans come from a
 sample world generated here.
 
-The OmniSpatial projection (6.9k images on 8 GPUs, one actor per GPU) divides a measured local
+The OmniSpatial projection (6.9k images on 8 GPUs, one shard's task per GPU) divides a measured local
 per-image cost by 8: the Swin-T architecture's, on ``--projection-images`` images of
 ``--projection-size`` pixels (batch 1, after one warm-up pass), on ``--device`` (a CPU core here, so
 the line says it is CPU-based; run with ``--device cuda`` on a GPU machine for the GPU figure).
@@ -36,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import polars as pl
 from PIL import Image
@@ -43,8 +43,10 @@ from PIL import Image
 from assets.compute import ComputeSettings, partition_results
 from assets.dge.assets import scene_geometry_partition
 from assets.dge.geometry import SceneGeometrySettings
+from assets.grounding.assets import pseudo_gt_boxes_shard
 from assets.grounding.detector import build_tiny_grounding_dino
-from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
+from assets.grounding.pseudo_gt import PseudoGtSettings
+from assets.partition_ranges import restore_events
 from assets.sample_world import SampleWorldConfig, generate_sample_world
 from readers.scannet import read_scannet
 
@@ -96,12 +98,40 @@ def synthetic_shard(count: int, width: int, height: int, seed: int = 0) -> tuple
     return questions, phrases
 
 
-def time_grounding(questions, phrases, settings: PseudoGtSettings) -> float:
+def time_grounding(
+    questions, phrases, settings: PseudoGtSettings, compute: ComputeSettings, shards: int = 1
+) -> float:
+    """Seconds to ground the questions as ``shards`` ``pseudo_gt_boxes`` shards where ``compute`` says (locally:
+    one after another in this process; on Ray: one task per shard)."""
+    phrases = phrases.with_columns(pl.lit(False).alias("skipped"))
+    storage = Path(tempfile.mkdtemp(prefix="bench_ray_storage_"))
+    arguments = {}
+    for shard in range(shards):
+        shard_phrases = phrases.gather_every(shards, offset=shard)
+        shard_questions = questions.filter(
+            pl.col("question_id").is_in(shard_phrases["question_id"].implode())
+        )
+        key = f"shard-{shard:02d}"
+        arguments[key] = (
+            key,
+            shard_questions,
+            shard_phrases.join(questions.select("question_id", "task_type"), on="question_id"),
+            settings,
+            None,
+            storage,
+        )
     started = time.perf_counter()
-    frame, _ = build_pseudo_gt(questions, phrases, "bench", settings, progress=False)
+    rows = 0
+    with partition_results(pseudo_gt_boxes_shard, arguments, workers=1, compute=compute) as result:
+        for key in arguments:
+            rows += sum(
+                event.value.height
+                for event in restore_events(result(key))
+                if isinstance(event, dg.Output) and event.output_name == "pseudo_gt_boxes"
+            )
     seconds = time.perf_counter() - started
-    if frame.height != questions.height:
-        raise RuntimeError(f"{frame.height} rows for {questions.height} questions")
+    if rows != questions.height:
+        raise RuntimeError(f"{rows} rows for {questions.height} questions")
     return seconds
 
 
@@ -131,8 +161,8 @@ def swin_t_seconds_per_image(model: Path, arguments: argparse.Namespace) -> floa
     settings = PseudoGtSettings(
         backend="grounding_dino", model=str(model), device=arguments.device, batch_size=1
     )
-    time_grounding(questions.head(1), phrases.head(1), settings)
-    return time_grounding(questions.tail(count), phrases.tail(count), settings) / count
+    time_grounding(questions.head(1), phrases.head(1), settings, ComputeSettings())
+    return time_grounding(questions.tail(count), phrases.tail(count), settings, ComputeSettings()) / count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,19 +228,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         results = {
             "local": {
-                "image_seconds": time_grounding(questions, phrases, settings),
+                "image_seconds": time_grounding(questions, phrases, settings, ComputeSettings()),
                 "scan_seconds": time_scans(tables.frames, scenes, ComputeSettings()),
             }
         }
         for workers in arguments.workers:
             ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
             try:
-                compute = ComputeSettings(compute="ray", ray_actors=workers)
-                remote = settings.model_copy(
-                    update={"compute": "ray", "ray_actors": workers, "device": "cpu"}
-                )
+                compute = ComputeSettings(compute="ray")
+                remote = settings.model_copy(update={"device": "cpu"})
                 results[f"ray, {workers} worker{'s' if workers > 1 else ''}"] = {
-                    "image_seconds": time_grounding(questions, phrases, remote),
+                    "image_seconds": time_grounding(questions, phrases, remote, compute, shards=workers),
                     "scan_seconds": time_scans(tables.frames, scenes, compute),
                 }
             finally:

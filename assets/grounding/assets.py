@@ -27,6 +27,7 @@ Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpa
 ``object_phrases``, then every shard (on one machine or several), then the assets downstream of it.
 """
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -36,6 +37,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
+from assets.compute import compute_settings, partition_results
 from assets.grounding import audit as audit_module
 from assets.grounding import cold_start as cold_start_module
 from assets.grounding import phrases as phrases_module
@@ -62,7 +64,7 @@ from assets.grounding.training_table import (
     build_spatialcore_train,
     select_training_questions,
 )
-from assets.partition_ranges import SINGLE_RUN, run_partitions
+from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, restore_events, run_partitions
 from assets.partitions import DETECTOR_POOL, LLM_POOL, grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
 from assets.resources import LLMResource, SourcesResource, StorageResource
@@ -83,6 +85,8 @@ from data_contracts.quarantine import QuarantineLog
 from model_clients import LLMClient
 
 GROUP = "grounding"
+logger = logging.getLogger(__name__)
+
 GROUNDING_CODE_VERSION = "1"
 """The shards of ``pseudo_gt_boxes`` (see :mod:`assets.grounding.shards`)."""
 
@@ -221,33 +225,37 @@ def pseudo_gt_boxes_asset(
     mcq_questions: pl.DataFrame,
     object_phrases: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Ground the phrases of each shard's questions with the configured backend."""
-    yield from run_partitions(
-        context,
-        lambda shard: _pseudo_gt_boxes_shard(
-            context, config, sources, storage, mcq_questions, object_phrases, shard
-        ),
-    )
+    """Ground the phrases of each shard's questions with the configured backend (``compute: ray``: one Ray
+    task per shard, each loading its own detector)."""
+    settings = PseudoGtSettings.model_validate(config.model_dump(include=set(PseudoGtSettings.model_fields)))
+    shards = object_phrases["question_id"].map_elements(shard_of, return_dtype=pl.String)
+    arguments = {}
+    for shard in context.partition_keys:
+        phrases = object_phrases.filter(shards == shard)
+        questions = mcq_questions.filter(pl.col("question_id").is_in(phrases["question_id"].implode()))
+        coco = None
+        if config.backend == "annotations" and phrases.height:
+            coco = (sources.coco_instances(storage), sources.omnispatial(storage))
+        arguments[shard] = (shard, questions, phrases, settings, coco, storage.path)
+    # A detector per process: locally the shards run one after another in the run's process.
+    with partition_results(pseudo_gt_boxes_shard, arguments, 1, compute_settings(config)) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 
-def _pseudo_gt_boxes_shard(
-    context: dg.AssetExecutionContext,
-    config: PseudoGtBoxesConfig,
-    sources: SourcesResource,
-    storage: StorageResource,
-    mcq_questions: pl.DataFrame,
-    object_phrases: pl.DataFrame,
+def pseudo_gt_boxes_shard(
     shard: str,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """One shard of ``pseudo_gt_boxes`` (see :mod:`assets.partition_ranges`)."""
-    phrases = object_phrases.filter(
-        pl.col("question_id").map_elements(shard_of, return_dtype=pl.String) == shard
-    )
-    coco = None
-    if config.backend == "annotations" and phrases.height:
-        coco = CocoInstances.load(sources.coco_instances(storage), images_root=sources.omnispatial(storage))
+    questions: pl.DataFrame,
+    phrases: pl.DataFrame,
+    config: PseudoGtSettings,
+    coco_paths: tuple[Path, Path | None] | None,
+    storage_path: Path,
+) -> list[PortableEvent]:
+    """One shard of ``pseudo_gt_boxes`` as :func:`portable_events`: ``questions`` are its ``mcq_questions``
+    rows, ``phrases`` its ``object_phrases`` rows, ``coco_paths`` the COCO instances file and the images'
+    root (annotations backend)."""
+    coco = CocoInstances.load(coco_paths[0], images_root=coco_paths[1]) if coco_paths is not None else None
     started = time.perf_counter()
-    frame, log = build_pseudo_gt(mcq_questions, phrases, shard, config, coco=coco)
+    frame, log = build_pseudo_gt(questions, phrases, shard, config, coco=coco)
     seconds = time.perf_counter() - started
     report = coverage_counts(phrases, frame)
     values = validity_values(frame)
@@ -259,8 +267,8 @@ def _pseudo_gt_boxes_shard(
         asset_key="pseudo_gt_boxes",
         quarantine=log,
         preview_columns=["question_id", "phrases", "pseudo_gt", "unmatched_phrases"],
-        preview_image=lambda valid: _shard_preview(valid, mcq_questions),
-        storage_root=storage.path,
+        preview_image=lambda valid: _shard_preview(valid, questions),
+        storage_root=storage_path,
         partition_key=shard,
         extra_metadata={
             "shard": shard,
@@ -275,17 +283,21 @@ def _pseudo_gt_boxes_shard(
             **_coverage_metadata(report, values),
         },
     )
-    context.log.info(
+    logger.info(
         "pseudo_gt_boxes %s: %d rows, %d with boxes, %d quarantined",
         shard,
         frame.height,
         report.with_valid_box,
         len(log),
     )
-    yield dg.Output(checked.frame, output_name="pseudo_gt_boxes", metadata=checked.metadata)
-    yield checked.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name="pseudo_gt_boxes_quarantine", metadata=metadata)
+    return portable_events(
+        [
+            dg.Output(checked.frame, output_name="pseudo_gt_boxes", metadata=checked.metadata),
+            checked.check,
+            dg.Output(quarantine, output_name="pseudo_gt_boxes_quarantine", metadata=metadata),
+        ]
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -6,9 +6,8 @@ cost nothing. Questions with phrases are grounded by Grounding DINO (batched, se
 :mod:`assets.grounding.annotations`). A question whose image does not decode, or (annotations) whose
 image is not in the instances file, is quarantined with the reason; the others go on.
 
-Grounding DINO runs in the asset's process (``compute: local``, the default) or on a Ray actor pool
-(``compute: ray``, :mod:`assets.grounding.detector_pool`), with the same forward passes, so the same rows
-and the same quarantine either way.
+A shard is built in the run's process (``compute: local``, the default) or as a Ray task that loads its
+own detector (``compute: ray``, :func:`assets.compute.partition_results`); the same code either way.
 """
 
 from __future__ import annotations
@@ -22,10 +21,9 @@ import polars as pl
 from pydantic import Field
 from tqdm.auto import tqdm
 
-from assets.compute import ComputeSettings, compute_settings
+from assets.compute import ComputeSettings
 from assets.grounding.annotations import CocoInstances, ground_phrases, image_array
 from assets.grounding.detector import Detection, DetectorSettings, GroundingDinoDetector
-from assets.grounding.detector_pool import DetectionKey, detect_on_ray, detection_key, plan_forward_batches
 from data_contracts.images import ImageDecodeError, decode_image
 from data_contracts.pseudo_gt_boxes import PseudoGtBoxes
 from data_contracts.quarantine import QuarantineLog
@@ -41,8 +39,7 @@ class PseudoGtSettings(DetectorSettings, ComputeSettings):
 
     The Grounding DINO fields are :class:`~assets.grounding.detector.DetectorSettings`' (the thresholds are
     recorded in the rows for ``annotations`` too); the compute fields
-    (:class:`~assets.compute.ComputeSettings`) say where Grounding DINO runs (``annotations`` always runs
-    in the asset's process). ``use_colour`` (the annotations backend tells same-category instances apart by
+    (:class:`~assets.compute.ComputeSettings`) say where each shard runs. ``use_colour`` (the annotations backend tells same-category instances apart by
     colour) is a ``ClassVar``, a constant of the method, not run configuration.
 
     >>> PseudoGtSettings().backend
@@ -108,8 +105,8 @@ def build_pseudo_gt(
         object_phrases (`pl.DataFrame`): the shard's `object_phrases` rows.
         shard (`str`): the shard key written in the `shard` column.
         settings (`PseudoGtSettings`): backend and thresholds.
-        detector (`GroundingDinoDetector`, *optional*): for `grounding_dino` in local mode; loaded from the
-            settings when omitted and needed. With `compute: ray` each actor loads its own from the settings.
+        detector (`GroundingDinoDetector`, *optional*): for `grounding_dino`; loaded from the settings when
+            omitted and needed.
         coco (`CocoInstances`, *optional*): required by `annotations` when any question has phrases.
         progress (`bool`, *optional*, defaults to `True`): show a progress bar.
 
@@ -141,13 +138,7 @@ def build_pseudo_gt(
     for question in empty.drop("image").iter_rows(named=True):
         rows.append(_row(question, shard, [], Detection(), settings.backend, detector_name, settings))
     if queried.height:
-        if settings.backend == "grounding_dino" and settings.compute == "ray":
-            if detector is not None:
-                raise ValueError(
-                    "a loaded detector runs only in-process; with compute 'ray' each actor loads the model"
-                )
-            rows.extend(_detect_on_ray(queried, shard, settings, log, progress))
-        elif settings.backend == "grounding_dino":
+        if settings.backend == "grounding_dino":
             detector = detector or GroundingDinoDetector(settings)
             rows.extend(_detect(queried, shard, settings, detector, log, progress))
         else:
@@ -223,39 +214,6 @@ def _detect(
                         )
                     )
             bar.update(len(chunk))
-    return rows
-
-
-def _detect_on_ray(
-    queried: pl.DataFrame, shard: str, settings: PseudoGtSettings, log: QuarantineLog, progress: bool
-) -> list[dict]:
-    """:func:`_detect`'s rows and quarantine, with the forward passes run on a Ray actor pool."""
-    records = list(queried.iter_rows(named=True))
-    batches = plan_forward_batches(records, settings.batch_size)
-    detections: dict[DetectionKey, Detection] = {}
-    for batch, results in detect_on_ray(batches, settings, compute_settings(settings), progress=progress):
-        for key, detection in zip(batch.keys, results, strict=True):
-            if detection is not None:
-                detections[key] = detection
-    rows: list[dict] = []
-    for question in records:
-        key = detection_key(question)
-        if key in detections:
-            rows.append(
-                _row(
-                    question,
-                    shard,
-                    question["phrases"],
-                    detections[key],
-                    settings.backend,
-                    settings.model,
-                    settings,
-                )
-            )
-        elif _decoded(question, log) is not None:
-            raise RuntimeError(
-                f"question {question['question_id']}: its image decodes here but did not on the Ray worker"
-            )
     return rows
 
 

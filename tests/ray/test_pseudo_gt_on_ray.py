@@ -1,26 +1,29 @@
-"""Grounding DINO on a Ray actor pool gives local mode's pseudo-GT bit for bit, even when an actor dies.
+"""A ``pseudo_gt_boxes`` shard as a Ray task gives local mode's tables bit for bit, even when its worker dies.
 
 A tiny Grounding DINO (random weights, built locally) grounds the small world's OmniSpatial questions,
 copied so that images repeat, with corrupt images among them: once in the process (``compute: local``)
-and once as Ray Data ``map_batches`` over two actors on a real local Ray cluster. The Parquet bytes of
-the two tables and the quarantine rows must be equal. Then an actor kills its own process in the middle
-of the shard; Ray restarts it and reruns what it had not returned, and every forward pass comes back
-once with the detections an in-process detector computes for it.
+and once as a Ray task on a real local Ray cluster (:func:`assets.compute.partition_results`). The
+Parquet bytes of the two tables must be equal. Then the task's worker is killed in the middle of the
+shard; Ray runs the task again and the tables are again local mode's, the quarantine once.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
+import threading
+import time
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 
-from assets.compute import ComputeSettings
-from assets.grounding.detector import DetectorSettings, GroundingDinoDetector
-from assets.grounding.detector_pool import DetectionActor, detect_on_ray, detect_row, plan_forward_batches
-from assets.grounding.pseudo_gt import PseudoGtSettings, build_pseudo_gt
+from assets.compute import ComputeSettings, partition_results
+from assets.grounding.assets import pseudo_gt_boxes_shard
+from assets.grounding.pseudo_gt import PseudoGtSettings
+from assets.partition_ranges import restore_events
 from readers.mcq import read_omnispatial
 from tests.ray.conftest import parquet_bytes
 
@@ -75,83 +78,96 @@ def shard(small_world) -> tuple[pl.DataFrame, pl.DataFrame]:
             ]
             + [["cup"]],
         }
-    )
+    ).with_columns(
+        pl.lit("spatial").alias("task_type"), pl.lit(False).alias("skipped")
+    )  # as object_phrases has
     return table, phrases
 
 
-def test_pseudo_gt_on_ray_is_byte_equal_to_local(ray_local_cluster, single_torch_thread, tiny_model, shard):
+def _shard_tables(shard, settings: PseudoGtSettings, compute: ComputeSettings, storage: Path) -> dict:
+    """The shard's ``pseudo_gt_boxes`` and quarantine tables, built where ``compute`` says."""
     questions, phrases = shard
-    settings = PseudoGtSettings(backend="grounding_dino", model=str(tiny_model), device="cpu", batch_size=3)
-    local, local_log = build_pseudo_gt(questions, phrases, "shard-07", settings, progress=False)
-    remote_settings = settings.model_copy(update={"compute": "ray", "ray_actors": 2})
-    remote, remote_log = build_pseudo_gt(questions, phrases, "shard-07", remote_settings, progress=False)
+    arguments = {"shard-07": ("shard-07", questions, phrases, settings, None, storage)}
+    with partition_results(pseudo_gt_boxes_shard, arguments, workers=1, compute=compute) as result:
+        events = restore_events(result("shard-07"))
+        return {event.output_name: event.value for event in events if isinstance(event, dg.Output)}
+
+
+def _without_addresses(frame: pl.DataFrame) -> list[dict]:
+    """Quarantine rows with object addresses masked: PIL names the undecodable buffer by its address
+    ("cannot identify image file <_io.BytesIO object at 0x7f...>"), which differs between any two runs."""
+    return [
+        {**row, "reason": re.sub(r" at 0x[0-9a-f]+", " at 0x…", row["reason"])}
+        for row in frame.iter_rows(named=True)
+    ]
+
+
+def _settings(tiny_model: Path) -> PseudoGtSettings:
+    return PseudoGtSettings(backend="grounding_dino", model=str(tiny_model), device="cpu", batch_size=3)
+
+
+def test_pseudo_gt_on_ray_is_byte_equal_to_local(
+    ray_local_cluster, single_torch_thread, tiny_model, shard, tmp_path
+):
+    local = _shard_tables(shard, _settings(tiny_model), ComputeSettings(), tmp_path / "local")
+    remote = _shard_tables(shard, _settings(tiny_model), ComputeSettings(compute="ray"), tmp_path / "ray")
 
     # Not a vacuous comparison: boxes were found, and the three broken images plus the orphan are quarantined.
-    assert int((local["pseudo_gt"].list.len() > 0).sum()) >= 3
-    assert sorted(row["record_id"] for row in local_log.rows) == [
+    boxes, quarantine = local["pseudo_gt_boxes"], local["pseudo_gt_boxes_quarantine"]
+    assert int((boxes["pseudo_gt"].list.len() > 0).sum()) >= 3
+    assert sorted(quarantine["record_id"].to_list()) == [
         "broken-cut.jpg",
         "broken-junk-a.jpg",
         "broken-junk-b.jpg",
         "gone-question",
     ]
-    assert "'junk-b.jpg'" in next(
-        row["reason"] for row in local_log.rows if row["record_id"] == "broken-junk-b.jpg"
-    )
-    assert parquet_bytes(remote) == parquet_bytes(local)
-    assert _without_addresses(remote_log.rows) == _without_addresses(local_log.rows)
+    assert "'junk-b.jpg'" in quarantine.filter(pl.col("record_id") == "broken-junk-b.jpg")["reason"][0]
+    assert parquet_bytes(remote["pseudo_gt_boxes"]) == parquet_bytes(boxes)
+    assert _without_addresses(remote["pseudo_gt_boxes_quarantine"]) == _without_addresses(quarantine)
 
 
-def _without_addresses(rows: list[dict]) -> list[dict]:
-    """Quarantine rows with object addresses masked: PIL names the undecodable buffer by its address
-    ("cannot identify image file <_io.BytesIO object at 0x7f...>"), which differs between any two runs."""
-    return [{**row, "reason": re.sub(r" at 0x[0-9a-f]+", " at 0x…", row["reason"])} for row in rows]
+def _task_pids() -> list[int]:
+    """PIDs of the Ray workers now running a shard (Ray titles them ``ray::<task>``)."""
+    title = f"ray::{pseudo_gt_boxes_shard.__name__}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(title):
+                    pids.append(int(entry.name))
+            except OSError:  # the process ended while being read
+                continue
+    return pids
 
 
-def test_a_loaded_detector_is_refused_under_ray(tiny_model, shard):
-    questions, phrases = shard
-    settings = PseudoGtSettings(backend="grounding_dino", model=str(tiny_model), device="cpu", compute="ray")
-    detector = GroundingDinoDetector(settings)
-    with pytest.raises(ValueError, match="each actor loads the model"):
-        build_pseudo_gt(questions, phrases, "shard-07", settings, detector=detector, progress=False)
-
-
-def test_an_actor_killed_mid_shard_is_restarted_and_nothing_is_lost_or_duplicated(
+def test_a_worker_killed_mid_shard_is_retried_and_nothing_is_lost_or_duplicated(
     ray_local_cluster, single_torch_thread, tiny_model, shard, tmp_path
 ):
-    questions, phrases = shard
-    records = list(
-        phrases.filter(pl.col("phrases").list.len() > 0)
-        .join(questions.select("question_id", "image"), on="question_id")
-        .sort("question_id")
-        .iter_rows(named=True)
-    )
-    settings = DetectorSettings(model=str(tiny_model), device="cpu", batch_size=2)
-    batches = plan_forward_batches(records, settings.batch_size)
-    assert len(batches) >= 6
+    local = _shard_tables(shard, _settings(tiny_model), ComputeSettings(), tmp_path / "local")
     marker = tmp_path / "killed"
+    done = threading.Event()
 
-    class DyingActor(DetectionActor):
-        """Kills its own process on its second pass, once for the whole pool (the marker file says so)."""
+    def kill_the_first_worker() -> None:
+        while not done.is_set():
+            pids = _task_pids()
+            if pids:
+                time.sleep(0.5)  # into the shard
+                os.kill(pids[0], signal.SIGKILL)
+                marker.write_text(str(pids[0]))
+                return
+            time.sleep(0.01)
 
-        passes = 0
-
-        def __call__(self, batch):
-            self.passes += 1
-            if self.passes == 2:
-                try:
-                    descriptor = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                except FileExistsError:
-                    return super().__call__(batch)
-                os.write(descriptor, str(os.getpid()).encode())
-                os.close(descriptor)
-                os._exit(1)
-            return super().__call__(batch)
-
-    compute = ComputeSettings(compute="ray", ray_actors=2)
-    returned = list(detect_on_ray(batches, settings, compute, actor=DyingActor))
-
-    assert marker.exists(), "no actor died: the test did not test a restart"
-    assert [batch.index for batch, _ in returned] == [batch.index for batch in batches]
-    local = GroundingDinoDetector(settings)
-    for batch, detections in returned:
-        assert detections == detect_row(local, batch.to_row()), f"forward pass {batch.index} differs"
+    killer = threading.Thread(target=kill_the_first_worker)
+    killer.start()
+    try:
+        remote = _shard_tables(
+            shard, _settings(tiny_model), ComputeSettings(compute="ray", max_retries=2), tmp_path
+        )
+    finally:
+        done.set()
+        killer.join()
+    assert marker.exists(), "no worker was killed: the test did not test a retry"
+    assert parquet_bytes(remote["pseudo_gt_boxes"]) == parquet_bytes(local["pseudo_gt_boxes"])
+    assert _without_addresses(remote["pseudo_gt_boxes_quarantine"]) == _without_addresses(
+        local["pseudo_gt_boxes_quarantine"]
+    )
