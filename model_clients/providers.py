@@ -8,6 +8,12 @@ Two adapters share one small interface (`send(request, parameters) -> ProviderRe
 - :class:`AnthropicMessagesProvider`: the `anthropic` SDK's Messages API. Structured output is a forced
   tool call whose `input_schema` is the request's schema; images go as base64 content blocks.
 
+Each adapter builds the request's JSON body once (`build_body`, the same body a batch request carries)
+and reads a reply body (`read_body`, also for the answers of a batch). A sync call posts the body through
+the SDK client's own `post` (its authentication, base URL, timeout, connection pool and error types)
+and reads the reply as bytes: the SDK's per-call parameter transformation and response models cost
+several times the CPU of the HTTP exchange itself against a local server (`benchmarks/bench_llm.py`).
+
 Both SDK clients are built with `max_retries=0`: retries, backoff and rate limiting belong to
 :class:`model_clients.client.LLMClient`. Adapters translate every failure into
 :class:`TransientProviderError` (worth retrying: timeouts, connection drops, truncated or non-JSON
@@ -254,6 +260,14 @@ def _split_parameters(
     return known_values, extra
 
 
+def _json_document(content: bytes | str) -> Any:
+    """The JSON value of a response body; a body that is not JSON is a transient failure (a proxy's error page)."""
+    try:
+        return json.loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TransientProviderError("response body is not JSON") from None
+
+
 class OpenAIChatProvider:
     """Chat Completions through the `openai` SDK (OpenAI or any OpenAI-compatible `base_url`).
 
@@ -289,6 +303,11 @@ class OpenAIChatProvider:
         self._client = openai.OpenAI(
             api_key=api_key or PLACEHOLDER_API_KEY, base_url=base_url, timeout=timeout_s, max_retries=0
         )
+
+    @property
+    def sdk(self) -> Any:
+        """The SDK client (its batch and file APIs are used by :mod:`model_clients.batches`)."""
+        return self._client
 
     def close(self) -> None:
         self._client.close()
@@ -327,24 +346,36 @@ class OpenAIChatProvider:
             },
         }
 
-    def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
-        import openai
-
+    def build_body(self, request: LLMRequest, parameters: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON body of the Chat Completions call (the same in a sync call and in a batch line)."""
         known, extra = _split_parameters(parameters, ("temperature", "max_tokens", "top_p", "seed", "stop"))
-        arguments: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": self.build_messages(request, str(parameters.get("image_detail", "auto"))),
         }
         if "max_tokens" in known:
-            arguments["max_completion_tokens"] = known.pop("max_tokens")
-        arguments.update(known)
+            body["max_completion_tokens"] = known.pop("max_tokens")
+        body.update(known)
         response_format = self.build_response_format(request)
         if response_format is not None:
-            arguments["response_format"] = response_format
-        if extra:
-            arguments["extra_body"] = extra
+            body["response_format"] = response_format
+        body.update(extra)
+        return body
+
+    def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
+        """One Chat Completions call.
+
+        The body is built here as plain JSON and posted through the SDK client's own `post` (its auth,
+        base URL, timeout, connection pool and error types), reading the reply as bytes: the SDK's
+        per-call parameter transformation and response models cost more CPU than the HTTP call itself
+        against a local server.
+        """
+        import openai
+
         try:
-            completion = self._client.chat.completions.create(**arguments)
+            content = self._client.post(
+                "/chat/completions", body=self.build_body(request, parameters), cast_to=bytes
+            )
         except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError) as error:
             raise _translate_sdk_error(
                 error,
@@ -354,29 +385,28 @@ class OpenAIChatProvider:
                 openai.APIResponseValidationError,
                 self._secrets,
             ) from None
-        except json.JSONDecodeError:
-            raise TransientProviderError("response body is not JSON") from None
-        return self._read_completion(completion)
+        return self.read_body(_json_document(content), request)
 
-    def _read_completion(self, completion: Any) -> ProviderReply:
-        if isinstance(completion, (str, bytes)):
-            raise TransientProviderError("response body is not a chat completion (non-JSON content)")
-        choices = getattr(completion, "choices", None)
-        if not choices:
+    def read_body(self, document: Any, request: LLMRequest) -> ProviderReply:
+        """The reply in a chat completion's JSON (a sync answer or a batch output line's body)."""
+        if not isinstance(document, Mapping):
+            raise TransientProviderError("response body is not a chat completion")
+        choices = document.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], Mapping):
             raise TransientProviderError("response has no choices")
         choice = choices[0]
-        message = getattr(choice, "message", None)
-        refusal = getattr(message, "refusal", None)
-        text = getattr(message, "content", None)
+        message = choice.get("message")
+        message = message if isinstance(message, Mapping) else {}
+        refusal = message.get("refusal")
+        text = message.get("content")
         if text is None and refusal:
             text = ""
         if text is None:
             raise TransientProviderError("response message has no content")
-        usage = getattr(completion, "usage", None)
-        tokens = TokenUsage(
-            int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
-        )
-        finish_reason = getattr(choice, "finish_reason", None)
+        usage = document.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        tokens = TokenUsage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        finish_reason = choice.get("finish_reason")
         if refusal:
             finish_reason = "refusal"
         return ProviderReply(raw_text=str(text), parsed=None, usage=tokens, finish_reason=finish_reason)
@@ -421,6 +451,11 @@ class AnthropicMessagesProvider:
             open_telemetry=False,
         )
 
+    @property
+    def sdk(self) -> Any:
+        """The SDK client (its batch and file APIs are used by :mod:`model_clients.batches`)."""
+        return self._client
+
     def close(self) -> None:
         self._client.close()
 
@@ -454,38 +489,45 @@ class AnthropicMessagesProvider:
         content.append({"type": "text", "text": request.prompt})
         return [{"role": "user", "content": content}]
 
-    def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
-        import anthropic
+    def build_body(self, request: LLMRequest, parameters: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON body of the Messages call (the same in a sync call and in a batch request's `params`).
 
-        # This SDK release no longer lists the sampling parameters (temperature, top_p, top_k) among
-        # `messages.create`'s arguments; the Messages API still reads them from the body, so they go
-        # there with any other extra field. `seed` has no Anthropic counterpart and is not sent.
+        The sampling parameters (temperature, top_p, top_k) and any other extra field go in the body as
+        they are; `seed` has no Anthropic counterpart and is not sent.
+        """
         known, extra = _split_parameters(parameters, ("max_tokens", "stop"), dropped=("seed",))
-        arguments: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": int(known.pop("max_tokens", 1024)),
             "messages": self.build_messages(request),
         }
         if "stop" in known:
             stop = known.pop("stop")
-            arguments["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
-        arguments.update(known)
+            body["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+        body.update(known)
         system = self.build_system(request)
         if system:
-            arguments["system"] = system
+            body["system"] = system
         if self.uses_tool(request):
-            arguments["tools"] = [
+            body["tools"] = [
                 {
                     "name": request.schema_name,
                     "description": "Record the answer in the required structure.",
                     "input_schema": dict(request.schema),
                 }
             ]
-            arguments["tool_choice"] = {"type": "tool", "name": request.schema_name}
-        if extra:
-            arguments["extra_body"] = extra
+            body["tool_choice"] = {"type": "tool", "name": request.schema_name}
+        body.update(extra)
+        return body
+
+    def send(self, request: LLMRequest, parameters: Mapping[str, Any]) -> ProviderReply:
+        """One Messages call, posted as plain JSON through the SDK client's `post` (see the OpenAI adapter)."""
+        import anthropic
+
         try:
-            message = self._client.messages.create(**arguments)
+            content = self._client.post(
+                "/v1/messages", body=self.build_body(request, parameters), cast_to=bytes
+            )
         except (
             anthropic.APIStatusError,
             anthropic.APIConnectionError,
@@ -499,39 +541,35 @@ class AnthropicMessagesProvider:
                 anthropic.APIResponseValidationError,
                 self._secrets,
             ) from None
-        except json.JSONDecodeError:
-            raise TransientProviderError("response body is not JSON") from None
-        return self._read_message(message, request)
+        return self.read_body(_json_document(content), request)
 
-    def _read_message(self, message: Any, request: LLMRequest) -> ProviderReply:
-        if isinstance(message, (str, bytes)):
-            raise TransientProviderError("response body is not a message (non-JSON content)")
-        blocks = getattr(message, "content", None)
-        if blocks is None:
+    def read_body(self, document: Any, request: LLMRequest) -> ProviderReply:
+        """The reply in a message's JSON (a sync answer or a batch result's `message`)."""
+        if not isinstance(document, Mapping):
+            raise TransientProviderError("response body is not a message")
+        blocks = document.get("content")
+        if not isinstance(blocks, list):
             raise TransientProviderError("response message has no content")
-        usage = getattr(message, "usage", None)
+        usage = document.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
         prompt_tokens = sum(
-            int(getattr(usage, name, 0) or 0)
+            int(usage.get(name) or 0)
             for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         )
-        tokens = TokenUsage(prompt_tokens, int(getattr(usage, "output_tokens", 0) or 0))
-        finish_reason = getattr(message, "stop_reason", None)
+        tokens = TokenUsage(prompt_tokens, int(usage.get("output_tokens") or 0))
+        finish_reason = document.get("stop_reason")
+        blocks = [block for block in blocks if isinstance(block, Mapping)]
         if self.uses_tool(request):
             for block in blocks:
-                if (
-                    getattr(block, "type", None) == "tool_use"
-                    and getattr(block, "name", None) == request.schema_name
-                ):
-                    tool_input = getattr(block, "input", None)
+                if block.get("type") == "tool_use" and block.get("name") == request.schema_name:
+                    tool_input = block.get("input")
                     return ProviderReply(
                         raw_text=json.dumps(tool_input, ensure_ascii=False),
                         parsed=tool_input,
                         usage=tokens,
                         finish_reason=finish_reason,
                     )
-        text = "".join(
-            getattr(block, "text", "") for block in blocks if getattr(block, "type", None) == "text"
-        )
+        text = "".join(str(block.get("text") or "") for block in blocks if block.get("type") == "text")
         return ProviderReply(raw_text=text, parsed=None, usage=tokens, finish_reason=finish_reason)
 
 
