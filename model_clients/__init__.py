@@ -7,13 +7,17 @@ The public API, used by the LLM-backed assets (object phrases, STVQA generation 
   (imported from its module, so this package does not import Dagster);
 - :class:`UsageSummary` (`client.summary.as_metadata()`) for asset metadata, and the failure check of an
   online asset (:class:`FailureBudgetSettings`, :func:`failure_budget_message`, :mod:`model_clients.failures`);
-- :class:`ResponseCache` and :func:`compute_cache_key` for inspection.
+- :class:`ResponseCache` and :func:`compute_cache_key` for inspection;
+- batch mode (``mode="batch"``: OpenAI's Batch API and Anthropic's Message Batches at the batch price,
+  :mod:`model_clients.batch_mode`), the cost estimate before spending (:class:`CostEstimate`,
+  :meth:`LLMClient.estimate`) and the budget (``max_cost_usd``, :class:`BudgetExceededError`).
 
 See `model_clients/client.py` for the behaviour (caching, retries, quarantine) and an example.
 """
 
 from model_clients.cache import CachedResponse, ResponseCache, compute_cache_key
-from model_clients.client import LLMClient, LLMClientConfig, UsageSummary
+from model_clients.client import BudgetExceededError, LLMClient, LLMClientConfig, UsageSummary
+from model_clients.estimate import CostEstimate, TokenEstimator
 from model_clients.failures import (
     DEFAULT_MAX_FAILURE_FRACTION,
     FailureBudgetSettings,
@@ -28,7 +32,9 @@ from model_clients.schema import ResponseFormatError, parse_json_text, validate_
 __all__ = [
     "DEFAULT_MAX_FAILURE_FRACTION",
     "DEFAULT_PRICE_TABLE",
+    "BudgetExceededError",
     "CachedResponse",
+    "CostEstimate",
     "FailureBudgetSettings",
     "LLMClient",
     "LLMClientConfig",
@@ -38,6 +44,7 @@ __all__ = [
     "ResponseCache",
     "ResponseFormatError",
     "ResultStatus",
+    "TokenEstimator",
     "TokenUsage",
     "UsageSummary",
     "compute_cache_key",

@@ -24,7 +24,14 @@ from typing import Any, NamedTuple, Self
 
 from model_clients.records import LLMRequest, TokenUsage
 
-__all__ = ["CACHE_KEY_VERSION", "CachedResponse", "ResponseCache", "canonical_json", "compute_cache_key"]
+__all__ = [
+    "CACHE_KEY_VERSION",
+    "BatchJob",
+    "CachedResponse",
+    "ResponseCache",
+    "canonical_json",
+    "compute_cache_key",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +58,36 @@ CREATE TABLE IF NOT EXISTS responses (
     created_at REAL NOT NULL
 )
 """
+_BATCH_SCHEMA_SQL = (
+    """
+CREATE TABLE IF NOT EXISTS batch_jobs (
+    batch_id TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    label TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    submitted_at REAL NOT NULL,
+    collected_at REAL,
+    final_status TEXT
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS batch_items (
+    batch_id TEXT NOT NULL,
+    cache_key TEXT NOT NULL,
+    PRIMARY KEY (batch_id, cache_key)
+)
+""",
+    "CREATE INDEX IF NOT EXISTS batch_items_by_key ON batch_items (cache_key)",
+    """
+CREATE TABLE IF NOT EXISTS batch_outcomes (
+    cache_key TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    outcome_json TEXT NOT NULL,
+    PRIMARY KEY (cache_key, batch_id)
+)
+""",
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -140,8 +177,26 @@ class CachedResponse(NamedTuple):
     created_at: float
 
 
+class BatchJob(NamedTuple):
+    """A batch submitted to a provider's Batch API, as the cache records it before polling."""
+
+    batch_id: str
+    provider: str
+    model: str
+    label: str
+    requests: int
+    submitted_at: float
+    collected_at: float | None
+    final_status: str | None
+
+
 class ResponseCache:
     """SQLite store of answers keyed by :func:`compute_cache_key`; safe to share between threads.
+
+    Batch mode keeps its book-keeping in the same file, so a killed run resumes from it: the submitted
+    batches and the cache keys of their requests (:meth:`record_batch`, committed before the first poll),
+    and the downloaded outcomes of an ended batch until their requests are read (:meth:`store_outcomes`,
+    :meth:`outcomes`).
 
     Args:
         path (`str` or `Path`): the database file (parent folders are created), or `":memory:"`.
@@ -168,6 +223,8 @@ class ResponseCache:
         self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute("PRAGMA synchronous=NORMAL")
         self._connection.execute(_SCHEMA_SQL)
+        for statement in _BATCH_SCHEMA_SQL:
+            self._connection.execute(statement)
 
     def __enter__(self) -> Self:
         return self
@@ -254,3 +311,121 @@ class ResponseCache:
                 )
                 removed += cursor.rowcount
         return removed
+
+    # -- batch mode ------------------------------------------------------------------------------------
+    def record_batch(self, job: BatchJob, keys: Iterable[str]) -> None:
+        """Record a submitted batch and the cache keys of its requests, in one transaction."""
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                self._connection.execute(
+                    "INSERT OR REPLACE INTO batch_jobs (batch_id, provider, model, label, requests, submitted_at,"
+                    " collected_at, final_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    job,
+                )
+                self._connection.executemany(
+                    "INSERT OR IGNORE INTO batch_items (batch_id, cache_key) VALUES (?, ?)",
+                    [(job.batch_id, key) for key in keys],
+                )
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+
+    def open_batches(self, keys: Iterable[str], provider: str, model: str) -> dict[str, set[str]]:
+        """Batches of `provider`/`model` submitted and not yet collected that hold some of `keys`: id -> those keys."""
+        unique_keys = list(dict.fromkeys(keys))
+        found: dict[str, set[str]] = {}
+        with self._lock:
+            for start in range(0, len(unique_keys), _LOOKUP_CHUNK):
+                chunk = unique_keys[start : start + _LOOKUP_CHUNK]
+                rows = self._connection.execute(
+                    "SELECT items.batch_id, items.cache_key FROM batch_items AS items JOIN batch_jobs AS jobs"
+                    " ON jobs.batch_id = items.batch_id WHERE jobs.collected_at IS NULL AND jobs.provider = ?"
+                    f" AND jobs.model = ? AND items.cache_key IN ({','.join('?' * len(chunk))})",
+                    [provider, model, *chunk],
+                ).fetchall()
+                for batch_id, key in rows:
+                    found.setdefault(batch_id, set()).add(key)
+        return found
+
+    def batch_job(self, batch_id: str) -> BatchJob | None:
+        """The record of one batch."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT batch_id, provider, model, label, requests, submitted_at, collected_at, final_status"
+                " FROM batch_jobs WHERE batch_id = ?",
+                (batch_id,),
+            ).fetchone()
+        return None if row is None else BatchJob(*row)
+
+    def batch_jobs(self) -> list[BatchJob]:
+        """Every recorded batch, oldest first."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT batch_id, provider, model, label, requests, submitted_at, collected_at, final_status"
+                " FROM batch_jobs ORDER BY submitted_at"
+            ).fetchall()
+        return [BatchJob(*row) for row in rows]
+
+    def batch_keys(self, batch_id: str) -> list[str]:
+        """The cache keys of a batch's requests."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT cache_key FROM batch_items WHERE batch_id = ?", (batch_id,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def store_outcomes(self, batch_id: str, outcomes: Iterable[tuple[str, str]], final_status: str) -> None:
+        """Keep an ended batch's outcomes (`(cache_key, outcome_json)`) and mark it collected, in one transaction."""
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                self._connection.executemany(
+                    "INSERT OR REPLACE INTO batch_outcomes (cache_key, batch_id, outcome_json) VALUES (?, ?, ?)",
+                    [(key, batch_id, text) for key, text in outcomes],
+                )
+                self._connection.execute(
+                    "UPDATE batch_jobs SET collected_at = ?, final_status = ? WHERE batch_id = ?",
+                    (time.time(), final_status, batch_id),
+                )
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+
+    def outcomes(self, keys: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        """Downloaded outcomes not yet read, by cache key: `[(batch_id, outcome_json), ...]`."""
+        unique_keys = list(dict.fromkeys(keys))
+        found: dict[str, list[tuple[str, str]]] = {}
+        with self._lock:
+            for start in range(0, len(unique_keys), _LOOKUP_CHUNK):
+                chunk = unique_keys[start : start + _LOOKUP_CHUNK]
+                rows = self._connection.execute(
+                    "SELECT cache_key, batch_id, outcome_json FROM batch_outcomes"
+                    f" WHERE cache_key IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+                for key, batch_id, text in rows:
+                    found.setdefault(key, []).append((batch_id, text))
+        return found
+
+    def delete_outcomes(self, keys: Iterable[str]) -> None:
+        """Forget the outcomes of requests that were read (their answers are in the cache now)."""
+        unique_keys = list(dict.fromkeys(keys))
+        with self._lock:
+            for start in range(0, len(unique_keys), _LOOKUP_CHUNK):
+                chunk = unique_keys[start : start + _LOOKUP_CHUNK]
+                self._connection.execute(
+                    f"DELETE FROM batch_outcomes WHERE cache_key IN ({','.join('?' * len(chunk))})", chunk
+                )
+
+    def completion_stats(self, provider: str, model: str, template_name: str) -> tuple[int, int, int]:
+        """(answers, API calls, completion tokens) of the good answers of one prompt template and model."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT COUNT(*), COALESCE(SUM(attempts), 0), COALESCE(SUM(completion_tokens), 0) FROM responses"
+                " WHERE provider = ? AND model = ? AND template_name = ? AND status = 'ok' AND attempts > 0",
+                (provider, model, template_name),
+            ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])

@@ -23,6 +23,16 @@ pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a 
    cache hits, API calls, retries, failures (and their first reasons), tokens and dollars for the asset
    metadata; :mod:`model_clients.failures` turns it into the failure check of an online asset.
 
+Before step 3, the uncached requests are estimated (:mod:`model_clients.estimate`: prompt tokens as the
+provider counts text and images, completion tokens from the template's observed mean or the request's
+budget, dollars at the mode's price); the estimate is logged and kept in the summary beside the actual
+cost, and above ``max_cost_usd`` the call raises :class:`BudgetExceededError` before sending anything
+(:meth:`LLMClient.estimate` does the same for a whole stage up front).
+
+With ``mode="batch"`` steps 3 to 5 go through the provider's Batch API instead
+(:mod:`model_clients.batch_mode`): same requests, cache keys, checks and cache entries, at the batch price;
+the batch ids are committed to the cache before polling, so a killed run resumes by polling them.
+
 A failure never raises out of `run_batch`: it becomes an `LLMResult` with `ok=False`, a `status` and an
 `error` (which never contains the API key), and the rest of the batch goes on.
 
@@ -52,12 +62,15 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, model_validator
 from tqdm.auto import tqdm
 
+from model_clients.batch_mode import BatchRun, RequestAttempts
+from model_clients.batches import BatchAPI, build_batch_api
 from model_clients.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
+from model_clients.estimate import MIN_OBSERVED_ANSWERS, CostEstimate, TokenEstimator
 from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
 from model_clients.providers import (
     JSON_MODES,
@@ -74,13 +87,24 @@ from model_clients.ratelimit import TokenBucket, backoff_delay
 from model_clients.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
 from model_clients.schema import ResponseFormatError, parse_json_text, validate_json
 
-__all__ = ["LLMClient", "LLMClientConfig", "LLMClientSettings", "UsageSummary"]
+__all__ = ["BudgetExceededError", "LLMClient", "LLMClientConfig", "LLMClientSettings", "UsageSummary"]
 
 logger = logging.getLogger(__name__)
 
 MAX_FIRST_ERRORS = 3
 """Distinct failure reasons a :class:`UsageSummary` keeps."""
 MAX_ERROR_CHARS = 300
+
+
+class BudgetExceededError(RuntimeError):
+    """A stage's estimated cost is above the client's ``max_cost_usd``; raised before any request is sent.
+
+    The message is one sentence that says what the stage would cost and how to go on; `estimate` holds the figures.
+    """
+
+    def __init__(self, message: str, estimate: CostEstimate) -> None:
+        super().__init__(message)
+        self.estimate = estimate
 
 
 class LLMClientSettings(BaseModel):
@@ -142,6 +166,37 @@ class LLMClientSettings(BaseModel):
         description="Ask again requests whose cached answer was quarantined as invalid (pays again); by default "
         "they are returned from the cache as they are.",
     )
+    mode: Literal["sync", "batch"] = Field(
+        default="sync",
+        description="'sync': one HTTP call per request, answers at once; 'batch': the provider's Batch API "
+        "(OpenAI Batch API, Anthropic Message Batches) at the batch price (half), answers within 24 hours. Same "
+        "requests, cache keys and tables either way.",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Budget in US dollars: a stage whose estimated cost of uncached requests (plus what this client "
+        "already spent) is above it stops before sending any request. None for no budget.",
+    )
+    batch_poll_interval_s: float = Field(
+        default=30.0, gt=0.0, description="Batch mode: seconds between two polls of the submitted batches."
+    )
+    batch_max_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Batch mode: requests per batch; None for the provider's limit (OpenAI 50,000, Anthropic 100,000).",
+    )
+    batch_max_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description="Batch mode: bytes per batch; None for the provider's limit (OpenAI 200 MB, Anthropic 256 MB).",
+    )
+    batch_sync_reask_max: int = Field(
+        default=20,
+        ge=0,
+        description="Batch mode: re-asks (expired, failed or invalid answers) of at most this many requests go one "
+        "by one at the standard price instead of into a new batch; 0 always submits a new batch.",
+    )
 
 
 class LLMClientConfig(LLMClientSettings):
@@ -195,10 +250,18 @@ class UsageSummary:
     `transport_failures` and `rejected`, and `first_errors` keeps the first distinct reasons
     (:data:`MAX_FIRST_ERRORS`). Tokens and `cost_usd` are what this run paid; `cached_cost_usd` is what
     the answers served from the cache cost when they were first bought.
+
+    `estimated_*` is the estimate made before sending (:mod:`model_clients.estimate`) of the requests that
+    were not in the cache, to read beside what they cost. In batch mode, `batches_submitted` and
+    `batch_requests` count the batches this run submitted and their requests, `batch_completed` and
+    `batch_failed` the outcomes read (answers; errors and requests an expired batch never ran),
+    `batch_sync_reasks` the re-asks sent one by one, and `expected_finish` the latest estimate of when the
+    batches in flight end (UTC).
     """
 
     provider: str = ""
     model: str = ""
+    mode: str = "sync"
     requests: int = 0
     cache_hits: int = 0
     api_calls: int = 0
@@ -212,6 +275,16 @@ class UsageSummary:
     cost_usd: float = 0.0
     cached_cost_usd: float = 0.0
     elapsed_s: float = 0.0
+    estimated_requests: int = 0
+    estimated_prompt_tokens: int = 0
+    estimated_completion_tokens: int = 0
+    estimated_cost_usd: float = 0.0
+    batches_submitted: int = 0
+    batch_requests: int = 0
+    batch_completed: int = 0
+    batch_failed: int = 0
+    batch_sync_reasks: int = 0
+    expected_finish: str = ""
     first_errors: list[str] = field(default_factory=list)
 
     def _note_error(self, error: str) -> None:
@@ -241,11 +314,19 @@ class UsageSummary:
                 self.rejected += 1
 
     def merge(self, other: UsageSummary) -> None:
-        """Add another summary's counters to this one (provider and model stay)."""
+        """Add another summary's counters to this one (provider, model and mode stay)."""
         for name in _SUMMARY_COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for error in other.first_errors:
             self._note_error(error)
+        self.expected_finish = other.expected_finish or self.expected_finish
+
+    def add_estimate(self, estimate: CostEstimate) -> None:
+        """Count the estimate made before sending a batch's uncached requests."""
+        self.estimated_requests += estimate.requests
+        self.estimated_prompt_tokens += estimate.prompt_tokens
+        self.estimated_completion_tokens += estimate.completion_tokens
+        self.estimated_cost_usd += estimate.cost_usd
 
     @classmethod
     def from_results(cls, results: Sequence[LLMResult], provider: str = "", model: str = "") -> UsageSummary:
@@ -283,26 +364,33 @@ class UsageSummary:
             "cost_usd": round(self.cost_usd, 6),
             "cached_cost_usd": round(self.cached_cost_usd, 6),
             "elapsed_s": round(self.elapsed_s, 3),
+            "mode": self.mode,
+            "estimated_requests": self.estimated_requests,
+            "estimated_prompt_tokens": self.estimated_prompt_tokens,
+            "estimated_completion_tokens": self.estimated_completion_tokens,
+            "estimated_cost_usd": round(self.estimated_cost_usd, 6),
         }
+        if self.mode == "batch":
+            values.update(
+                {
+                    "batches_submitted": self.batches_submitted,
+                    "batch_requests": self.batch_requests,
+                    "batch_completed": self.batch_completed,
+                    "batch_failed": self.batch_failed,
+                    "batch_sync_reasks": self.batch_sync_reasks,
+                    "expected_finish": self.expected_finish or "done",
+                }
+            )
         if self.first_errors:
             values["first_errors"] = " | ".join(self.first_errors)
         return {prefix + name: value for name, value in values.items()}
 
 
 _SUMMARY_COUNTERS = tuple(
-    item.name for item in fields(UsageSummary) if item.name not in ("provider", "model", "first_errors")
+    item.name
+    for item in fields(UsageSummary)
+    if item.name not in ("provider", "model", "mode", "expected_finish", "first_errors")
 )
-
-
-@dataclass
-class _Attempts:
-    """Book-keeping of one request's calls inside a worker."""
-
-    calls: int = 0
-    transport_failures: int = 0
-    invalid_answers: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    cost_usd: float = 0.0
 
 
 class LLMClient:
@@ -312,13 +400,18 @@ class LLMClient:
 
     Args:
         config (`LLMClientConfig`): the settings.
-        provider (`ChatProvider`, *optional*): an adapter to use instead of the one built from `config`.
+        provider (`ChatProvider`, *optional*): an adapter to use instead of the one built from `config` (sync
+            mode only).
+        log (`logging.Logger`, *optional*): where the estimate, the budget refusal and the batch progress are
+            logged (the Dagster resource passes the run's logger); this module's logger by default.
 
     Attributes:
         summary (`UsageSummary`): counters over every batch this client ran.
     """
 
-    def __init__(self, config: LLMClientConfig, provider: ChatProvider | None = None) -> None:
+    def __init__(
+        self, config: LLMClientConfig, provider: ChatProvider | None = None, log: logging.Logger | None = None
+    ) -> None:
         self.config = config
         self._provider = provider or build_provider(
             config.provider,
@@ -338,7 +431,15 @@ class LLMClient:
         self._rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
         self._summary_lock = threading.Lock()
-        self.summary = UsageSummary(provider=config.provider, model=config.model)
+        self._log = log or logger
+        self._estimator = TokenEstimator(config.provider, config.model, config.json_mode)
+        self._batch_api: BatchAPI | None = None
+        if config.mode == "batch":
+            try:
+                self._batch_api = build_batch_api(self._provider)
+            except PermanentProviderError as error:
+                raise ValueError(error.reason) from None
+        self.summary = UsageSummary(provider=config.provider, model=config.model, mode=config.mode)
 
     def __repr__(self) -> str:
         return f"LLMClient(provider={self.config.provider!r}, model={self.config.model!r})"
@@ -440,9 +541,16 @@ class LLMClient:
                 pending.append(index)
 
         label = description or ", ".join(sorted({request.template_name for request in requests})) or "llm"
+        estimate = self._estimate(requests, pending, cached=len(first_index_of_key) - len(pending))
+        if pending:
+            self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
+            self._check_budget(estimate, label)
+        batch_counters = UsageSummary(mode=self.config.mode)
         with tqdm(total=len(requests), desc=label, unit="req", disable=not progress, mininterval=0.5) as bar:
             bar.update(len(requests) - len(pending))
-            if pending:
+            if pending and self._batch_api is not None:
+                self._run_pending_batches(requests, keys, pending, results, bar, label, batch_counters)
+            elif pending:
                 self._run_pending(requests, keys, pending, results, bar)
 
         for index, key in enumerate(keys):
@@ -453,12 +561,15 @@ class LLMClient:
         finished: list[LLMResult] = [result for result in results if result is not None]
         batch_summary = UsageSummary.from_results(finished, self.config.provider, self.config.model)
         batch_summary.elapsed_s = time.perf_counter() - started
+        batch_summary.add_estimate(estimate)
+        batch_summary.merge(batch_counters)
         with self._summary_lock:
             self.summary.merge(batch_summary)
-        logger.info(
-            "%s/%s: %d requests, %d cached, %d API calls, %d retries, %d failures, %d+%d tokens, $%.4f",
-            self.config.provider,
-            self.config.model,
+        self._log.info(
+            "%s (%s/%s, %s mode): %d requests, %d cached, %d API calls, %d retries, %d failures, %d+%d tokens, "
+            "$%.4f (estimated $%.4f)",
+            label,
+            *self._names(),
             batch_summary.requests,
             batch_summary.cache_hits,
             batch_summary.api_calls,
@@ -467,8 +578,98 @@ class LLMClient:
             batch_summary.prompt_tokens,
             batch_summary.completion_tokens,
             batch_summary.cost_usd,
+            batch_summary.estimated_cost_usd,
         )
         return finished
+
+    def _names(self) -> tuple[str, str, str]:
+        return self.config.provider, self.config.model, self.config.mode
+
+    # -- cost before spending ----------------------------------------------------------------------------
+    def estimate(
+        self, requests: Sequence[LLMRequest], label: str | None = None, check_budget: bool = False
+    ) -> CostEstimate:
+        """Estimate the tokens and dollars of the requests that are not in the cache, without calling a model.
+
+        A stage that sends its requests in several batches (chunks, rounds) calls this first with all the
+        requests it knows, so that it stops before the first one when the whole is above the budget.
+
+        Args:
+            requests (`Sequence[LLMRequest]`): the requests (duplicates count once, cached ones not at all).
+            label (`str`, *optional*): the stage, as the log and the budget refusal name it.
+            check_budget (`bool`, *optional*): raise :class:`BudgetExceededError` when the estimate plus what this
+                client already spent is above `max_cost_usd`.
+
+        Returns:
+            `CostEstimate`: at the batch price in batch mode.
+        """
+        keys = self._cache_keys(requests)
+        first_index_of_key: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            first_index_of_key.setdefault(key, index)
+        cached = self._cache.get_many(first_index_of_key)
+        pending = [
+            index
+            for key, index in first_index_of_key.items()
+            if cached.get(key) is None or not self._usable_from_cache(cached[key], requests[index])
+        ]
+        estimate = self._estimate(requests, pending, cached=len(first_index_of_key) - len(pending))
+        label = label or ", ".join(sorted({request.template_name for request in requests})) or "llm"
+        self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
+        if check_budget:
+            self._check_budget(estimate, label)
+        return estimate
+
+    def _estimate(self, requests: Sequence[LLMRequest], pending: Sequence[int], cached: int) -> CostEstimate:
+        batch = self.config.mode == "batch"
+        estimate = CostEstimate(cached=cached, batch=batch)
+        completion_means: dict[str, float | None] = {}
+        for index in pending:
+            request = requests[index]
+            parameters = (
+                self.effective_parameters(request) if request.parameters else self.config.default_parameters()
+            )
+            name = request.template_name
+            if name not in completion_means:
+                answers, calls, tokens = self._cache.completion_stats(
+                    self.config.provider, self.config.model, name
+                )
+                if answers >= MIN_OBSERVED_ANSWERS and calls:
+                    completion_means[name] = tokens / calls
+                    estimate.bases[name] = f"observed mean of {answers:,} answers"
+                else:
+                    completion_means[name] = None
+                    estimate.bases[name] = "max_tokens budget"
+            mean = completion_means[name]
+            budget = int(parameters.get("max_tokens") or self.config.max_tokens)
+            estimate.requests += 1
+            estimate.prompt_tokens += self._estimator.prompt_tokens(request, parameters)
+            estimate.completion_tokens += round(min(mean, budget)) if mean is not None else budget
+        estimate.completion_basis = "; ".join(
+            f"{name}: {basis}" for name, basis in sorted(estimate.bases.items())
+        )
+        estimate.cost_usd = cost_usd(
+            TokenUsage(estimate.prompt_tokens, estimate.completion_tokens), self._price, batch=batch
+        )
+        return estimate
+
+    def _check_budget(self, estimate: CostEstimate, label: str) -> None:
+        budget = self.config.max_cost_usd
+        if budget is None or not estimate.requests:
+            return
+        spent = self.summary.cost_usd
+        if spent + estimate.cost_usd <= budget:
+            return
+        already = f" on top of ${spent:.2f} already spent by this client" if spent else ""
+        message = (
+            f"{label} would cost about ${estimate.cost_usd:.2f} for {estimate.requests:,} uncached requests "
+            f"({estimate.prompt_tokens:,} prompt + {estimate.completion_tokens:,} completion tokens of "
+            f"{self.config.model} at the {'batch' if estimate.batch else 'standard'} price){already}, above "
+            f"max_cost_usd ${budget:.2f}: nothing was sent; raise max_cost_usd on the LLM resource, use mode: batch "
+            f"(half price) or select fewer rows."
+        )
+        self._log.error(message)
+        raise BudgetExceededError(message, estimate)
 
     def _usable_from_cache(self, entry: CachedResponse, request: LLMRequest) -> bool:
         """A cached answer is returned as it is, except a quarantined one under `requery_quarantined` and an
@@ -484,16 +685,21 @@ class LLMClient:
         pending: Sequence[int],
         results: list[LLMResult | None],
         bar: tqdm,
+        attempts_of: Mapping[int, RequestAttempts] | None = None,
     ) -> None:
         workers = min(self.config.max_concurrency, len(pending))
         executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
         interrupted = threading.Event()
+        attempts_of = attempts_of or {}
 
         def execute_unless_interrupted(index: int) -> LLMResult:
             if interrupted.is_set():
                 raise CancelledError  # the batch was interrupted: start no new (paid) request
             try:
-                return self._execute(requests[index], keys[index])
+                attempts = attempts_of.get(index)
+                if attempts is None:
+                    return self._execute(requests[index], keys[index])
+                return self._execute(requests[index], keys[index], attempts)
             except KeyboardInterrupt:
                 interrupted.set()  # before this worker takes the next request off the queue
                 raise
@@ -514,11 +720,27 @@ class LLMClient:
                 interrupted.set()
             executor.shutdown(wait=completed, cancel_futures=True)
 
-    def _execute(self, request: LLMRequest, key: str) -> LLMResult:
-        """Send one request until it succeeds, is refused, or runs out of retries (worker thread)."""
+    def _run_pending_batches(
+        self,
+        requests: Sequence[LLMRequest],
+        keys: Sequence[str],
+        pending: Sequence[int],
+        results: list[LLMResult | None],
+        bar: tqdm,
+        label: str,
+        counters: UsageSummary,
+    ) -> None:
+        """Batch mode: the pending requests through the provider's Batch API (see :mod:`model_clients.batch_mode`)."""
+        BatchRun(self, requests, keys, pending, results, bar, label, counters).run()
+
+    def _execute(self, request: LLMRequest, key: str, attempts: RequestAttempts | None = None) -> LLMResult:
+        """Send one request until it succeeds, is refused, or runs out of retries (worker thread).
+
+        `attempts` carries on the count of a request already tried in a batch (batch mode's re-asks).
+        """
         parameters = self.effective_parameters(request)
-        attempts = _Attempts()
-        last_answer: ProviderReply | None = None
+        attempts = attempts or RequestAttempts()
+        last_answer: ProviderReply | None = attempts.last_answer
         for position, image in enumerate(request.images):
             try:
                 image_media_type(image)
@@ -574,22 +796,28 @@ class LLMClient:
                     return result
                 logger.debug("request %s: %s; asking again", key[:12], reason)
                 continue
-            result = LLMResult(
-                ok=True,
-                status=ResultStatus.OK,
-                data=data,
-                raw_text=reply.raw_text,
-                error=None,
-                cached=False,
-                usage=attempts.usage,
-                attempts=attempts.calls,
-                cost_usd=attempts.cost_usd,
-                original_cost_usd=attempts.cost_usd,
-                cache_key=key,
-                request_id=request.request_id,
-            )
+            result = self._success(data, reply, key, request, attempts)
             self._store(result, request)
             return result
+
+    @staticmethod
+    def _success(
+        data: Any, reply: ProviderReply, key: str, request: LLMRequest, attempts: RequestAttempts
+    ) -> LLMResult:
+        return LLMResult(
+            ok=True,
+            status=ResultStatus.OK,
+            data=data,
+            raw_text=reply.raw_text,
+            error=None,
+            cached=False,
+            usage=attempts.usage,
+            attempts=attempts.calls,
+            cost_usd=attempts.cost_usd,
+            original_cost_usd=attempts.cost_usd,
+            cache_key=key,
+            request_id=request.request_id,
+        )
 
     @staticmethod
     def _interpret(reply: ProviderReply, request: LLMRequest) -> Any:
@@ -627,7 +855,7 @@ class LLMClient:
         reason: str,
         key: str,
         request: LLMRequest,
-        attempts: _Attempts,
+        attempts: RequestAttempts,
         last_answer: ProviderReply | None,
     ) -> LLMResult:
         return LLMResult(

@@ -12,8 +12,13 @@ whole client layer (HTTP, parsing, retries, cache) is exercised without network 
   `fault_policy(recorded_request, hit_number) -> Fault | None`: 429 with `Retry-After`, 500 (or any
   status), a stall longer than the client's timeout, a truncated body, a non-JSON body, and an error
   that echoes the received API key (to prove the client redacts it).
-- `latency_s` delays every answer; `requests` records every hit (path, headers, body, time, fault);
-  `max_in_flight` is the highest number of requests handled at once.
+- `latency_s` delays every answer; `requests` records every hit (path, method, headers, body, time,
+  fault); `max_in_flight` is the highest number of requests handled at once.
+- The Batch APIs: OpenAI's files and batches, Anthropic's Message Batches (:mod:`tests.fakes.batch_protocol`,
+  scripted through `batch_polls_to_finish`, `hold_batches`, `expire_batches`, `fail_batches` and
+  `batch_item_policy`); batch requests are answered by the same responder.
+- Usage is reported the way the providers bill (:mod:`tests.fakes.token_counts`): prompt tokens of the
+  text, the chat format, the schema or tools, and the images from their pixel size.
 
 Pytest fixtures (`openai_server`, `anthropic_server`, `llm_server_factory`) are defined here; register
 them for the whole suite in `tests/conftest.py` with::
@@ -47,6 +52,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import pytest
+
+if not __package__:  # run as a script (the benchmarks start it by path): make `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.fakes.batch_protocol import FakeBatches  # noqa: E402
+from tests.fakes.token_counts import anthropic_prompt_tokens, openai_prompt_tokens  # noqa: E402
 
 if TYPE_CHECKING:
     from model_clients import LLMClient
@@ -130,6 +141,7 @@ class RecordedRequest:
     body: dict | None
     received_at: float
     fault: str | None = None
+    method: str = "POST"
 
 
 def schema_example(schema: Any) -> Any:
@@ -266,6 +278,13 @@ class LoopbackLLMServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # Batch API scripting (see tests/fakes/batch_protocol.py).
+        self.batch_polls_to_finish = 1
+        self.hold_batches = False
+        self.expire_batches: dict[int, int] = {}
+        self.fail_batches: dict[int, str] = {}
+        self.batch_item_policy: Callable[[str, dict], Fault | None] | None = None
+        self.batches = FakeBatches(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> LoopbackLLMServer:
@@ -325,6 +344,16 @@ class LoopbackLLMServer:
         with self._lock:
             return len(self.requests)
 
+    def calls(self, path_suffix: str, method: str | None = None) -> int:
+        """Recorded requests whose path ends with `path_suffix` (e.g. ``"/chat/completions"``, ``"/batches"``)."""
+        with self._lock:
+            return sum(
+                1
+                for recorded in self.requests
+                if recorded.path.split("?")[0].endswith(path_suffix)
+                and (method is None or recorded.method == method)
+            )
+
     def texts(self) -> list[str]:
         """The user text of every recorded request, in arrival order."""
         with self._lock:
@@ -372,7 +401,7 @@ class _LoopbackHTTPServer(ThreadingHTTPServer):
 
 def _openai_completion(body: dict, content: Any) -> dict:
     text = content if isinstance(content, str) else json.dumps(content)
-    prompt_tokens = _estimate_tokens(json.dumps(body.get("messages", [])))
+    prompt_tokens = openai_prompt_tokens(body) if body else 1
     completion_tokens = _estimate_tokens(text)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
@@ -419,9 +448,7 @@ def _anthropic_message(body: dict, content: Any) -> dict:
         "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": _estimate_tokens(
-                json.dumps(body.get("messages", [])) + str(body.get("system", ""))
-            ),
+            "input_tokens": anthropic_prompt_tokens(body),
             "output_tokens": _estimate_tokens(output_text),
         },
     }
@@ -470,25 +497,57 @@ class _LoopbackHandler(BaseHTTPRequestHandler):
     def _send_error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send_json(status, _error_body(self.loopback.protocol, status, message), headers)
 
-    def _read_body(self) -> dict | None:
+    def _read_body(self) -> tuple[dict | None, bytes]:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if (self.headers.get("Content-Type") or "").startswith("multipart/"):
+            return None, raw
         try:
-            return json.loads(raw) if raw else None
-        except json.JSONDecodeError:
-            return None
+            return (json.loads(raw) if raw else None), raw
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None, raw
 
     def do_POST(self) -> None:
-        body = self._read_body()
+        self._handle("POST")
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def _handle(self, method: str) -> None:
+        body, raw = self._read_body()
         headers = {name.lower(): value for name, value in self.headers.items()}
-        recorded = RecordedRequest(self.path, headers, body, time.monotonic())
+        recorded = RecordedRequest(self.path, headers, body, time.monotonic(), method=method)
         fault = self.loopback._admit(recorded)
         try:
-            self._respond(body, headers, fault)
+            if self.path.split("?")[0] == self.expected_path and method == "POST":
+                self._respond(body, headers, fault)
+            else:
+                self._respond_batch_api(method, body, raw, headers, fault)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
             self.loopback._release()
+
+    def _respond_batch_api(
+        self, method: str, body: dict | None, raw: bytes, headers: dict[str, str], fault: Fault | None
+    ) -> None:
+        """A files or batches endpoint (tests/fakes/batch_protocol.py), after the key check and any fault."""
+        if not self.path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
+            self._send_error(404, f"unknown path {self.path}")
+            return
+        if (
+            self.loopback.api_key is not None
+            and self.loopback._received_key(headers) != self.loopback.api_key
+        ):
+            self._send_error(401, "invalid API key")
+            return
+        if fault is not None and self._apply_fault(fault, headers):
+            return
+        status, payload, content_type = self.loopback.batches.handle(method, self.path, body, raw, headers)
+        if isinstance(payload, bytes):
+            self._send(status, payload, content_type)
+        else:
+            self._send_json(status, payload)
 
     def _refusal(self, body: dict | None, headers: dict[str, str]) -> tuple[int, str] | None:
         """The status and message of a request the server refuses (wrong path, no JSON, wrong key)."""

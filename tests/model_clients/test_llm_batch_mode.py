@@ -1,0 +1,378 @@
+"""Batch mode against loopback servers that speak OpenAI's Batch API and Anthropic's Message Batches.
+
+The real SDK clients upload JSONL files, create, poll and read batches over HTTP. Batch mode must give the
+results and cache entries of sync mode at the batch price, split large calls under the size limits, ask
+again what an expired or failed batch did not run (exactly once), quarantine refused requests with their
+reason, and resume after a kill by polling the batches it had submitted, never submitting them again.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from model_clients import LLMRequest, ResultStatus
+from model_clients.batch_mode import BatchRun
+from model_clients.pricing import DEFAULT_PRICE_TABLE, cost_usd, find_price
+from tests.fakes.llm_servers import Fault, request_text
+from tests.model_clients.conftest import PHRASES_SCHEMA, TEST_API_KEY
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+PROTOCOLS = ("openai", "anthropic")
+CHAT_PATH = {"openai": "/chat/completions", "anthropic": "/v1/messages"}
+BATCH_CREATE_PATH = {"openai": "/v1/batches", "anthropic": "/v1/messages/batches"}
+
+
+def png_image(width: int = 64, height: int = 48) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (120, 60, 30)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def batch_polls(server) -> int:
+    """Polls of a batch's state (GET of one batch) the server received."""
+    return sum(
+        1 for recorded in list(server.requests) if recorded.method == "GET" and "batch" in recorded.path
+    )
+
+
+def phrase_request(text: str, **options) -> LLMRequest:
+    return LLMRequest(
+        "object_phrases", "v1", text, system="List the physical objects.", schema=PHRASES_SCHEMA, **options
+    )
+
+
+def scripted_answer(body: dict):
+    """Words as phrases; "weird" questions get text that is not JSON (quarantined after one re-ask)."""
+    text = request_text(body)
+    return "no idea" if "weird" in text else {"phrases": text.split()}
+
+
+def refused(body: dict) -> bool:
+    return "forbidden" in request_text(body)
+
+
+def batch_client(make_llm_client, server, **overrides):
+    settings = {"mode": "batch", "batch_poll_interval_s": 0.02, "batch_sync_reask_max": 0}
+    settings.update(overrides)
+    return make_llm_client(server, **settings)
+
+
+def outcome(result) -> tuple:
+    return (result.ok, result.status, result.data, result.raw_text, result.error, result.request_id)
+
+
+MIXED_REQUESTS = [
+    phrase_request("red mug", request_id="q0"),
+    phrase_request("weird question", request_id="q1"),
+    phrase_request("gray vehicle near the boy", request_id="q2", images=[png_image()]),
+    phrase_request("forbidden request", request_id="q3"),
+    phrase_request("red mug", request_id="q4"),  # a duplicate: sent once, answered for both
+]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_batch_results_and_cache_equal_sync_at_half_price(
+    protocol, llm_server_factory, make_llm_client, tmp_path
+):
+    sync_server = llm_server_factory(protocol, responder=scripted_answer)
+    sync_server.fault_policy = lambda recorded, hit: (
+        Fault.http_error(400, "request refused by policy") if refused(recorded.body or {}) else None
+    )
+    sync_client = make_llm_client(sync_server, cache_path=tmp_path / "sync.sqlite")
+    sync_results = sync_client.run_batch(MIXED_REQUESTS, progress=False)
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_item_policy = lambda custom_id, body: (
+        Fault.http_error(400, "request refused by policy") if refused(body) else None
+    )
+    client = batch_client(make_llm_client, server, cache_path=tmp_path / "batch.sqlite")
+    results = client.run_batch(MIXED_REQUESTS, progress=False)
+
+    assert [outcome(result) for result in results] == [outcome(result) for result in sync_results]
+    assert [result.status for result in results] == [
+        ResultStatus.OK,
+        ResultStatus.INVALID_RESPONSE,
+        ResultStatus.OK,
+        ResultStatus.REJECTED,
+        ResultStatus.OK,
+    ]
+    assert results[3].error.startswith("HTTP 400: ") and results[3].error.endswith(
+        "request refused by policy"
+    )
+    assert results[1].attempts == 2  # the invalid answer was asked again once, in a second batch
+    # Same cache keys and entries as sync mode; the refusal is not cached (a re-run asks again).
+    assert {key: (entry.status, entry.data) for key, entry in _entries(client).items()} == {
+        key: (entry.status, entry.data) for key, entry in _entries(sync_client).items()
+    }
+    # No sync call; the tokens billed are those of sync mode, at half the price.
+    assert server.calls(CHAT_PATH[protocol]) == 0 and server.calls(BATCH_CREATE_PATH[protocol], "POST") == 2
+    price = find_price(client.config.model, DEFAULT_PRICE_TABLE)
+    for result, sync_result in zip(results, sync_results, strict=True):
+        assert result.usage == sync_result.usage and result.cached == sync_result.cached
+        if not result.cached:  # the duplicate costs nothing in either mode
+            assert result.cost_usd == pytest.approx(cost_usd(result.usage, price, batch=True))
+            assert result.cost_usd == pytest.approx(sync_result.cost_usd / 2)
+    row = results[3].quarantine_row("object_phrases", resource="phrase_llm")
+    assert row["record_id"] == "q3" and row["reason"].startswith(f"rejected: {results[3].error}")
+
+
+def _entries(client) -> dict:
+    keys = {client.cache_key(request) for request in MIXED_REQUESTS}
+    return client.cache.get_many(keys)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_large_calls_are_split_under_the_size_limits(protocol, llm_server_factory, make_llm_client):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    client = batch_client(make_llm_client, server, batch_max_requests=3)
+    requests = [phrase_request(f"object number {n}") for n in range(8)]
+    results = client.run_batch(requests, progress=False)
+    assert all(result.ok for result in results)
+    assert [len(batch.items) for batch in server.batches.batches.values()] == [3, 3, 2]
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    line_bytes = 700  # each request's line is a few hundred bytes: at most two fit in 1,400
+    client = batch_client(make_llm_client, server, batch_max_bytes=2 * line_bytes)
+    results = client.run_batch([phrase_request(f"another object {n}") for n in range(5)], progress=False)
+    assert all(result.ok for result in results)
+    sizes = [len(batch.items) for batch in server.batches.batches.values()]
+    assert sum(sizes) == 5 and max(sizes) <= 2 and len(sizes) >= 3
+    assert client.summary.batches_submitted == len(sizes) and client.summary.batch_requests == 5
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("sync_reask_max", [0, 20], ids=["new-batch", "sync"])
+def test_expired_batch_items_are_asked_again_exactly_once(
+    protocol, sync_reask_max, llm_server_factory, make_llm_client
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.expire_batches = {1: 2}  # the first batch answers two requests, then expires
+    client = batch_client(make_llm_client, server, batch_sync_reask_max=sync_reask_max)
+    requests = [phrase_request(f"object number {n}") for n in range(6)]
+    results = client.run_batch(requests, progress=False)
+
+    assert [result.data for result in results] == [
+        {"phrases": ["object", "number", str(n)]} for n in range(6)
+    ]
+    keys = [client.cache_key(request) for request in requests]
+    first_batch = next(iter(server.batches.batches.values()))
+    assert [custom_id for custom_id, _ in first_batch.items] == keys
+    if sync_reask_max:  # four re-asks are under the threshold: sent one by one, each once
+        assert len(server.batches.batches) == 1
+        assert sorted(text for text in server.texts() if text) == sorted(
+            f"object number {n}" for n in range(2, 6)
+        )
+        assert client.summary.batch_sync_reasks == 4
+    else:  # a new batch with exactly the four requests the expired one never ran
+        assert len(server.batches.batches) == 2 and server.calls(CHAT_PATH[protocol]) == 0
+        second_batch = list(server.batches.batches.values())[1]
+        assert [custom_id for custom_id, _ in second_batch.items] == keys[2:]
+    assert all(server.batches.asked[key] <= 1 for key in keys)
+    assert [result.attempts for result in results] == [1, 1, 2, 2, 2, 2]
+    assert client.summary.batch_failed == 4 and client.summary.failures == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_retryable_item_errors_and_failed_batches_are_asked_again(
+    protocol, llm_server_factory, make_llm_client
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    failed_once: set[str] = set()
+
+    def overloaded_once(custom_id: str, body: dict):
+        if "busy" in request_text(body) and custom_id not in failed_once:
+            failed_once.add(custom_id)
+            return Fault.server_error(529 if protocol == "anthropic" else 500)
+        return None
+
+    server.batch_item_policy = overloaded_once
+    client = batch_client(make_llm_client, server)
+    results = client.run_batch([phrase_request("busy one"), phrase_request("calm one")], progress=False)
+    assert [result.ok for result in results] == [True, True] and results[0].attempts == 2
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.fail_batches = {1: "the batch could not be processed"}
+    client = batch_client(make_llm_client, server)
+    results = client.run_batch([phrase_request("first"), phrase_request("second")], progress=False)
+    assert all(result.ok for result in results) and len(server.batches.batches) == 2
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_retryable_errors_past_max_retries_are_transport_failures(
+    protocol, llm_server_factory, make_llm_client
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_item_policy = lambda custom_id, body: (
+        Fault.server_error(500) if "always" in request_text(body) else None
+    )
+    client = batch_client(make_llm_client, server, max_retries=2)
+    results = client.run_batch([phrase_request("always failing"), phrase_request("fine")], progress=False)
+    failed, good = results
+    assert good.ok and failed.status == ResultStatus.TRANSPORT_ERROR and failed.attempts == 3
+    assert "after 3 calls" in failed.error
+    assert client.cache.get_many([failed.cache_key]) == {}  # not cached: the next run asks again
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_batch_calls_that_fail_in_transit_are_retried(protocol, llm_server_factory, make_llm_client):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_polls_to_finish = 2
+    gets = []
+
+    def some_gets_fail(recorded, hit):
+        if recorded.method != "GET":
+            return None
+        gets.append(recorded.path)
+        return Fault.server_error(503) if len(gets) in (1, 2, 5, 7) else None  # polls, downloads
+
+    server.fault_policy = some_gets_fail
+    client = batch_client(make_llm_client, server)
+    results = client.run_batch([phrase_request(f"object {n}") for n in range(3)], progress=False)
+    assert all(result.ok for result in results)
+    assert any(recorded.fault == "server_error" for recorded in server.requests)
+    assert server.calls(BATCH_CREATE_PATH[protocol], "POST") == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_progress_in_the_log_and_the_metadata(protocol, llm_server_factory, make_llm_client, caplog):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_polls_to_finish = 3
+    client = batch_client(make_llm_client, server)
+    with caplog.at_level(logging.INFO, logger="model_clients"):
+        client.run_batch(
+            [phrase_request(f"object {n}") for n in range(4)], progress=False, description="phrases"
+        )
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(
+        message.startswith("phrases (") and "estimate 4 uncached requests" in message for message in messages
+    )
+    assert any("submitted batch" in message for message in messages)
+    assert any(
+        "1 batches in flight, 4 requests submitted" in message and "expected finish" in message
+        for message in messages
+    )
+    metadata = client.summary.as_metadata()
+    assert metadata["llm_mode"] == "batch" and metadata["llm_batches_submitted"] == 1
+    assert metadata["llm_batch_requests"] == 4 and metadata["llm_batch_completed"] == 4
+    assert metadata["llm_batch_failed"] == 0 and metadata["llm_expected_finish"].endswith("UTC")
+    assert metadata["llm_estimated_cost_usd"] > 0 and metadata["llm_cost_usd"] > 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_downloaded_outcomes_survive_a_kill_before_they_are_read(
+    protocol, llm_server_factory, make_llm_client, monkeypatch
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    client = batch_client(make_llm_client, server)
+    requests = [phrase_request(f"object {n}") for n in range(3)]
+    original = BatchRun._read_outcomes
+    calls = []
+
+    def killed_after_download(self, keys):
+        calls.append(len(keys))
+        if len(calls) == 2:  # the first call reads nothing; the second comes after the download
+            raise KeyboardInterrupt
+        return original(self, keys)
+
+    monkeypatch.setattr(BatchRun, "_read_outcomes", killed_after_download)
+    with pytest.raises(KeyboardInterrupt):
+        client.run_batch(requests, progress=False)
+    monkeypatch.setattr(BatchRun, "_read_outcomes", original)
+    hits_before = server.hits
+    results = batch_client(make_llm_client, server).run_batch(requests, progress=False)
+    assert all(result.ok for result in results)
+    assert server.hits == hits_before  # read from the cache: no poll, no download, no new batch
+
+
+RUNNER = textwrap.dedent(
+    """
+    import sys
+    from model_clients import LLMClient, LLMClientConfig, LLMRequest
+
+    protocol, base_url, cache_path, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    model = "gpt-4o-mini" if protocol == "openai" else "claude-sonnet-4-20250514"
+    config = LLMClientConfig(provider=protocol, model=model, base_url=base_url, api_key={key!r},
+                             cache_path=cache_path, mode="batch", batch_poll_interval_s=0.05,
+                             batch_max_requests=4, backoff_base_s=0.01)
+    schema = {schema!r}
+    with LLMClient(config) as client:
+        client.run_batch([LLMRequest("object_phrases", "v1", f"question {{n}}", schema=schema)
+                          for n in range(count)], progress=False)
+    """
+).format(schema=PHRASES_SCHEMA, key=TEST_API_KEY)
+
+
+def _recorded_batches(cache_path: Path) -> int:
+    if not cache_path.exists():
+        return 0
+    with sqlite3.connect(cache_path) as connection:
+        try:
+            return connection.execute("SELECT COUNT(*) FROM batch_jobs").fetchone()[0]
+        except sqlite3.OperationalError:  # the tables are not created yet
+            return 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_kill_during_polling_then_resume_submits_nothing_again(protocol, llm_server_factory, tmp_path):
+    server = llm_server_factory(protocol, responder=lambda body: {"phrases": [request_text(body)]})
+    server.hold_batches = True  # the batches stay in progress while the first run polls them
+    cache_path = tmp_path / "responses.sqlite"
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY_ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, str(script), protocol, server.base_url, str(cache_path), "10"],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _recorded_batches(cache_path) < 3 or batch_polls(server) < 6:
+            assert child.poll() is None, child.stderr.read().decode()
+            assert time.monotonic() < deadline, "the runner did not submit and poll its batches"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stderr.close()
+    created_before_kill = server.calls(BATCH_CREATE_PATH[protocol], "POST")
+    assert created_before_kill == 3 == len(server.batches.batches)
+
+    from model_clients import LLMClient, LLMClientConfig
+
+    server.hold_batches = False
+    config = LLMClientConfig(
+        provider=protocol,
+        model="gpt-4o-mini" if protocol == "openai" else "claude-sonnet-4-20250514",
+        base_url=server.base_url,
+        api_key=TEST_API_KEY,
+        cache_path=cache_path,
+        mode="batch",
+        batch_poll_interval_s=0.02,
+        batch_max_requests=4,
+    )
+    requests = [LLMRequest("object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA) for n in range(10)]
+    with LLMClient(config) as client:
+        results = client.run_batch(requests, progress=False)
+        summary = client.summary
+    assert [result.data for result in results] == [{"phrases": [f"question {n}"]} for n in range(10)]
+    assert server.calls(BATCH_CREATE_PATH[protocol], "POST") == created_before_kill  # nothing submitted again
+    assert server.calls(CHAT_PATH[protocol]) == 0
+    assert sorted(server.batches.asked.values()) == [1] * 10
+    assert summary.batches_submitted == 0 and summary.batch_completed == 10
