@@ -15,6 +15,7 @@ the PIL image processor, so torchvision is never needed.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import random
@@ -27,7 +28,6 @@ from transformers import AddedToken, LogitsProcessor, LogitsProcessorList, Qwen2
 from transformers.generation.utils import GenerationMixin
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen2Tokenizer
 from transformers.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.models.qwen3_vl import Qwen3VLForConditionalGeneration
 
 logger = logging.getLogger(__name__)
@@ -169,11 +169,15 @@ def build_tiny_tokenizer(
     return tokenizer
 
 
-def build_tiny_image_processor(family: str, max_pixels: int | None = None) -> Qwen2VLImageProcessorPil:
-    """The PIL Qwen-VL image processor with a tiny pixel budget (a few image tokens per image).
+def build_tiny_image_processor(family: str, max_pixels: int | None = None):
+    """The PIL Qwen-VL image processor (`Qwen2VLImageProcessorPil`) with a tiny pixel budget.
 
-    `max_pixels` raises the budget (e.g. `448 * 448` for realistic image-token counts).
+    `max_pixels` raises the budget (e.g. `448 * 448` for realistic image-token counts). Imported here,
+    not at the top: the model and tokenizer builders also serve machines without pillow (the GPU
+    benchmark's bare machine).
     """
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
     if family == "qwen3_vl":
         patch_size, image_mean = 16, [0.5, 0.5, 0.5]
     else:
@@ -296,7 +300,10 @@ def build_tiny_model(output_dir: str | Path, family: str = "qwen3_vl", seed: int
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     (output_dir / "chat_template.jinja").write_text(tokenizer.chat_template)
-    build_tiny_image_processor(family).save_pretrained(output_dir)
+    if importlib.util.find_spec("PIL") is not None:
+        build_tiny_image_processor(family).save_pretrained(output_dir)
+    else:
+        logger.warning("pillow is not installed: %s has no image processor", output_dir)
     logger.info("wrote a tiny %s model to %s", family, output_dir)
     return output_dir
 

@@ -1,36 +1,34 @@
-"""The GPU check of the trainer: three measurements on one H100/H200, printed as one table.
+"""The GPU check of the trainer on a bare GPU machine: measurements on one H100/H200, printed as one table.
 
-Parts (each a subcommand writing one JSON result; `benchmarks/gpu/run.sh` runs them in turn, each in
-its own process and time limit, and prints the table):
+The machine is assumed to have Python, torch and transformers and nothing else (no network, no TRL,
+peft, polars, dagster or vLLM). `run.sh` installs the few small wheels the parts import from
+`benchmarks/gpu/wheelhouse/` (prepared on a connected machine by `make_wheelhouse.sh`), runs each part
+in its own process and time limit, and prints the table. Parts (each a subcommand writing one JSON):
 
-* `grounding`: Grounding DINO at real size (Swin-T + BERT-base, 900 queries; random weights, which
-  cost what trained ones cost) over 800x1333 inputs, images/s one image at a time vs batched, through
-  the `pseudo_gt_boxes` asset's detector (`assets.grounding.detector.GroundingDinoDetector`).
-* `grpo`: 3 GRPO steps (SpatialCORE set-up: LoRA r32 on the language side + r4 on the vision encoder,
-  G = 4, 8 completions per step) of a Qwen3-VL-4B-shaped model with random weights, generation by
-  vLLM colocate, with confidence weighting (`spatialcore_reward`, entropies from TRL's log-prob pass)
-  or without (`spatialcore_no_confidence_reward`, `box_entropy_source: none`); run once per setting.
-  vLLM starts from dummy weights (the trainer pushes the policy's weights before the first
-  generation) and without CUDA graphs, to fit the time budget; completions are forced by a regex
-  (`vllm_structured_outputs_regex`) to hold two valid boxes, so the entropy work is real.
-* `eval`: `spatial-eval` with the vLLM backend on 50 OmniSpatial-layout items (written here) with
-  the same 4B-shaped model.
-* `table`: the results as one table (time and memory ratios of confidence on/off).
+* `step`: one real 3,072-token GRPO step of a Qwen3-VL-4B-shaped policy (random weights), with
+  confidence weighting (entropies in the old-policy pass, box entropies at the coordinate digits) and
+  without; torch and transformers only (`grpo_step.py` says what a step is). Time per step, peak GPU
+  memory, and the preflight's estimate for the same step beside it.
+* `grounding`: Grounding DINO at full size (Swin-T + BERT-base, 900 queries; random weights) over
+  1280x960 images resized to 800x1333, images/s one at a time vs batches of 16, through the
+  `pseudo_gt_boxes` asset's detector (needs pillow and pydantic, from the wheelhouse).
+* `grpo` / `eval` (only where TRL and vLLM are installed, i.e. not on a bare machine: they are skipped
+  and the table says so): 3 TRL GRPO steps with vLLM colocate, and `spatial-eval` with vLLM.
+* `table`: the results as one table.
 
-Without vLLM installed the `grpo` part generates with transformers and the table says so; the `eval`
-part is then skipped. A part that raises leaves its traceback in its log (`run.sh` keeps the logs) and
-its last line in the table. `--dry-run` runs every part on the CPU with the tiny models of
-`training.testing` (no vLLM, a handful of items, scripted completions), which is what the tests do.
+`--dry-run` runs every part on the CPU with tiny models (what `tests/training/test_gpu_benchmark.py`
+runs, the `step` part with only torch and transformers importable).
 
-    bash benchmarks/gpu/run.sh                 # on the GPU machine: about 6-9 minutes
+    bash benchmarks/gpu/run.sh                 # on the GPU machine: about 4-6 minutes
     bash benchmarks/gpu/run.sh --dry-run       # CPU, about a minute
-    python benchmarks/gpu/gpu_bench.py grpo --confidence on --json /tmp/on.json [--dry-run]
+    python benchmarks/gpu/gpu_bench.py step --confidence on --json /tmp/on.json [--dry-run]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import math
 import resource
@@ -42,8 +40,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-if str(REPOSITORY_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPOSITORY_ROOT))
+for folder in (REPOSITORY_ROOT, Path(__file__).resolve().parent):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 # Qwen3-VL-4B (Qwen/Qwen3-VL-4B-Thinking config.json): the text and vision shapes.
 QWEN3_VL_4B_TEXT = {
@@ -87,6 +86,8 @@ BOX_REGEX = (
 COMPLETION_REGEX = f"({BOX_REGEX}){{2}}[a-z ]{{16,64}}</think>[A-D]"
 
 PART_TITLES = {
+    "step_on": "GRPO step, confidence on",
+    "step_off": "GRPO step, confidence off",
     "grounding": "Grounding DINO (Swin-T)",
     "grpo_on": "GRPO 3 steps, confidence on",
     "grpo_off": "GRPO 3 steps, confidence off",
@@ -118,7 +119,8 @@ def format_table(results: dict[str, dict]) -> str:
     """One table of every part's figures: part | setting | figure | value.
 
     Args:
-        results (`dict[str, dict]`): part name (`grounding`, `grpo_on`, `grpo_off`, `eval`) -> its JSON.
+        results (`dict[str, dict]`): part name (`step_on`, `step_off`, `grounding`, `grpo_on`, `grpo_off`,
+            `eval`) -> its JSON.
 
     >>> print(format_table({"eval": {"status": "ok", "items": 50, "seconds": 25.0, "backend": "vllm",
     ...                              "device": "cuda"}}))
@@ -127,15 +129,29 @@ def format_table(results: dict[str, dict]) -> str:
     spatial-eval (vLLM) | vllm, cuda | 50 items | 25.00 s, 2.00 items/s
     """
     rows: list[tuple[str, str, str, str]] = []
-    for part in ("grounding", "grpo_on", "grpo_off", "eval"):
+    for part in ("step_on", "step_off", "grounding", "grpo_on", "grpo_off", "eval"):
         result = results.get(part)
         if result is None:
             continue
         title = PART_TITLES[part]
         if result.get("status") != "ok":
-            rows.append((title, "", result.get("status", "failed"), str(result.get("reason", ""))[:80]))
+            rows.append((title, "", result.get("status", "failed"), str(result.get("reason", ""))[:100]))
             continue
-        if part == "grounding":
+        if part.startswith("step"):
+            setting = (
+                f"{result['dtype']}, {result['device']}, {result['batch']} x {result['sequence']:,} tokens"
+            )
+            rows.append((title, setting, "step time", _number(result.get("step_time_s"), 2, " s")))
+            rows.append(
+                (title, setting, "peak GPU memory", _number(result.get("peak_memory_gib"), 2, " GiB"))
+            )
+            estimate = (result.get("estimate") or {}).get("total_gib")
+            rows.append((title, setting, "preflight estimate", _number(estimate, 2, " GiB")))
+            if result.get("mean_box_entropy") is not None:
+                rows.append(
+                    (title, setting, "mean box entropy", _number(result["mean_box_entropy"], 3, " nats"))
+                )
+        elif part == "grounding":
             setting = f"{result['dtype']}, {result['device']}, {result['images']} images"
             rates = result["images_per_second"]
             for batch, rate in rates.items():
@@ -160,6 +176,14 @@ def format_table(results: dict[str, dict]) -> str:
                     f"{seconds:.2f} s, {items / seconds:.2f} items/s",
                 )
             )
+    step_on, step_off = results.get("step_on") or {}, results.get("step_off") or {}
+    if step_on.get("status") == step_off.get("status") == "ok":
+        title = "step: confidence on / off"
+        rows.append(
+            (title, "", "step time ratio", _number(ratio(step_on["step_time_s"], step_off["step_time_s"]), 3))
+        )
+        memory = ratio(step_on.get("peak_memory_gib"), step_off.get("peak_memory_gib"))
+        rows.append((title, "", "peak memory ratio", _number(memory, 3)))
     on, off = results.get("grpo_on") or {}, results.get("grpo_off") or {}
     if on.get("status") == off.get("status") == "ok":
         title = "confidence on / off"
@@ -229,7 +253,10 @@ def write_qwen3_vl_4b_folder(folder: Path) -> Path:
     config.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     (folder / "chat_template.jinja").write_text(tokenizer.chat_template)
-    build_tiny_image_processor("qwen3_vl", max_pixels=IMAGE_SIZE[0] * IMAGE_SIZE[1]).save_pretrained(folder)
+    if importlib.util.find_spec("PIL") is not None:  # the step part feeds pixel tensors and needs none
+        build_tiny_image_processor("qwen3_vl", max_pixels=IMAGE_SIZE[0] * IMAGE_SIZE[1]).save_pretrained(
+            folder
+        )
     return folder
 
 
@@ -281,6 +308,9 @@ def _peak_memory_gib(device: str) -> float:
 
 def run_grounding(dry_run: bool, work: Path) -> dict:
     """Images per second of the detector, one image at a time vs batched."""
+    missing = _missing("PIL", "pydantic")
+    if missing:
+        return {"status": "skipped", "reason": f"needs {', '.join(missing)} (install the wheelhouse)"}
     import numpy as np
     import torch
     from PIL import Image
@@ -332,8 +362,53 @@ def run_grounding(dry_run: bool, work: Path) -> dict:
     }
 
 
+def run_step(dry_run: bool, confidence: bool, work: Path) -> dict:
+    """One 3,072-token GRPO step of the 4B shape (`grpo_step.py`), with the preflight's estimate beside it."""
+    from grpo_step import preflight_estimate
+    from grpo_step import run_step as step
+
+    from training.testing import build_tiny_model
+
+    if dry_run:
+        folder = build_tiny_model(work / "model")
+        result = step(
+            folder,
+            confidence,
+            "cpu",
+            batch=4,
+            completion=48,
+            prompt_text_tokens=16,
+            image_size=(64, 64),
+            group=2,
+            steps=2,
+        )
+    else:
+        import torch
+
+        if not torch.cuda.is_available():
+            return {"status": "skipped", "reason": "no CUDA GPU (use --dry-run on the CPU)"}
+        folder = write_qwen3_vl_4b_folder(work / "model")
+        result = step(folder, confidence, "cuda")
+    result["estimate"] = preflight_estimate(
+        folder, result["batch"], result["sequence"], result["completion"], result["image_tokens"]
+    )
+    return result
+
+
+def _missing(*modules: str) -> list[str]:
+    import importlib.util
+
+    return [module for module in modules if importlib.util.find_spec(module) is None]
+
+
 def run_grpo(dry_run: bool, confidence: bool, work: Path, steps: int = 3) -> dict:
     """`steps` GRPO steps; median step time after the first, peak memory, boxes per completion."""
+    missing = _missing("trl", "peft", "datasets", "polars")
+    if missing:
+        return {
+            "status": "skipped",
+            "reason": f"needs {', '.join(missing)} (not on a bare GPU machine; the step part measures the GPU work)",
+        }
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText
     from trl import GRPOConfig
@@ -452,8 +527,14 @@ def run_eval(dry_run: bool, work: Path, items: int = 50) -> dict:
     from training.testing import build_tiny_model
 
     use_vllm = not dry_run
+    missing = _missing("trl", "peft", "polars")
+    if missing:
+        return {"status": "skipped", "reason": f"needs {', '.join(missing)} (not on a bare GPU machine)"}
     if use_vllm and not _vllm_installed():
-        return {"status": "skipped", "reason": "vllm is not installed (pip install -e '.[gpu]')"}
+        return {
+            "status": "skipped",
+            "reason": "vllm is not installed: its wheel cannot be carried to a bare machine",
+        }
     items = 4 if dry_run else items
     folder = (
         build_tiny_model(work / "eval_model") if dry_run else write_qwen3_vl_4b_folder(work / "eval_model")
@@ -496,17 +577,19 @@ def run_eval(dry_run: bool, work: Path, items: int = 50) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("grounding", "grpo", "eval"):
+    for name in ("step", "grounding", "grpo", "eval"):
         command = commands.add_parser(name)
         command.add_argument("--json", required=True, help="where to write the result")
         command.add_argument("--dry-run", action="store_true", help="tiny models on the CPU")
-        if name == "grpo":
+        if name in ("grpo", "step"):
             command.add_argument("--confidence", choices=("on", "off"), required=True)
     failed = commands.add_parser("failed", help="record a part that did not finish")
     failed.add_argument("--json", required=True)
     failed.add_argument("--log", required=True)
     table = commands.add_parser("table", help="print the results as one table")
-    table.add_argument("results", nargs="+", help="JSON files named grounding, grpo_on, grpo_off, eval")
+    table.add_argument(
+        "results", nargs="+", help="JSON files named step_on, step_off, grounding, grpo_on, grpo_off, eval"
+    )
     arguments = parser.parse_args(argv)
 
     if arguments.command == "table":
@@ -530,7 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as folder:
         work = Path(folder)
-        if arguments.command == "grounding":
+        if arguments.command == "step":
+            result = run_step(arguments.dry_run, arguments.confidence == "on", work)
+        elif arguments.command == "grounding":
             result = run_grounding(arguments.dry_run, work)
         elif arguments.command == "grpo":
             result = run_grpo(arguments.dry_run, arguments.confidence == "on", work)

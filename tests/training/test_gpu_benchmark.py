@@ -115,12 +115,16 @@ def test_run_script_dry_run_prints_one_table(tmp_path):
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    for part in ("grounding", "grpo_on", "grpo_off", "eval"):
+    for part in ("step_on", "step_off", "grounding", "grpo_on", "grpo_off", "eval"):
         summary = json.loads((tmp_path / f"{part}.json").read_text())
         assert summary["status"] == "ok", (part, summary, (tmp_path / f"{part}.log").read_text()[-3000:])
     table = result.stdout
     assert table.splitlines()[0].split(" | ")[0].strip() == "part"
     for row in (
+        r"GRPO step, confidence on .*\| step time +\| [0-9.]+ s",
+        r"GRPO step, confidence on .*\| preflight estimate +\| [0-9.]+ GiB",
+        r"GRPO step, confidence on .*\| mean box entropy +\| [0-9.]+ nats",
+        r"step: confidence on / off .*\| step time ratio +\| [0-9.]+",
         r"Grounding DINO \(Swin-T\) .*\| batched / one at a time \| [0-9.]+x",
         r"GRPO 3 steps, confidence on .*entropies: generation .*\| median step time +\| [0-9.]+ s",
         r"GRPO 3 steps, confidence off .*entropies: none .*\| median step time +\| [0-9.]+ s",
@@ -129,3 +133,111 @@ def test_run_script_dry_run_prints_one_table(tmp_path):
         r"spatial-eval \(vLLM\) .*\| 4 items +\| [0-9.]+ s",
     ):
         assert re.search(row, table), row
+
+
+def _bare_site(folder: Path) -> Path:
+    """A folder holding only torch, transformers and their own dependencies (what a bare GPU machine has)."""
+    import importlib.metadata as metadata
+
+    seen, todo = {}, ["torch", "transformers"]
+    while todo:
+        name = re.split(r"[<>=!~; \[(]", todo.pop())[0].strip().lower().replace("_", "-")
+        if not name or name in seen:
+            continue
+        try:
+            seen[name] = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [requirement for requirement in seen[name].requires or [] if "extra ==" not in requirement]
+    folder.mkdir(parents=True, exist_ok=True)
+    for distribution in seen.values():
+        tops = (distribution.read_text("top_level.txt") or "").split() or {
+            file.parts[0].removesuffix(".py")
+            for file in distribution.files or []
+            if not file.parts[0].endswith((".dist-info", ".data"))
+        }
+        root = Path(distribution.locate_file(""))
+        for top in tops:
+            for candidate in (root / top, root / f"{top}.py"):
+                if candidate.exists() and not (folder / candidate.name).exists():
+                    (folder / candidate.name).symlink_to(candidate)
+        info = Path(str(distribution._path))
+        if not (folder / info.name).exists():
+            (folder / info.name).symlink_to(info)
+    return folder
+
+
+def test_step_part_runs_with_only_torch_and_transformers(tmp_path):
+    """The GRPO step (and the preflight's estimate beside it) on a machine without TRL, peft, polars, pillow."""
+    site = _bare_site(tmp_path / "site")
+    assert not (site / "trl").exists() and not (site / "peft").exists() and not (site / "PIL").exists()
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import importlib.util as u; print([m for m in ('trl', 'peft', 'polars', 'PIL', 'scipy') if u.find_spec(m)])",
+        ],
+        env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert probe.stdout.strip() == "[]"
+    output = tmp_path / "step_on.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            str(BENCH_DIR / "gpu_bench.py"),
+            "step",
+            "--confidence",
+            "on",
+            "--dry-run",
+            "--json",
+            str(output),
+        ],
+        env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}", HF_HUB_OFFLINE="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(output.read_text())
+    assert summary["status"] == "ok" and summary["lora_parameters"] > 0
+    assert summary["mean_box_entropy"] > 0  # entropies at the coordinate digits of the forced boxes
+    assert summary["estimate"]["total_gib"] > 0
+    # the same part says why it cannot run the GPU step without a GPU
+    skipped = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            str(BENCH_DIR / "gpu_bench.py"),
+            "grounding",
+            "--json",
+            str(tmp_path / "g.json"),
+        ],
+        env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert skipped.returncode == 0
+    assert "needs PIL" in json.loads((tmp_path / "g.json").read_text())["reason"]
+
+
+def test_step_estimate_terms():
+    """The step's estimate is the preflight's budget without an engine (its GPU runtime allowance left out)."""
+    spec = importlib.util.spec_from_file_location("grpo_step", BENCH_DIR / "grpo_step.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import tempfile
+
+    from training.testing import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = build_tiny_model(folder)
+        estimate = module.preflight_estimate(Path(model), 8, 3372, 3072, 300)
+    assert "vLLM engine (colocate)" not in estimate["lines"] and estimate["total_gib"] > 0

@@ -59,7 +59,7 @@ if [ "$1" = "-m" ]; then echo "rank $SLURM_PROCID: python $*" >> {log}; exit 0; 
 exec {real_python} "$@"
 """,
     )
-    _executable(bin_dir / "spatial-train", f"#!/bin/bash\nexec {real_python} -m training.cli \"$@\"\n")
+    _executable(bin_dir / "spatial-train", f'#!/bin/bash\nexec {real_python} -m training.cli "$@"\n')
     data = write_tiny_training_tables(tmp_path / "data", rows=4, image_size=(800, 600))
     environment = dict(
         os.environ,

@@ -2,7 +2,9 @@
 
 A thin, safe layer over ``scipy.optimize.linear_sum_assignment``: empty matrices give empty
 assignments, rectangular matrices assign ``min(N, M)`` pairs, and non-finite entries are rejected
-(the rewards build their matrices from finite numbers, so a non-finite entry is a bug).
+(the rewards build their matrices from finite numbers, so a non-finite entry is a bug). SciPy is
+imported when a matching is computed, so the reward library imports where only torch and numpy are
+installed (the GPU benchmark's bare machine).
 
 SpatialCORE Eq. 4 / Eq. 14: ``M* = argmax_M sum_{(j,k) in M} R_BBox^(j,k)`` -> :func:`hungarian_max`.
 SpatialThinker: minimum total cost ``2 (1 - sim) + (1 - (CIoU + 1) / 2)`` -> :func:`hungarian_min`.
@@ -15,7 +17,6 @@ SpatialThinker: minimum total cost ``2 (1 - sim) + (1 - (CIoU + 1) / 2)`` -> :fu
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 _EMPTY = np.zeros(0, dtype=np.intp)
 
@@ -47,6 +48,8 @@ def hungarian_max(score) -> tuple[np.ndarray, np.ndarray]:
     array = _checked(score)
     if array.size == 0:
         return _EMPTY, _EMPTY
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(array, maximize=True)
     return rows, cols
 
@@ -61,5 +64,7 @@ def hungarian_min(cost) -> tuple[np.ndarray, np.ndarray]:
     array = _checked(cost)
     if array.size == 0:
         return _EMPTY, _EMPTY
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(array)
     return rows, cols
