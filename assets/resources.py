@@ -32,6 +32,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -42,8 +44,10 @@ from assets.compute import default_workers
 from data_contracts.origin import REAL as REAL_ORIGIN
 from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
 from data_contracts.storage import llm_cache_path, resolve_storage_root
-from model_clients.client import LLMClient, LLMClientConfig, LLMClientSettings
+from model_clients.client import BudgetExceededError, LLMClient, LLMClientConfig, LLMClientSettings
+from model_clients.estimate import CostEstimate
 from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice
+from model_clients.records import LLMRequest
 from readers.common import MissingInputError, resolve_location
 
 logger = logging.getLogger(__name__)
@@ -291,8 +295,14 @@ class SourcesResource(dg.ConfigurableResource):
 class ModelPriceConfig(dg.Config):
     """Price of one model (or model-name prefix), in US dollars per million tokens."""
 
-    input_usd_per_million: float
-    output_usd_per_million: float
+    input_usd_per_million: float = Field(description="Standard (sync) price of prompt tokens.")
+    output_usd_per_million: float = Field(description="Standard (sync) price of completion tokens.")
+    batch_input_usd_per_million: float | None = Field(
+        default=None, description="Batch API price of prompt tokens; default half the standard price."
+    )
+    batch_output_usd_per_million: float | None = Field(
+        default=None, description="Batch API price of completion tokens; default half the standard price."
+    )
 
 
 class LLMResource(dg.ConfigurableResource, LLMClientSettings):
@@ -332,15 +342,71 @@ class LLMResource(dg.ConfigurableResource, LLMClientSettings):
         """The :class:`LLMClientConfig` these fields describe; the key is read from `api_key_env` here."""
         prices = dict(DEFAULT_PRICE_TABLE)
         for name, price in self.price_table.items():
-            prices[name] = ModelPrice(price.input_usd_per_million, price.output_usd_per_million)
+            prices[name] = ModelPrice(
+                price.input_usd_per_million,
+                price.output_usd_per_million,
+                price.batch_input_usd_per_million,
+                price.batch_output_usd_per_million,
+            )
         shared = {name: getattr(self, name) for name in LLMClientSettings.model_fields}
         shared["api_key"] = self.api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
         return LLMClientConfig(**shared, price_table=prices, cache_path=self.resolved_cache_path())
 
-    def get_client(self) -> LLMClient:
-        """A new :class:`LLMClient`; use it as a context manager so connections and the cache are closed.
+    def get_client(self, model: str | None = None) -> LLMClient:
+        """A new :class:`LLMClient` (`model` overriding the resource's); use it as a context manager so
+        connections and the cache are closed.
 
-        The process stops with its parent (:func:`stop_with_parent`), so a killed run's steps stop paying.
+        The process stops with its parent (:func:`stop_with_parent`), so a killed run's steps stop paying. The
+        client logs its estimate, budget refusal and batch progress to the Dagster logger, so they show in the
+        run's log.
         """
         stop_with_parent()
-        return LLMClient(self.client_config())
+        config = self.client_config()
+        if model:
+            config = config.model_copy(update={"model": model})
+        return LLMClient(config, log=dg.get_dagster_logger("model_clients"))
+
+
+@contextmanager
+def llm_stage_client(
+    resource: LLMResource | None, stage: str, needed: bool = True, model: str | None = None
+) -> Iterator[LLMClient | None]:
+    """The client of a paid stage (None when its backend calls no model); a budget refusal fails the step.
+
+    When the stage's estimated cost is above the resource's ``max_cost_usd`` the client refuses before the
+    first request (:class:`~model_clients.client.BudgetExceededError`); here that becomes a ``dagster.Failure``
+    whose description is the refusal's one sentence and whose metadata is the estimate.
+    """
+    if not needed or resource is None:
+        yield None
+        return
+    with resource.get_client(model) as client:
+        try:
+            yield client
+        except BudgetExceededError as error:
+            raise budget_failure(stage, error) from None
+
+
+def budget_failure(stage: str, error: BudgetExceededError) -> dg.Failure:
+    """The step failure of a budget refusal: its sentence, and the estimate as metadata."""
+    estimate = error.estimate
+    return dg.Failure(
+        description=f"{stage}: {error}",
+        metadata={
+            "llm_estimated_requests": estimate.requests,
+            "llm_estimated_prompt_tokens": estimate.prompt_tokens,
+            "llm_estimated_completion_tokens": estimate.completion_tokens,
+            "llm_estimated_cost_usd": round(estimate.cost_usd, 6),
+        },
+    )
+
+
+def check_stage_budget(
+    resource: LLMResource, stage: str, requests: Sequence[LLMRequest], model: str | None = None
+) -> CostEstimate:
+    """Estimate every request a stage knows before it starts (all its shards) and fail above ``max_cost_usd``."""
+    with resource.get_client(model) as client:
+        try:
+            return client.estimate(requests, label=stage, check_budget=True)
+        except BudgetExceededError as error:
+            raise budget_failure(stage, error) from None

@@ -30,7 +30,7 @@ Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpa
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import dagster as dg
@@ -67,7 +67,7 @@ from assets.grounding.training_table import (
 from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, restore_events, run_partitions
 from assets.partitions import DETECTOR_POOL, LLM_POOL, grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
-from assets.resources import LLMResource, SourcesResource, StorageResource
+from assets.resources import LLMResource, SourcesResource, StorageResource, llm_stage_client
 from assets.tables import (
     contract_check_specs,
     finalize_table,
@@ -100,9 +100,10 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
     }
 
 
-def _llm_client(resource: LLMResource, needed: bool) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource when the backend calls a model, else None."""
-    return resource.get_client() if needed else nullcontext()
+def _llm_client(resource: LLMResource, needed: bool, stage: str) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource when the backend calls a model, else None; above the resource's
+    ``max_cost_usd`` the stage fails before its first request (:func:`assets.resources.llm_stage_client`)."""
+    return llm_stage_client(resource, stage, needed)
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -152,7 +153,7 @@ def object_phrases_asset(
     """Extract object phrases with the configured backend; one shared filter for every backend."""
     questions = select_training_questions(mcq_questions, config.sources, config.splits or None)
     started = time.perf_counter()
-    with _llm_client(phrase_llm, config.calls_model) as client:
+    with _llm_client(phrase_llm, config.calls_model, "object_phrases") as client:
         extraction = extract_object_phrases(questions, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
@@ -559,7 +560,7 @@ def sft_cold_start_asset(
     spatialcore_train: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Select the cold-start rows and build their target completions."""
-    with _llm_client(sft_reasoning_llm, config.calls_model) as client:
+    with _llm_client(sft_reasoning_llm, config.calls_model, "sft_cold_start") as client:
         frame, log, backend = build_cold_start(spatialcore_train, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))

@@ -106,10 +106,8 @@ def select_rows(spatialcore_train: pl.DataFrame, settings: ColdStartSettings) ->
     return frame
 
 
-def llm_reasoning(
-    rows: pl.DataFrame, client: Any, log: QuarantineLog, progress: bool = True
-) -> dict[str, str]:
-    """Reasoning traces written by an LLM (`question_id -> text`); failures go to ``log``."""
+def reasoning_requests(rows: pl.DataFrame) -> list:
+    """The :class:`~model_clients.LLMRequest` asking a reasoning trace for each row (image first when present)."""
     from model_clients import LLMRequest
 
     requests = []
@@ -128,6 +126,14 @@ def llm_reasoning(
                 request_id=row["question_id"],
             )
         )
+    return requests
+
+
+def llm_reasoning(
+    rows: pl.DataFrame, client: Any, log: QuarantineLog, progress: bool = True
+) -> dict[str, str]:
+    """Reasoning traces written by an LLM (`question_id -> text`); failures go to ``log``."""
+    requests = reasoning_requests(rows)
     traces: dict[str, str] = {}
     results = client.run_batch(requests, progress=progress, description="SFT reasoning") if requests else []
     for result in results:

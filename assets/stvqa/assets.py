@@ -49,9 +49,16 @@ import polars as pl
 from pydantic import Field
 
 from assets.compute import partition_results
+from assets.llm_costs import answer_requests, generation_requests
 from assets.partition_ranges import SINGLE_RUN, PartitionTables, restore_events, run_partitions
 from assets.partitions import LLM_POOL, stvqa_shard_partitions
-from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
+from assets.resources import (
+    LLMResource,
+    SourcesResource,
+    StorageResource,
+    WorkersResource,
+    check_stage_budget,
+)
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, count_by
 from assets.stvqa.geometry import ImageGeometry, load_geometry
@@ -198,6 +205,13 @@ def stvqa_candidates_asset(
             stvqa_generator_llm if config.calls_model else None,
             config.model,
         )
+    if config.calls_model:  # every shard's requests against max_cost_usd before the first is sent
+        requests = [
+            request
+            for args in arguments.values()
+            for request in generation_requests(args[1], settings, args[4])
+        ]
+        check_stage_budget(stvqa_generator_llm, "stvqa_candidates", requests, config.model)
     # A model backend runs in this process, which holds the client (its cache, rate limit and failure budget).
     with partition_results(
         candidates_shard, arguments, 1 if config.calls_model else workers.count()
@@ -277,6 +291,11 @@ def stvqa_validated_asset(
         )
         for shard in context.partition_keys
     }
+    if config.calls_model:  # every shard's first round against max_cost_usd before the first is sent
+        requests = [
+            request for args in arguments.values() for request in answer_requests(args[1], args[2], args[3])
+        ]
+        check_stage_budget(stvqa_judge_llm, "stvqa_validated", requests, config.model)
     with partition_results(
         validated_shard, arguments, 1 if config.calls_model else workers.count()
     ) as result:

@@ -331,6 +331,29 @@ _Outcome = tuple[list[GeneratedItem], list[tuple[Any, list[str]]]]
 """Valid items and (raw item, problems) pairs of one image's answer."""
 
 
+def generation_request(
+    scene: Scene,
+    row: Mapping[str, Any],
+    settings: QuestionGenerationSettings,
+    balance_text: str,
+    feedback: Sequence[str] = (),
+) -> LLMRequest:
+    """The generation request of one image (`feedback`: the problems of its first answer, for the re-ask)."""
+    images = (bytes(row["image"]["bytes"]),) if settings.send_image else ()
+    return LLMRequest(
+        template_name=GENERATION_TEMPLATE_NAME,
+        template_version=GENERATION_PROMPT_VERSION,
+        prompt=render_generation_prompt(scene, settings.questions_per_image, balance_text, feedback),
+        system=render_generation_system(),
+        images=images,
+        schema=generation_schema(settings.questions_per_image),
+        schema_name="stvqa_questions",
+        parameters={"temperature": GENERATION_TEMPERATURE, "max_tokens": settings.max_tokens},
+        sample_index=1 if feedback else 0,
+        request_id=scene.image_id,
+    )
+
+
 class ModelProposer:
     """The model-calling backend: one request per image through an LLM client, chunk by chunk.
 
@@ -352,7 +375,18 @@ class ModelProposer:
     def propose(
         self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance, log: GenerationLog
     ) -> tuple[list[Proposal], list[dict[str, Any]]]:
-        """Ask the model for every scene; returns the proposals and every item as generated."""
+        """Ask the model for every scene; returns the proposals and every item as generated.
+
+        The requests of every chunk are estimated first (with the balance as it stands now) and the client's
+        ``max_cost_usd`` refuses them before the first chunk is sent.
+        """
+        if scenes:
+            balance_text = balance.describe()
+            self.client.estimate(
+                [self._request(scene, row, balance_text) for scene, row in scenes],
+                label="stvqa generation",
+                check_budget=True,
+            )
         proposals: list[Proposal] = []
         generated: list[dict[str, Any]] = []
         for start in range(0, len(scenes), self.settings.chunk_size):
@@ -372,20 +406,7 @@ class ModelProposer:
     def _request(
         self, scene: Scene, row: Mapping[str, Any], balance_text: str, feedback: Sequence[str] = ()
     ) -> LLMRequest:
-        settings = self.settings
-        images = (bytes(row["image"]["bytes"]),) if settings.send_image else ()
-        return LLMRequest(
-            template_name=GENERATION_TEMPLATE_NAME,
-            template_version=GENERATION_PROMPT_VERSION,
-            prompt=render_generation_prompt(scene, settings.questions_per_image, balance_text, feedback),
-            system=render_generation_system(),
-            images=images,
-            schema=generation_schema(settings.questions_per_image),
-            schema_name="stvqa_questions",
-            parameters={"temperature": GENERATION_TEMPERATURE, "max_tokens": settings.max_tokens},
-            sample_index=1 if feedback else 0,
-            request_id=scene.image_id,
-        )
+        return generation_request(scene, row, self.settings, balance_text, feedback)
 
     def _answer_chunk(
         self, chunk: Sequence[tuple[Scene, dict[str, Any]]], balance_text: str, log: GenerationLog

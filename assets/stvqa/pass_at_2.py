@@ -222,6 +222,26 @@ class SolverAnswerer:
         return answered
 
 
+def answer_request(
+    row: Mapping[str, Any], image: bytes, settings: PassAt2Settings, try_index: int
+) -> LLMRequest:
+    """The request of one try at one candidate (tries are told apart by ``sample_index``)."""
+    return LLMRequest(
+        template_name=ANSWER_TEMPLATE_NAME,
+        template_version=ANSWER_PROMPT_VERSION,
+        prompt=render_answer_prompt(row["question"], row["options"]),
+        images=(image,),
+        parameters={
+            "temperature": settings.temperature,
+            "max_tokens": ANSWER_MAX_TOKENS,
+            "image_detail": settings.image_detail,
+        },
+        sample_index=try_index,
+        request_id=row["question_id"],
+        answer_check=letter_check(len(row["options"])),
+    )
+
+
 class ModelAnswerer:
     """The model-calling backend: the image and the lettered question through an LLM client.
 
@@ -238,20 +258,7 @@ class ModelAnswerer:
         self.model = f"{client.config.provider}:{client.config.model}"
 
     def _request(self, row: Mapping[str, Any], try_index: int) -> LLMRequest:
-        return LLMRequest(
-            template_name=ANSWER_TEMPLATE_NAME,
-            template_version=ANSWER_PROMPT_VERSION,
-            prompt=render_answer_prompt(row["question"], row["options"]),
-            images=(self.images[row["image_id"]],),
-            parameters={
-                "temperature": self.settings.temperature,
-                "max_tokens": ANSWER_MAX_TOKENS,
-                "image_detail": self.settings.image_detail,
-            },
-            sample_index=try_index,
-            request_id=row["question_id"],
-            answer_check=letter_check(len(row["options"])),
-        )
+        return answer_request(row, self.images[row["image_id"]], self.settings, try_index)
 
     def answer(
         self, rows: Sequence[Mapping[str, Any]], try_indices: range, round_number: int

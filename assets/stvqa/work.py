@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 import dagster as dg
@@ -22,7 +22,7 @@ import polars as pl
 
 from assets.partition_ranges import PortableEvent, portable_events
 from assets.previews import draw_boxes, gallery
-from assets.resources import LLMResource
+from assets.resources import LLMResource, llm_stage_client
 from assets.stvqa import generate as generate_module
 from assets.stvqa import pass_at_2 as pass_at_2_module
 from assets.stvqa.generate import QuestionGenerationSettings, count_by, generate_candidates
@@ -44,15 +44,11 @@ PREVIEW_ITEMS = 3
 
 
 def _llm_client(
-    resource: LLMResource | None, model: str | None, needed: bool
+    resource: LLMResource | None, model: str | None, needed: bool, stage: str
 ) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource (``model`` overriding its model) when the backend calls a model, else None."""
-    if not needed:
-        return nullcontext()
-    config = resource.client_config()
-    if model:
-        config = config.model_copy(update={"model": model})
-    return LLMClient(config)
+    """A client of the resource (``model`` overriding its model) when the backend calls a model, else None;
+    above the resource's ``max_cost_usd`` the stage fails before its first request."""
+    return llm_stage_client(resource, stage, needed, model)
 
 
 def _usage(client: LLMClient | None) -> dict[str, Any]:
@@ -96,7 +92,7 @@ def candidates_shard(
     ``rows`` are the shard's ``scene_graphs`` rows; ``output_settings`` the run config that shapes the rows
     (its data version); ``generator`` the LLM resource of a model backend (``model`` overriding its model).
     """
-    with _llm_client(generator, model, config.calls_model) as client:
+    with _llm_client(generator, model, config.calls_model, f"stvqa_candidates shard {shard}") as client:
         output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
         usage = _usage(client)
         usage.update(
@@ -166,7 +162,7 @@ def validated_shard(
     ``scene_rows`` are the ``scene_graphs`` rows of the shard's candidates' images; ``judge`` the LLM
     resource of a model backend (``model`` overriding its model).
     """
-    with _llm_client(judge, model, config.calls_model) as client:
+    with _llm_client(judge, model, config.calls_model, f"stvqa_validated shard {shard}") as client:
         output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
         usage = _usage(client)
         usage.update(llm_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
