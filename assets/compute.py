@@ -1,24 +1,12 @@
 """Where the per-partition work of a range run runs: worker processes on this machine, or a Ray cluster.
 
-A step that builds several partitions hands each partition's work to :func:`partition_results` as a
-plain function of picklable values. Two paths:
-
-- ``local`` (the default): a bounded :class:`~concurrent.futures.ProcessPoolExecutor` owned by the
-  step, one worker per usable core up to :data:`MAX_WORKERS` (the ``workers`` resource sets the
-  number; 1, or a run of one partition, computes in the step's own process). The workers end with
-  the step, and a worker whose build was killed exits at once.
-- ``ray``: each partition is a Ray task on the configured cluster (the ``ray`` extra), retried by Ray
-  when its worker dies (a Grounding DINO shard loads its detector once in its task).
-
-Both return what the function returns in the step's process, so the tables do not depend on the path.
-:class:`ComputeSettings` is mixed into the run configuration of the assets that offer Ray
-(``scene_geometry``, ``pseudo_gt_boxes`` with the Grounding DINO backend):
-
-.. code-block:: yaml
-
-    ops:
-      pseudo_gt_boxes_asset:
-        config: {backend: grounding_dino, compute: ray, ray_address: auto, num_gpus_per_task: 1}
+A step hands each partition's work to :func:`partition_results` as a plain function of picklable
+values. ``local`` (the default) runs it in a bounded process pool owned by the step (the ``workers``
+resource sets its size); ``ray`` runs each partition as a Ray task (the ``ray`` extra), retried by Ray
+when its worker dies. Both return what the function returns in the step's process, so the tables do
+not depend on the path. :class:`ComputeSettings` is mixed into the run configuration of the assets
+that offer Ray (``scene_geometry``; ``pseudo_gt_boxes`` with Grounding DINO), for instance
+``{backend: grounding_dino, compute: ray, ray_address: auto, num_gpus_per_task: 1}``.
 
 >>> ComputeSettings().compute
 'local'
@@ -37,14 +25,11 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, model_validator
 
 logger = logging.getLogger(__name__)
-
-RAY_EXTRA_HINT = "pip install -e '.[ray]' (the 'ray' extra: ray[data]==2.60.0)"
 
 MAX_WORKERS = 8
 """Most worker processes a step starts by default (each holds open3d, polars and the task's modules)."""
@@ -105,16 +90,10 @@ def compute_settings(settings: BaseModel) -> ComputeSettings:
     return ComputeSettings.model_validate(settings.model_dump(include=set(ComputeSettings.model_fields)))
 
 
-def usable_cpus() -> int:
-    """The cores this process may run on (its CPU affinity where the platform tells it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def default_workers() -> int:
     """Worker processes of a step when none are configured: one per usable core, at most :data:`MAX_WORKERS`."""
-    return min(usable_cpus(), MAX_WORKERS)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, MAX_WORKERS)
 
 
 def limit_threads(threads: int) -> None:
@@ -178,50 +157,28 @@ def partition_results(
         pool.shutdown(wait=False, cancel_futures=True)  # a failed or interrupted step: stop what is queued
 
 
-def import_ray() -> ModuleType:
-    """The ``ray`` module, or an ImportError that says which extra to install."""
-    try:
-        import ray
-    except ImportError as error:
-        raise ImportError(f"compute 'ray' needs Ray, which is not installed: {RAY_EXTRA_HINT}") from error
-    return ray
-
-
-@contextmanager
-def ray_cluster(settings: ComputeSettings) -> Iterator[ModuleType]:
-    """Connect to the configured Ray cluster for the duration of the block; yields the ``ray`` module.
-
-    A Ray already initialised in this process (a test's cluster, a notebook's) is used as it is and left
-    running. Otherwise ``ray.init(address=settings.ray_address)`` connects (or, with no address and no
-    RAY_ADDRESS, starts a local cluster), and the connection is shut down when the block ends.
-    """
-    ray = import_ray()
-    if ray.is_initialized():
-        yield ray
-        return
-    ray.init(address=settings.ray_address, include_dashboard=False, logging_level=logging.WARNING)
-    logger.info("Ray: connected to %s", settings.ray_address or "a local cluster")
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
-def remote_error_cause(error: BaseException) -> BaseException:
-    """The exception raised inside a Ray task or actor (a ``RayTaskError``'s cause), else ``error`` itself.
-
-    So a remote error reaches the asset as the same class and message as in local mode.
-    """
-    cause = getattr(error, "cause", None)
-    return cause if isinstance(cause, Exception) else error
-
-
 @contextmanager
 def _ray_results(
     function: Callable[..., Any], arguments: Mapping[str, tuple], compute: ComputeSettings
 ) -> Iterator[Callable[[str], Any]]:
-    """:func:`partition_results` on Ray: one task per key, all submitted at once."""
-    with ray_cluster(compute) as ray:
+    """:func:`partition_results` on Ray: one task per key, all submitted at once.
+
+    A Ray already initialised in this process (a test's cluster, a notebook's) is used as it is and left
+    running. Otherwise ``ray.init(address=compute.ray_address)`` connects (or, with no address and no
+    RAY_ADDRESS, starts a local cluster) for the block. An exception raised in a task arrives as the
+    same class and message as in local mode.
+    """
+    try:
+        import ray
+    except ImportError as error:
+        raise ImportError(
+            "compute 'ray' needs Ray, which is not installed: pip install -e '.[ray]'"
+        ) from error
+    connected = not ray.is_initialized()
+    if connected:
+        ray.init(address=compute.ray_address, include_dashboard=False, logging_level=logging.WARNING)
+    references: dict[str, Any] = {}
+    try:
         task = ray.remote(_call_with_threads).options(
             name=function.__name__,
             num_cpus=compute.num_cpus_per_task,
@@ -230,17 +187,19 @@ def _ray_results(
             retry_exceptions=False,
         )
         threads = max(1, int(compute.num_cpus_per_task))
-        references = {key: task.remote(threads, function, *values) for key, values in arguments.items()}
+        references.update({key: task.remote(threads, function, *values) for key, values in arguments.items()})
         logger.info("submitted %d partitions as Ray tasks (%s)", len(references), function.__name__)
 
         def result(key: str) -> Any:
             try:
                 return ray.get(references.pop(key))
             except ray.exceptions.RayTaskError as error:
-                raise remote_error_cause(error) from None
+                cause = getattr(error, "cause", None)
+                raise (cause if isinstance(cause, Exception) else error) from None
 
-        try:
-            yield result
-        finally:
-            for reference in references.values():  # keys never asked for (the step failed first)
-                ray.cancel(reference)
+        yield result
+    finally:
+        for reference in references.values():  # keys never asked for (the step failed first)
+            ray.cancel(reference)
+        if connected:
+            ray.shutdown()

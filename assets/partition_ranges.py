@@ -162,8 +162,8 @@ def _range_output(context: dg.AssetExecutionContext, name: str, by_key: Mapping[
     )
 
 
-PortableEvent = tuple[str, dict[str, Any]]
-"""An ``Output`` or ``AssetCheckResult`` as picklable values (a check result does not pickle)."""
+PortableEvent = dg.Output | dict[str, Any]
+"""An ``Output`` (it pickles) or an ``AssetCheckResult`` as its fields (a check result does not pickle)."""
 
 
 def portable_events(events: Iterable[dg.Output | dg.AssetCheckResult]) -> list[PortableEvent]:
@@ -173,33 +173,9 @@ def portable_events(events: Iterable[dg.Output | dg.AssetCheckResult]) -> list[P
     >>> [type(event).__name__ for event in restore_events(portable_events(events))]
     ['Output', 'AssetCheckResult']
     """
-    portable: list[PortableEvent] = []
-    for event in events:
-        if isinstance(event, dg.Output):
-            portable.append(
-                (
-                    "output",
-                    {
-                        "value": event.value,
-                        "output_name": event.output_name,
-                        "metadata": dict(event.metadata),
-                        "data_version": event.data_version,
-                    },
-                )
-            )
-        elif isinstance(event, dg.AssetCheckResult):
-            portable.append(("check", event._asdict()))
-        else:
-            raise TypeError(
-                f"a partition body yielded {type(event).__name__}, not Output or AssetCheckResult"
-            )
-    return portable
+    return [event._asdict() if isinstance(event, dg.AssetCheckResult) else event for event in events]
 
 
-def restore_events(portable: Iterable[PortableEvent]) -> Iterator[dg.Output | dg.AssetCheckResult]:
+def restore_events(portable: Iterable[PortableEvent]) -> list[dg.Output | dg.AssetCheckResult]:
     """The events that :func:`portable_events` turned into values."""
-    for kind, fields in portable:
-        if kind == "output":
-            yield dg.Output(**fields)
-        else:
-            yield dg.AssetCheckResult(**fields)
+    return [dg.AssetCheckResult(**event) if isinstance(event, dict) else event for event in portable]

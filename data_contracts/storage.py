@@ -16,20 +16,12 @@ What a reader can rely on, even with concurrent writers and writers killed at an
   file) sees the old file or the new one, never half of one; the last rename wins. A writer holds
   an advisory lock (``fcntl.flock``) on its temporary file while it writes; temporaries nobody holds
   are leftovers of killed writers and the next write into that folder deletes them.
-- **Empty tables load.** A table with no rows is written without row groups (Arrow and
-  ``datasets`` reject a 0-row row group, "BatchSize must be greater than 0"), so a folder of
-  partition files where some are empty loads with ``datasets.load_dataset("parquet",
-  data_files=...)`` and with polars. (``datasets`` refuses any split with no rows at all, whatever
-  the format: a table that is empty as a whole loads with ``streaming=True``, polars or pyarrow.)
-- **Readers.** :func:`read_table` opens each file once. Polars and pyarrow given a *path* open it
-  twice (footer, then data), so while a writer replaces the file they may fail ("Invalid thrift",
-  "page header reported the wrong page size"); read through one handle, or read when no build runs.
+- **Readers.** :func:`read_table` opens each file once (:func:`~data_contracts.parquet_files.read_parquet_file`).
+  Polars and pyarrow given a *path* open it twice (footer, then data), so while a writer replaces the file
+  they may fail ("Invalid thrift", "page header reported the wrong page size").
 
-Every file carries ``datasets`` feature metadata, so it also loads with
-``datasets.load_dataset("parquet", data_files=...)`` and images decode as images. Beside it, in the
-Parquet file's key-value metadata, a file written by the asset graph says where it comes from
-(:data:`FILE_METADATA_KEYS`: its contract version, the asset's code version and a fingerprint of
-its inputs); :func:`read_table_metadata` reads them back without reading the rows.
+What a file holds (``datasets`` features, provenance in its key-value metadata, empty tables that load):
+:mod:`data_contracts.parquet_files`.
 
 >>> table_path("/data", "dge_tasks", "scene0000_00").as_posix()
 '/data/dge_tasks/scene0000_00.parquet'
@@ -51,21 +43,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 import polars as pl
-import pyarrow.parquet as pq
 
-from data_contracts.images import to_huggingface_arrow
+from data_contracts.parquet_files import read_file_metadata, read_parquet_file, write_parquet
 
 logger = logging.getLogger(__name__)
 
 STORAGE_ROOT_ENV = "SPATIAL_DATA_ROOT"
 LLM_CACHE_RELATIVE_PATH = Path("llm_cache") / "responses.sqlite"
 TEMPORARY_SUFFIX = ".tmp"
-HUGGINGFACE_METADATA_KEY = "huggingface"
-"""The key-value metadata entry holding the ``datasets`` features (written by every table file)."""
-FILE_METADATA_KEYS = ("contract_version", "code_version", "source_fingerprint", "input_data_versions")
-"""Key-value metadata the asset graph writes into every table file (see ``pipelines.io_manager``):
-the table's contract version, the code version of the asset that wrote it, a fingerprint of the
-data versions of its inputs as Dagster recorded them, and those data versions (JSON)."""
 
 
 class MissingTableError(FileNotFoundError):
@@ -271,12 +256,6 @@ def atomic_write(path: str | Path) -> Iterator[BinaryIO]:
             temporary.unlink(missing_ok=True)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` with :func:`atomic_write`."""
-    with atomic_write(path) as handle:
-        handle.write(data)
-
-
 def write_json_atomic(path: str | Path, data: object, indent: int | None = 2) -> None:
     """Write JSON (UTF-8, sorted keys, newline at the end) to ``path`` with :func:`atomic_write`.
 
@@ -286,34 +265,8 @@ def write_json_atomic(path: str | Path, data: object, indent: int | None = 2) ->
     ...     (Path(folder) / "a.json").read_text()
     '{"a": [2], "b": 1}\\n'
     """
-    write_bytes_atomic(path, (json.dumps(data, indent=indent, sort_keys=True) + "\n").encode("utf-8"))
-
-
-# --- Parquet files -----------------------------------------------------------------------------
-
-
-def write_parquet(
-    frame: pl.DataFrame, handle: BinaryIO, key_value_metadata: Mapping[str, str] | None = None
-) -> None:
-    """Write ``frame`` as Parquet with Hugging Face feature metadata to an open binary handle.
-
-    ``key_value_metadata`` entries are added to the file's key-value metadata beside the
-    ``datasets`` features (which they may not replace). A frame with no rows is written with no row
-    group at all (a 0-row row group makes Arrow's batch reader, and so ``datasets``, fail with
-    "BatchSize must be greater than 0"); its metadata is written all the same.
-    """
-    table = to_huggingface_arrow(frame)
-    if key_value_metadata:
-        reserved = {HUGGINGFACE_METADATA_KEY, "ARROW:schema"} & set(key_value_metadata)
-        if reserved:
-            raise ValueError(f"key-value metadata may not replace {sorted(reserved)}")
-        metadata = dict(table.schema.metadata or {})
-        metadata.update({str(k).encode(): str(v).encode() for k, v in key_value_metadata.items()})
-        table = table.replace_schema_metadata(metadata)
-    if table.num_rows == 0:
-        pq.ParquetWriter(handle, table.schema, compression="zstd").close()
-    else:
-        pq.write_table(table, handle, compression="zstd")
+    with atomic_write(path) as handle:
+        handle.write((json.dumps(data, indent=indent, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def write_table(frame: pl.DataFrame, path: Path, key_value_metadata: Mapping[str, str] | None = None) -> None:
@@ -323,26 +276,15 @@ def write_table(frame: pl.DataFrame, path: Path, key_value_metadata: Mapping[str
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = Path(folder) / "t.parquet"
     ...     write_table(pl.DataFrame({"a": [1]}).head(0), path, {"contract_version": "1.0.0"})
-    ...     pq.ParquetFile(path).metadata.num_row_groups, pl.read_parquet(path).columns, read_file_metadata(path)
-    (0, ['a'], {'contract_version': '1.0.0'})
+    ...     pl.read_parquet(path).columns, read_file_metadata(path)
+    (['a'], {'contract_version': '1.0.0'})
     """
     with atomic_write(path) as handle:
         write_parquet(frame, handle, key_value_metadata)
 
 
-def read_file_metadata(path: str | Path) -> dict[str, str]:
-    """The key-value metadata of one Parquet file, without Arrow's schema and the ``datasets`` features.
-
-    Reads the footer only (through one handle, like :func:`read_parquet_file`).
-    """
-    with open(path, "rb") as handle:
-        metadata = pq.ParquetFile(handle).schema_arrow.metadata or {}
-    skipped = {b"ARROW:schema", HUGGINGFACE_METADATA_KEY.encode()}
-    return {key.decode(): value.decode() for key, value in metadata.items() if key not in skipped}
-
-
 def read_table_metadata(root: str | Path, table: str, partition: str | None = None) -> dict[str, str]:
-    """The key-value metadata (:data:`FILE_METADATA_KEYS` for files the asset graph wrote) of a table's file.
+    """The key-value metadata (:data:`~data_contracts.parquet_files.FILE_METADATA_KEYS` for files the asset graph wrote) of a table's file.
 
     ``partition`` names the file of a partitioned table.
 
@@ -368,14 +310,3 @@ def read_table(root: str | Path, table: str, partitions: list[str] | None = None
                 "materialise the asset first"
             )
     return pl.concat([read_parquet_file(path) for path in files], how="diagonal_relaxed")
-
-
-def read_parquet_file(path: str | Path) -> pl.DataFrame:
-    """Read one Parquet file through a single open handle.
-
-    Polars and pyarrow, given a path, open it twice (footer, then data); a writer renaming a new
-    version in between makes them read one file's footer with the other's pages. One handle always
-    reads one whole version.
-    """
-    with open(path, "rb") as handle:
-        return pl.read_parquet(handle)

@@ -225,10 +225,8 @@ class Build:
         if not result.success and log_failure:
             failed = [event.step_key for event in result.get_step_failure_events()]
             where = f" (partition {partition_key})" if partition_key else ""
-            if partition_range is not None:
-                where = f" (partitions {partition_range[0]} to {partition_range[1]})"
             logger.error(
-                "run %s of %s failed in %s%s (details: the run's page in the Dagster UI)",
+                "run %s of %s failed in %s%s (details: its page in the Dagster UI)",
                 result.run_id,
                 job_name,
                 failed,
@@ -264,18 +262,15 @@ class Build:
 
         resources = self.defs.resources
         scenes = scan_folders(resources["sources"], resources["storage"])
-        for attempt in range(3):
+        for _ in range(3):  # a concurrent build may add some of them first: then read them again
             known = set(self.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
-            new = [scene for scene in scenes if scene not in known]
-            if not new:
-                break
             try:
-                self.instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
-                break
-            except sqlalchemy.exc.IntegrityError:  # a concurrent build added some of them first: read again
-                logger.info(
-                    "scene partitions added concurrently (attempt %d); reading them again", attempt + 1
+                self.instance.add_dynamic_partitions(
+                    SCENES_PARTITIONS_NAME, [s for s in scenes if s not in known]
                 )
+                break
+            except sqlalchemy.exc.IntegrityError:
+                continue
         self.ok = self.execute(OBSERVE_RAW_FILES_JOB, None, _run_config(self.args, False)) and self.ok
 
     def run_waves(self, waves: Sequence[Sequence[dg.AssetsDefinition]]) -> None:
@@ -330,16 +325,15 @@ def _cancel_unfinished_runs(instance: dg.DagsterInstance, tags: dict[str, str]) 
         )
 
 
-def _empty_reasons(instance: dg.DagsterInstance, tables: Sequence[str]) -> dict[str, str]:
-    """Why each of ``tables`` is empty, as its latest materialization says (``empty_because``)."""
-    reasons = {}
-    for table in tables:
-        event = instance.get_latest_materialization_event(dg.AssetKey(table))
-        materialization = event.asset_materialization if event is not None else None
-        reason = materialization.metadata.get(EMPTY_REASON_KEY) if materialization is not None else None
-        if reason is not None:
-            reasons[table] = str(reason.value)
-    return reasons
+def _empty_reason(instance: dg.DagsterInstance, table: str) -> str | None:
+    """Why ``table`` is empty, as its latest materialization says (``empty_because``), if it says."""
+    event = instance.get_latest_materialization_event(dg.AssetKey(table))
+    reason = (
+        event.asset_materialization.metadata.get(EMPTY_REASON_KEY)
+        if event and event.asset_materialization
+        else None
+    )
+    return None if reason is None else str(reason.value)
 
 
 def summarize(storage_root: Path, instance: dg.DagsterInstance | None = None) -> str:
@@ -354,14 +348,13 @@ def summarize(storage_root: Path, instance: dg.DagsterInstance | None = None) ->
         rows = pl.scan_parquet(path).select(pl.len()).collect().item()
         count, files, size = tables.get(name, (0, 0, 0))
         tables[name] = (count + rows, files + 1, size + path.stat().st_size)
-    names = sorted(n for n in tables if not n.endswith("_quarantine"))
-    empty = [n for n in names if tables[n][0] == 0]
-    reasons = _empty_reasons(instance, empty) if instance is not None else {}
     lines = [f"Parquet caches under {storage_root}:", f"  {'table':<30}{'rows':>9}{'files':>7}{'MiB':>9}"]
-    for name in names:
+    for name in sorted(n for n in tables if not n.endswith("_quarantine")):
         rows, files, size = tables[name]
-        why = f"  ({reasons[name]})" if name in reasons else ""
-        lines.append(f"  {name:<30}{rows:>9}{files:>7}{size / 2**20:>9.2f}{why}")
+        reason = _empty_reason(instance, name) if rows == 0 and instance is not None else None
+        lines.append(
+            f"  {name:<30}{rows:>9}{files:>7}{size / 2**20:>9.2f}" + (f"  ({reason})" if reason else "")
+        )
     quarantines = {n: tables[n][0] for n in tables if n.endswith("_quarantine")}
     flagged = ", ".join(f"{n}: {rows}" for n, rows in sorted(quarantines.items()) if rows)
     lines.append(
@@ -394,9 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "spatial/build": uuid.uuid4().hex[:12],
         },
     )
-    previous_sigterm = signal.signal(
-        signal.SIGTERM, signal.default_int_handler
-    )  # SIGTERM stops as Ctrl-C does
+    # SIGTERM stops the build as Ctrl-C does (Dagster handles both inside a run).
+    previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
     started = time.perf_counter()
     stopped = False
     try:

@@ -38,7 +38,8 @@ import pytest
 from assets.sample_world import SampleWorldConfig, generate_sample_world
 from assets.sample_world.completion import MANIFEST_FILE, verify_world
 from assets.sample_world.generator import stamp_config
-from data_contracts.storage import read_parquet_file, read_table, table_path
+from data_contracts.parquet_files import read_parquet_file
+from data_contracts.storage import read_table, table_path
 from pipelines.io_manager import ParquetIOManager
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]

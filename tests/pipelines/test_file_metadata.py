@@ -15,7 +15,8 @@ import dagster as dg
 import datasets
 import pyarrow.parquet as pq
 
-from data_contracts.storage import FILE_METADATA_KEYS, read_file_metadata, read_table_metadata, table_path
+from data_contracts.parquet_files import FILE_METADATA_KEYS, read_file_metadata
+from data_contracts.storage import read_table_metadata, table_path
 from pipelines.definitions import defs
 
 INPUT_VERSION_TAG = "dagster/input_data_version/"

@@ -258,7 +258,6 @@ def test_dagster_cli_one_partition_range_run_on_a_built_world(dev_build):
         [*command, *select], cwd=REPOSITORY_ROOT, env=environment, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    instance = dg.DagsterInstance.from_config(str(dev_build.dagster_home))
-    latest = instance.get_latest_materialization_event(dg.AssetKey("scene_geometry"))
+    latest = dev_build.instance.get_latest_materialization_event(dg.AssetKey("scene_geometry"))
     assert latest.run_id != before.run_id and latest.asset_materialization.partition == scene
     assert read_table(dev_build.storage, "scene_geometry", [scene])["scene_id"].to_list() == [scene]

@@ -2,7 +2,7 @@
 
 The test starts a one-CPU head node with the ``ray`` command in a temporary folder, then builds a scan
 in a separate Python process whose only link to the cluster is ``ray_address`` (Ray is not initialised
-there, so :func:`assets.compute.ray_cluster` connects and disconnects), with the cluster's
+there, so :func:`assets.compute.partition_results` connects and disconnects), with the cluster's
 authentication token in its environment. The row must equal local mode's. Every process of the head node (found by its temporary folder) is ended afterwards.
 """
 

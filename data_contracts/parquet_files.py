@@ -1,0 +1,83 @@
+"""What a table file holds: Parquet with ``datasets`` features, provenance in its key-value metadata (no Dagster here).
+
+Every file carries ``datasets`` feature metadata, so it also loads with
+``datasets.load_dataset("parquet", data_files=...)`` and images decode as images. Beside it, in the
+Parquet file's key-value metadata, a file written by the asset graph says where it comes from
+(:data:`FILE_METADATA_KEYS`). A table with no rows is written without row groups (Arrow and ``datasets``
+reject a 0-row row group, "BatchSize must be greater than 0"), so a folder of partition files where some
+are empty loads with ``datasets`` and with polars. (``datasets`` refuses any split with no rows at all,
+whatever the format: a table that is empty as a whole loads with ``streaming=True``, polars or pyarrow.)
+Where the files live and how they are written whole: :mod:`data_contracts.storage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import BinaryIO
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from data_contracts.images import to_huggingface_arrow
+
+HUGGINGFACE_METADATA_KEY = "huggingface"
+"""The key-value metadata entry holding the ``datasets`` features (written by every table file)."""
+FILE_METADATA_KEYS = ("contract_version", "code_version", "source_fingerprint", "input_data_versions")
+"""Key-value metadata the asset graph writes into every table file (see ``pipelines.io_manager``):
+the table's contract version, the code version of the asset that wrote it, a fingerprint of the
+data versions of its inputs as Dagster recorded them, and those data versions (JSON)."""
+
+
+def write_parquet(
+    frame: pl.DataFrame, handle: BinaryIO, key_value_metadata: Mapping[str, str] | None = None
+) -> None:
+    """Write ``frame`` as Parquet with Hugging Face feature metadata to an open binary handle.
+
+    ``key_value_metadata`` entries are added to the file's key-value metadata beside the
+    ``datasets`` features (which they may not replace). A frame with no rows is written with no row
+    group at all (a 0-row row group makes Arrow's batch reader, and so ``datasets``, fail with
+    "BatchSize must be greater than 0"); its metadata is written all the same.
+    """
+    table = to_huggingface_arrow(frame)
+    if key_value_metadata:
+        reserved = {HUGGINGFACE_METADATA_KEY, "ARROW:schema"} & set(key_value_metadata)
+        if reserved:
+            raise ValueError(f"key-value metadata may not replace {sorted(reserved)}")
+        metadata = dict(table.schema.metadata or {})
+        metadata.update({str(k).encode(): str(v).encode() for k, v in key_value_metadata.items()})
+        table = table.replace_schema_metadata(metadata)
+    if table.num_rows == 0:
+        pq.ParquetWriter(handle, table.schema, compression="zstd").close()
+    else:
+        pq.write_table(table, handle, compression="zstd")
+
+
+def read_file_metadata(path: str | Path) -> dict[str, str]:
+    """The key-value metadata of one Parquet file, without Arrow's schema and the ``datasets`` features.
+
+    Reads the footer only (through one handle, like :func:`read_parquet_file`).
+
+    >>> import io, tempfile
+    >>> buffer = io.BytesIO()
+    >>> write_parquet(pl.DataFrame({"a": [1]}).head(0), buffer, {"contract_version": "1.0.0"})
+    >>> with tempfile.NamedTemporaryFile(suffix=".parquet") as file:
+    ...     _ = file.write(buffer.getvalue()); file.flush()
+    ...     pq.ParquetFile(file.name).metadata.num_row_groups, read_file_metadata(file.name)
+    (0, {'contract_version': '1.0.0'})
+    """
+    with open(path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).schema_arrow.metadata or {}
+    skipped = {b"ARROW:schema", HUGGINGFACE_METADATA_KEY.encode()}
+    return {key.decode(): value.decode() for key, value in metadata.items() if key not in skipped}
+
+
+def read_parquet_file(path: str | Path) -> pl.DataFrame:
+    """Read one Parquet file through a single open handle.
+
+    Polars and pyarrow, given a path, open it twice (footer, then data); a writer renaming a new
+    version in between makes them read one file's footer with the other's pages. One handle always
+    reads one whole version.
+    """
+    with open(path, "rb") as handle:
+        return pl.read_parquet(handle)
