@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 from assets.previews import gallery, markdown_image
 from assets.resources import StorageResource
 from assets.tables import (
+    EMPTY_REASON_KEY,
     contract_check_specs,
     finalize_table,
     json_metadata,
@@ -274,6 +275,7 @@ def eval_report(
             asset_key="eval_report",
             extra_metadata={
                 "model": "none configured: set the model in the run config to evaluate",
+                EMPTY_REASON_KEY: "off until eval_report_asset's model is set",
                 "items_by_benchmark": json_metadata(counts),
                 "published_tables": dg.MetadataValue.md(
                     "\n\n".join(table_markdown(table) for table in tables)

@@ -38,6 +38,8 @@ def test_build_everything_on_a_small_world(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert status == 0, out
     assert "(0 failed)" in out and "Quarantined rows:" in out
+    assert "(off until eval_report_asset's model is set)" in out  # why an empty table is empty
+    assert "(off until depth_dir or depth_model_path is set)" in out
     data = tmp_path / "data"
     for table in ("mcq_questions", "spatialcore_train", "stvqa", "sft_cold_start", "eval_items"):
         assert pl.read_parquet(data / f"{table}.parquet").height > 0, table
