@@ -252,15 +252,28 @@ def preflight_on_this_machine(command: str, config: str | None, parsed: tuple, s
 
 def _fast_checks(command: str, arguments: list[str]) -> str | None:
     """Recipe keys and the model's location, checked before anything heavy is imported; the recipe path."""
+    from training.architectures import PUBLISHED_CONFIGS
     from training.recipe_file import read_recipe, split_config_argument
     from training.requirements import ModelLocationError, model_problem
 
     config, overrides = split_config_argument(arguments)
     recipe = read_recipe(config, overrides, kind=command)
-    problem = model_problem(recipe["model_name_or_path"])
+    model = recipe["model_name_or_path"]
+    # a recipe model not cached yet is checked after the recipe's own settings (bf16, packages)
+    if model not in PUBLISHED_CONFIGS:
+        problem = model_problem(model)
+        if problem is not None:
+            raise ModelLocationError(problem)
+    return config
+
+
+def check_model_location(model_args) -> None:
+    """Raise `ModelLocationError` when the model is neither a folder nor cached (nor downloadable)."""
+    from training.requirements import ModelLocationError, model_problem
+
+    problem = model_problem(model_args.model_name_or_path)
     if problem is not None:
         raise ModelLocationError(problem)
-    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "grpo":
             parsed = _parse(make_grpo_parser(), rest)
             check_requirements(parsed[1], parsed[2])
+            check_model_location(parsed[2])
             preflight_on_this_machine(command, config, parsed, skip)
             run_grpo(*parsed)
         else:
@@ -308,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             script_args, training_args, model_args = _parse(make_sft_parser(), rest)
             check_requirements(training_args, model_args)
+            check_model_location(model_args)
             preflight_on_this_machine(command, config, (script_args, training_args, model_args), skip)
             training_args.resume_from_checkpoint = resolve_checkpoint(
                 training_args.output_dir, training_args.resume_from_checkpoint

@@ -246,6 +246,15 @@ class Report:
         return out.getvalue()
 
 
+def _count(value: int) -> str:
+    """A parameter count in B or M.
+
+    >>> _count(8_767_123_696), _count(89_505_664)
+    ('8.77 B', '89.5 M')
+    """
+    return f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.1f} M"
+
+
 # ---------------------------------------------------------------------------------------- prompts
 
 
@@ -545,7 +554,7 @@ def memory_budget(
         BudgetLine(
             f"policy weights ({'fp32' if dtype_bytes == 4 else 'bf16'})",
             parameters * dtype_bytes / shard / GIB,
-            f"{parameters / 1e9:.2f} B x {dtype_bytes} B"
+            f"{_count(parameters)} x {dtype_bytes} B"
             + (f" / {gpus} GPUs (ZeRO-3)" if shard > 1 else ", whole on each GPU"),
         )
     ]
@@ -586,7 +595,7 @@ def memory_budget(
         BudgetLine(
             "trainable state",
             state / GIB,
-            f"{trainable / 1e6:,.1f} M trainable x {per_parameter} B ({what})"
+            f"{_count(trainable)} trainable x {per_parameter} B ({what})"
             + (f", ZeRO-{zero_stage} sharded" if zero_stage else ""),
         )
     )
@@ -882,7 +891,7 @@ def _notes(report: Report) -> None:
         )
         report.notes.append(
             f"one update sees {rollouts} rollouts = {rollouts // int(recipe['num_generations'])} prompts on "
-            f"{machine.gpus} GPUs; scale gradient_accumulation_steps to keep the recipe's update on another GPU count"
+            f"{machine.gpus} GPU{'s' if machine.gpus != 1 else ''}; scale gradient_accumulation_steps to keep the recipe's update on another GPU count"
         )
         if recipe["use_vllm"] and recipe["vllm_importance_sampling_correction"]:
             report.notes.append(
@@ -1016,7 +1025,7 @@ def make_parser() -> argparse.ArgumentParser:
         "--prompt-tokens",
         type=int,
         default=None,
-        help="plan without data: the longest prompt in tokens, images included",
+        help="plan without data: the longest prompt in tokens, images included (SFT: prompt + target)",
     )
     parser.add_argument(
         "--check-packages",

@@ -240,13 +240,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if args.backend in ("transformers", "vllm"):
-        from training.requirements import model_problem
-
-        problem = model_problem(args.model)
-        if problem is not None:
-            sys.stderr.write(f"spatial-eval: error: {problem}\n")
-            return 2
     try:
         config = config_from_args(args)
         result = run_evaluation(config)

@@ -160,7 +160,24 @@ def resolve_family(config: EvalRunConfig) -> str:
         return "qwen2_vl"
     from training.models import detect_family
 
+    check_model_location(config)
     return detect_family(config.model)
+
+
+def check_model_location(config: EvalRunConfig) -> None:
+    """Raise `ModelLocationError` (one line) when a local backend's model is neither a folder nor cached.
+
+    Without it, a missing folder such as `outputs/tiny-qwen3-vl` is taken for a Hub id, retried five
+    times and ends in a traceback. Checked only when the model is needed: a run answered from the
+    cache loads no model.
+    """
+    if config.backend not in ("transformers", "vllm"):
+        return
+    from training.requirements import ModelLocationError, model_problem
+
+    problem = model_problem(config.model)
+    if problem is not None:
+        raise ModelLocationError(problem)
 
 
 def resolve_prompt_format(config: EvalRunConfig, family: str) -> str:
@@ -194,6 +211,7 @@ class LazyBackend:
     def get(self):
         """The backend (built now if needed)."""
         if self.backend is None:
+            check_model_location(self.config)
             options = dict(self.config.backend_options)
             options.setdefault("settings", self.config.generation)
             options.setdefault("family", self.family)
