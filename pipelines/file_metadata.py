@@ -16,6 +16,11 @@ versioned by file content and paths relative to their configured root (:mod:`ass
 sample world by its configuration, and every other asset by its code version and its inputs'
 versions, so moving or copying the data folder leaves it unchanged, and changing one raw file
 changes it for exactly the files downstream of that file's source.
+
+Dagster's output context has no public property for the step's code version and input data versions,
+so this module reads them from ``context.step_context``: the one place the project uses Dagster's
+execution internals, pinned by ``tests/pipelines/test_file_metadata.py``. The IO manager itself reads
+only the output and input contexts' documented properties.
 """
 
 from __future__ import annotations
