@@ -390,8 +390,9 @@ def llm_stage_client(
 def budget_failure(stage: str, error: BudgetExceededError) -> dg.Failure:
     """The step failure of a budget refusal: its sentence, and the estimate as metadata."""
     estimate = error.estimate
+    message = str(error)
     return dg.Failure(
-        description=f"{stage}: {error}",
+        description=message if message.startswith(f"{stage} ") else f"{stage}: {message}",
         metadata={
             "llm_estimated_requests": estimate.requests,
             "llm_estimated_prompt_tokens": estimate.prompt_tokens,

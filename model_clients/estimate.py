@@ -52,7 +52,7 @@ __all__ = [
     "openai_image_tokens",
 ]
 
-MIN_OBSERVED_ANSWERS = 20
+MIN_OBSERVED_ANSWERS = 5
 """Answers of a prompt template in the cache before their mean completion length replaces the budget."""
 WORD_PIECE_LETTERS = 7
 """A word of up to this many letters is one token; longer ones take one more token per this many letters."""

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Fault",
     "LoopbackLLMServer",
+    "hide_cached_answers",
     "RecordedRequest",
     "anthropic_server",
     "llm_server_factory",
@@ -682,6 +683,18 @@ def loopback_client_factory(
         return client
 
     return make, clients
+
+
+def hide_cached_answers(cache_path: Path) -> None:
+    """Re-key every answer of a response cache: it keeps the answers of each prompt template (their completion
+    lengths, the estimate's observed mean) but answers none of the requests that were asked.
+
+    The cache as a stage finds it when earlier runs answered other rows of the same templates.
+    """
+    import sqlite3
+
+    with sqlite3.connect(cache_path) as connection:
+        connection.execute("UPDATE responses SET cache_key = 'earlier-' || cache_key")
 
 
 @pytest.fixture

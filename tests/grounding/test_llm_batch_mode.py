@@ -1,0 +1,156 @@
+"""The grounding stages that call paid models (``object_phrases``, ``sft_cold_start``) in batch mode, their cost
+estimate and their budget, on the sample world against the loopback OpenAI server.
+
+Batch mode (OpenAI's Batch API over the real SDK) must write the tables of sync mode; the estimate made before
+sending must be within 10% of what the server bills; ``max_cost_usd`` fails the asset before its first request
+with one sentence.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets.grounding.assets import GROUNDING_ASSETS
+from assets.grounding.cold_start import ColdStartSettings, build_cold_start
+from assets.grounding.training_table import build_spatialcore_train
+from assets.sources.assets import SOURCE_ASSETS
+from data_contracts.spatialcore_train import SpatialcoreTrain
+from data_contracts.storage import table_path
+from data_contracts.validation import polars_schema
+from model_clients import LLMClient, LLMClientConfig
+from tests.fakes.llm_servers import hide_cached_answers, request_text
+from tests.grounding.conftest import TEST_API_KEY, grounding_resources
+
+SELECTION = ["object_phrases", "object_phrases_quarantine"]
+FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.02, "max_retries": 1, "timeout_s": 2.0}
+BATCH = {"mode": "batch", "batch_poll_interval_s": 0.02, "batch_sync_reask_max": 0}
+"""Batch mode with re-asks in new batches too (the default sends up to 20 re-asks one by one)."""
+
+
+def phrases_of(body: dict):
+    """Nouns of the question as phrases; a question about a "plant" gets an answer outside the schema."""
+    question = request_text(body).splitlines()[0]
+    if "plant" in question and "box" in question:
+        return {"objects": ["plant"]}
+    return {"phrases": [word.strip("?,.") for word in question.split() if len(word) > 5][:3]}
+
+
+def reasoning_of(body: dict) -> dict:
+    return {"reasoning": "The " + " ".join(request_text(body).split()[:12]) + " so the answer follows."}
+
+
+def _materialize(root, world, **llm_settings) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [*SOURCE_ASSETS, *GROUNDING_ASSETS],
+        selection=["mcq_questions", "mcq_questions_quarantine", *SELECTION],
+        resources=grounding_resources(root, world, **{**FAST, **llm_settings}),
+        run_config={
+            "ops": {"object_phrases_asset": {"config": {"backend": "openai", "max_failure_fraction": 1.0}}}
+        },
+        raise_on_error=False,
+    )
+
+
+def _metadata(result: dg.ExecuteInProcessResult) -> dict:
+    event = next(
+        event
+        for event in result.get_asset_materialization_events()
+        if event.asset_key.path == ["object_phrases"]
+    )
+    return {name: value.value for name, value in event.materialization.metadata.items()}
+
+
+def test_object_phrases_in_batch_mode_writes_the_tables_of_sync_mode(
+    tmp_path, small_world, llm_server_factory
+):
+    sync_server = llm_server_factory("openai", responder=phrases_of)
+    sync_root, batch_root = tmp_path / "sync", tmp_path / "batch"
+    sync = _materialize(sync_root, small_world, base_url=sync_server.base_url, api_key=TEST_API_KEY)
+    server = llm_server_factory("openai", responder=phrases_of)
+    batch = _materialize(batch_root, small_world, base_url=server.base_url, api_key=TEST_API_KEY, **BATCH)
+    assert sync.success and batch.success
+    for table in SELECTION:
+        assert pl.read_parquet(table_path(batch_root, table)).equals(
+            pl.read_parquet(table_path(sync_root, table))
+        )
+    assert (
+        server.calls("/chat/completions") == 0 and len(server.batches.batches) == 2
+    )  # answers, then the re-ask
+    metadata, sync_metadata = _metadata(batch), _metadata(sync)
+    assert metadata["llm_mode"] == "batch" and metadata["llm_batches_submitted"] == 2
+    assert metadata["llm_expected_finish"].endswith("UTC") and metadata["llm_batch_completed"] >= 6
+    assert metadata["llm_prompt_tokens"] == sync_metadata["llm_prompt_tokens"]
+    assert metadata["llm_cost_usd"] == pytest.approx(sync_metadata["llm_cost_usd"] / 2, rel=1e-3)
+    # The estimate made before sending sits beside the actual cost, within 10% on the prompt per call (the
+    # re-ask of the answer outside the schema is billed but cannot be foreseen).
+    estimated = metadata["llm_estimated_prompt_tokens"] / metadata["llm_estimated_requests"]
+    billed = metadata["llm_prompt_tokens"] / metadata["llm_api_calls"]
+    assert metadata["llm_api_calls"] == metadata["llm_estimated_requests"] + 1
+    assert abs(estimated - billed) <= 0.1 * billed
+
+
+def test_max_cost_usd_fails_object_phrases_before_the_first_request(
+    tmp_path, small_world, llm_server_factory
+):
+    server = llm_server_factory("openai", responder=phrases_of)
+    result = _materialize(
+        tmp_path, small_world, base_url=server.base_url, api_key=TEST_API_KEY, max_cost_usd=0.0001
+    )
+    assert not result.success
+    (event,) = result.get_step_failure_events()
+    failure = event.step_failure_data.user_failure_data
+    assert failure.description.startswith("object_phrases: object phrases would cost about $")
+    assert "above max_cost_usd $0.00: nothing was sent" in failure.description
+    assert failure.metadata["llm_estimated_requests"].value > 0
+    assert server.hits == 0 and not table_path(tmp_path, "object_phrases").exists()
+
+
+@pytest.fixture(scope="module")
+def training_frame(world_questions) -> pl.DataFrame:
+    """The small world's questions with made-up pseudo-GT boxes."""
+    ids = sorted(world_questions["question_id"].to_list())
+    boxes = pl.DataFrame(
+        {
+            "question_id": ids,
+            "pseudo_gt": [
+                [{"bbox_2d": [100 + index, 100, 300, 300], "label": "red box", "validity": 0.8}]
+                for index in range(len(ids))
+            ],
+        },
+        schema_overrides={"pseudo_gt": polars_schema(SpatialcoreTrain)["pseudo_gt"]},
+    )
+    return build_spatialcore_train(world_questions, boxes)
+
+
+def _client(server, cache_path, **overrides) -> LLMClient:
+    settings = {"base_url": server.base_url, "api_key": TEST_API_KEY, "cache_path": cache_path, **FAST}
+    return LLMClient(LLMClientConfig(**{**settings, **overrides}))
+
+
+def test_sft_cold_start_in_batch_mode_equals_sync_and_is_estimated_within_ten_percent(
+    training_frame, llm_server_factory, tmp_path
+):
+    settings = ColdStartSettings(samples=100, reasoning="llm")
+    sync_server = llm_server_factory("openai", responder=reasoning_of)
+    with _client(sync_server, tmp_path / "sync.sqlite") as client:
+        sync_frame, sync_log, _ = build_cold_start(
+            training_frame, settings, llm_client=client, progress=False
+        )
+        first_run = client.summary
+    server = llm_server_factory("openai", responder=reasoning_of)
+    with _client(server, tmp_path / "batch.sqlite", **BATCH) as client:
+        frame, log, _ = build_cold_start(training_frame, settings, llm_client=client, progress=False)
+    assert frame.equals(sync_frame) and log.rows == sync_log.rows and frame.height == training_frame.height
+    assert server.calls("/chat/completions") == 0 and len(server.batches.batches) == 1
+
+    # The estimate before the first run (completion from the max_tokens budget): the prompt within 10%.
+    assert abs(first_run.estimated_prompt_tokens - first_run.prompt_tokens) <= 0.1 * first_run.prompt_tokens
+    # A later run over new rows of the same template: the observed mean gives dollars within 10%.
+    hide_cached_answers(tmp_path / "sync.sqlite")
+    with _client(sync_server, tmp_path / "sync.sqlite") as client:
+        build_cold_start(training_frame, settings, llm_client=client, progress=False)
+        later = client.summary
+    assert later.cache_hits == 0
+    assert abs(later.estimated_cost_usd - later.cost_usd) <= 0.1 * later.cost_usd

@@ -1,0 +1,153 @@
+"""The STVQA stages that call paid models (generation with Claude, pass@2 with GPT-4o) in batch mode, their cost
+estimate and their budget, on the sample world against the loopback servers.
+
+Batch mode (Anthropic's Message Batches, OpenAI's Batch API, over the real SDKs) must give the tables of sync
+mode (at half the price in the attempts' cost column); the estimate made before sending must be within 10% of
+what the server bills; ``max_cost_usd`` stops a stage before its first request with one sentence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets.llm_costs import answer_requests, generation_requests
+from assets.resources import LLMResource, check_stage_budget
+from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
+from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
+from model_clients import BudgetExceededError
+from tests.fakes.llm_servers import hide_cached_answers, request_text
+
+BATCH = {"mode": "batch", "batch_poll_interval_s": 0.02, "batch_sync_reask_max": 0}
+RELATION_ITEM = {
+    "question": "Where is the chair with respect to the table?",
+    "options": ["left of", "right of"],
+    "answer": "A",
+    "category": "relation",
+    "level": "easy",
+    "rating": 7,
+}
+COUNT_ITEM = {
+    "question": "How many chairs are there in the image?",
+    "options": ["0", "1", "2", "3"],
+    "answer": "A",
+    "category": "count",
+    "level": "medium",
+    "rating": 5,
+}
+GENERATION = QuestionGenerationSettings(backend="anthropic", questions_per_image=2, chunk_size=2)
+
+
+def generated(body: dict) -> dict:
+    return {"questions": [RELATION_ITEM, COUNT_ITEM]}
+
+
+def judged(body: dict) -> str:
+    """A deterministic judge: the letter follows from a hash of the question (right for some, wrong for others)."""
+    text = request_text(body)
+    return "AB"[hashlib.sha256(text.encode()).digest()[0] % 2]
+
+
+@pytest.fixture(scope="module")
+def template_candidates(sample_scene_graphs, sample_geometry) -> pl.DataFrame:
+    settings = QuestionGenerationSettings(questions_per_image=3)
+    return generate_candidates(sample_scene_graphs, settings, sample_geometry, progress=False).candidates
+
+
+def test_generation_in_batch_mode_equals_sync_and_is_estimated_within_ten_percent(
+    llm_server_factory, make_llm_client, sample_scene_graphs, sample_geometry, tmp_path
+):
+    sync_server = llm_server_factory("anthropic", responder=generated)
+    sync_client = make_llm_client(sync_server, cache_path=tmp_path / "sync.sqlite")
+    sync = generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, sync_client, progress=False)
+    server = llm_server_factory("anthropic", responder=generated)
+    client = make_llm_client(server, cache_path=tmp_path / "batch.sqlite", **BATCH)
+    output = generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, client, progress=False)
+
+    assert output.candidates.equals(sync.candidates) and output.quarantine.rows == sync.quarantine.rows
+    assert output.candidates.height == 2 * sample_scene_graphs.height
+    chunks = -(-sample_scene_graphs.height // GENERATION.chunk_size)
+    assert server.calls("/v1/messages") == 0 and len(server.batches.batches) == chunks  # a batch per chunk
+    assert client.summary.cost_usd == pytest.approx(sync_client.summary.cost_usd / 2)
+
+    first = sync_client.summary  # the estimate before the first run: prompt tokens within 10%
+    assert abs(first.estimated_prompt_tokens - first.prompt_tokens) <= 0.1 * first.prompt_tokens
+    hide_cached_answers(tmp_path / "sync.sqlite")  # a later run: other images, same template (observed mean)
+    later_client = make_llm_client(sync_server, cache_path=tmp_path / "sync.sqlite")
+    generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, later_client, progress=False)
+    later = later_client.summary
+    assert later.cache_hits == 0 and abs(later.estimated_cost_usd - later.cost_usd) <= 0.1 * later.cost_usd
+
+
+def test_pass_at_2_in_batch_mode_equals_sync_at_half_the_price(
+    llm_server_factory, make_llm_client, template_candidates, sample_scene_graphs, tmp_path
+):
+    settings = PassAt2Settings(backend="openai")
+    sync_server = llm_server_factory("openai", responder=judged)
+    sync_client = make_llm_client(sync_server, cache_path=tmp_path / "sync.sqlite")
+    sync = run_pass_at_2(
+        template_candidates, sample_scene_graphs, settings, client=sync_client, progress=False
+    )
+    server = llm_server_factory("openai", responder=judged)
+    client = make_llm_client(server, cache_path=tmp_path / "batch.sqlite", **BATCH)
+    output = run_pass_at_2(template_candidates, sample_scene_graphs, settings, client=client, progress=False)
+
+    assert output.validated.equals(sync.validated) and output.quarantine.rows == sync.quarantine.rows
+    assert 0 < output.validated.height < template_candidates.height  # some kept, some filtered out
+    assert output.attempts.drop("cost_usd").equals(sync.attempts.drop("cost_usd"))
+    assert output.attempts["cost_usd"].sum() == pytest.approx(sync.attempts["cost_usd"].sum() / 2)
+    assert server.calls("/chat/completions") == 0 and len(server.batches.batches) == 2  # round 1, round 2
+
+    first = sync_client.summary  # images at high detail and one-letter answers: estimated within 10%
+    assert abs(first.estimated_prompt_tokens - first.prompt_tokens) <= 0.1 * first.prompt_tokens
+    hide_cached_answers(tmp_path / "sync.sqlite")
+    later_client = make_llm_client(sync_server, cache_path=tmp_path / "sync.sqlite")
+    run_pass_at_2(template_candidates, sample_scene_graphs, settings, client=later_client, progress=False)
+    later = later_client.summary
+    assert later.cache_hits == 0 and abs(later.estimated_cost_usd - later.cost_usd) <= 0.1 * later.cost_usd
+
+
+def test_max_cost_usd_stops_generation_before_the_first_chunk(
+    llm_server_factory, make_llm_client, sample_scene_graphs, sample_geometry
+):
+    server = llm_server_factory("anthropic", responder=generated)
+    client = make_llm_client(server, max_cost_usd=0.1)  # a chunk fits the budget; the whole stage does not
+    first_chunk = generation_requests(
+        sample_scene_graphs.head(GENERATION.chunk_size), GENERATION, sample_geometry
+    )
+    assert client.estimate(first_chunk).cost_usd < 0.1
+    with pytest.raises(BudgetExceededError, match=r"^stvqa generation would cost about \$"):
+        generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, client, progress=False)
+    assert server.hits == 0
+
+
+@pytest.mark.parametrize("stage", ["stvqa_candidates", "stvqa_validated"])
+def test_stage_budget_fails_the_asset_with_one_sentence(
+    stage, tmp_path, sample_scene_graphs, sample_geometry, template_candidates
+):
+    if stage == "stvqa_candidates":
+        resource = LLMResource(
+            provider="anthropic",
+            model="claude-sonnet-4-20250514",
+            max_tokens=2048,
+            max_cost_usd=0.001,
+            cache_path=str(tmp_path / "c.sqlite"),
+        )
+        requests = generation_requests(sample_scene_graphs, GENERATION, sample_geometry)
+    else:
+        resource = LLMResource(
+            provider="openai", model="gpt-4o", max_cost_usd=0.001, cache_path=str(tmp_path / "c.sqlite")
+        )
+        requests = answer_requests(
+            template_candidates, sample_scene_graphs, PassAt2Settings(backend="openai")
+        )
+    with pytest.raises(dg.Failure) as raised:
+        check_stage_budget(resource, stage, requests)
+    description = raised.value.description
+    assert description.startswith(f"{stage} would cost about $") and "max_cost_usd $0.00" in description
+    assert raised.value.metadata["llm_estimated_requests"].value == len(requests)
+    estimate = check_stage_budget(resource.model_copy(update={"max_cost_usd": None}), stage, requests)
+    assert estimate.requests == len(requests) and estimate.cost_usd > 0.001
