@@ -82,11 +82,7 @@ class ComputeSettings(BaseModel):
 
 
 def compute_settings(settings: BaseModel) -> ComputeSettings:
-    """The compute fields of ``settings`` (a run config that extends :class:`ComputeSettings`) on their own.
-
-    >>> compute_settings(ComputeSettings(compute="ray")).compute
-    'ray'
-    """
+    """The compute fields of ``settings`` (a run config that extends :class:`ComputeSettings`) on their own."""
     return ComputeSettings.model_validate(settings.model_dump(include=set(ComputeSettings.model_fields)))
 
 

@@ -1,32 +1,15 @@
 """Partitioned assets that build many partitions in one run (``BackfillPolicy.single_run()``).
 
-Dagster runs a partitioned asset with a single-run backfill policy over a range of partitions in one
-run: a backfill from the UI, the automation, ``dagster asset materialize --partition-range`` and
-``spatial-build`` all launch such runs, and a request for partitions that are not adjacent becomes
-several range runs, some of one partition. A partitioned asset body here is written for one partition
-(``body(partition_key)`` yields its ``Output`` and ``AssetCheckResult`` objects); :func:`run_partitions`
-runs it for every partition key of the run, whatever its shape, and yields what Dagster expects:
-
-- one ``Output`` per output whose value is ``{partition_key: table}`` (the IO manager writes each
-  partition to its own file);
-- in a run of several partitions, each partition's own metadata attached to that partition's
-  materialization (``context.add_asset_metadata(..., partition_key=...)``), so every partition shows
-  its own row count, preview and figures, and on the output the metadata every partition shares, the
-  totals across the run's partitions (``total_<name>``), the number of partitions
-  (``partitions_in_run``) and the figures of each partition side by side (``by_partition``);
-- one result per asset check: passed when it passed for every partition, with the failing partitions
-  named and each partition's check metadata.
-
-A data version given by the body (``Output(data_version=...)``) is one per output in Dagster's range
-runs: when the partitions of a range disagree, it is kept in each partition's metadata as
-``data_version_fingerprint`` instead.
-
-Inputs: a partitioned input annotated :data:`PartitionTables` arrives as ``{partition_key: table}``
-for the partitions the run reads (any other annotation gets them as one table).
-
-The per-partition work itself can run in worker processes or on Ray
-(:func:`assets.compute.partition_results`); a worker sends a partition's events back as plain values
-(:func:`portable_events`, :func:`restore_events`).
+Dagster runs such an asset over a range of partitions in one run (a UI backfill, the automation,
+``dagster asset materialize --partition-range``, ``spatial-build``); partitions that are not adjacent
+become several range runs, some of one partition. An asset body here is written for one partition
+(``body(partition_key)`` yields its outputs and check results), and :func:`run_partitions` runs it for
+every partition of the run, whatever its shape, and yields what Dagster expects: per output one
+``Output`` of ``{partition_key: table}`` (the IO manager writes one file per partition), each partition's
+metadata on its own materialization plus the run's totals (:func:`range_metadata`), and per check one
+result naming the failing partitions. A partitioned input annotated :data:`PartitionTables` arrives as
+``{partition_key: table}``. A partition's work can run in a worker process or on Ray
+(:func:`assets.compute.partition_results`), its events sent back as values (:func:`portable_events`).
 """
 
 from __future__ import annotations
@@ -145,7 +128,9 @@ def run_partitions(
 
 
 def _range_output(context: dg.AssetExecutionContext, name: str, by_key: Mapping[str, dg.Output]) -> dg.Output:
-    """One output of a run of several partitions: each partition's metadata on its own materialization."""
+    """One output of a run of several partitions: each partition's metadata on its own materialization. Dagster
+    keeps one data version per output of a run; partitions that disagree keep theirs in their metadata
+    (``data_version_fingerprint``)."""
     asset_key = context.asset_key_for_output(name)
     versions = {output.data_version for output in by_key.values()}
     shared_version = versions.pop() if len(versions) == 1 else None

@@ -166,7 +166,7 @@ def fsync_directory(folder: str | Path) -> None:
 def _locked_unique_file(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
     """A new uniquely named file in ``folder``, opened and exclusively flocked by this process.
 
-    The lock tells :func:`_claim_abandoned` that the file is in use. A sweeper may delete the file
+    The lock tells :func:`remove_abandoned_temporaries` that the file is in use. A sweeper may delete the file
     between its creation and the lock; then the name no longer refers to our file and we try again.
     """
     while True:
@@ -181,39 +181,20 @@ def _locked_unique_file(folder: Path, prefix: str, suffix: str) -> tuple[int, Pa
         os.close(descriptor)
 
 
-def _claim_abandoned(path: Path) -> int | None:
-    """Lock ``path`` if no live process holds it (its owner died); the descriptor, or None.
-
-    The caller deletes what the file stands for, then closes the descriptor.
-    """
-    try:
-        descriptor = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        return None
-    return descriptor
-
-
 def remove_abandoned_temporaries(folder: str | Path) -> list[Path]:
-    """Delete the temporary files in ``folder`` that killed writers left (nobody holds their lock).
-
-    Returns the paths removed.
-    """
+    """Delete the temporary files in ``folder`` that killed writers left (nobody holds their lock); returns them."""
     removed = []
-    folder = Path(folder)
-    if not folder.is_dir():
-        return removed
-    for path in folder.glob(f".*{TEMPORARY_SUFFIX}"):
-        descriptor = _claim_abandoned(path)
-        if descriptor is None:
+    for path in Path(folder).glob(f".*{TEMPORARY_SUFFIX}"):
+        try:
+            descriptor = os.open(path, os.O_RDWR)
+        except FileNotFoundError:  # its writer renamed it meanwhile
             continue
         try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its writer is alive
             path.unlink(missing_ok=True)
             removed.append(path)
+        except BlockingIOError:
+            continue
         finally:
             os.close(descriptor)
     if removed:

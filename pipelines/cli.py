@@ -1,26 +1,13 @@
 """``spatial-build``: materialise the whole asset graph in one command, then summarise the caches.
 
-The graph runs through the project's named jobs, in dependency order, in as few runs as Dagster
-allows (:func:`build_waves`; a run cannot mix partitions definitions): the sample world; every
-unpartitioned asset whose inputs are built, in one ``datasets_job`` run; each partitioned family
-(per-scan DGE geometry, Grounding DINO shards, STVQA shards) as one run over the range of its
-partitions, exactly as a single-run backfill launches it (:func:`partition_range_tags`); then the
-unpartitioned assets built on them, in one more run. Inside a range run each step computes its
-partitions in its own bounded pool of worker processes (``--workers``; see
-:func:`assets.compute.partition_results`). When a range run fails, the wave's partitions are built
-again one run each, so a failing partition does not stop the others, and the failures are named.
-Before the sources are read, new scan folders are added as ``scenes`` partitions and the raw folders
-are observed (``observe_raw_files_job``), so the automation knows what the build read. Every run is
-tagged ``spatial/launched_by``, ``spatial/selection`` and ``spatial/build`` (one id per build).
-
-Ctrl-C or SIGTERM stops the build: Dagster ends the step in progress (its run is marked failed; a run
-created but not yet started is marked canceled), no further run starts, and the summary is printed
-(exit status 130).
-
-Runs are recorded in the Dagster instance of ``$DAGSTER_HOME`` when it is set (so ``dagster dev``
-shows them afterwards; its ``dagster.yaml`` decides the storage), else in a temporary instance. The
-console shows a line per wave, a progress bar per partitioned step and the summary; Dagster's own
-event log of each run is in the UI (``--verbose`` prints it too).
+It observes the raw folders (new scan folders become ``scenes`` partitions), then runs the named jobs
+in waves (:func:`build_waves`: a run cannot mix partitions definitions): each partitioned family is one
+run over the range of its partitions, as a single-run backfill launches it (:func:`partition_range_tags`),
+and a failed range is built again one run per partition so the failures are named. Ctrl-C or SIGTERM
+ends the run in progress, starts no other and prints the summary (exit status 130). Runs go to the
+instance of ``$DAGSTER_HOME`` (its ``dagster.yaml`` decides the storage), else a temporary one, tagged
+``spatial/launched_by``, ``spatial/selection`` and ``spatial/build``. See the README's "How
+``spatial-build`` runs the graph".
 
 Usage::
 
@@ -84,12 +71,9 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def partition_range_tags(first: str, last: str) -> dict[str, str]:
-    """The run tags that make a run of a partitioned job cover the partitions ``first`` to ``last``.
-
-    ``execute_in_process`` takes one ``partition_key`` but no range; a single-run backfill, the
-    automation and ``dagster asset materialize --partition-range`` launch a range run with these tags
-    (``tests/pipelines/test_range_runs.py`` pins that Dagster reads them as the range).
-    """
+    """The run tags that make a run cover the partitions ``first`` to ``last`` (``execute_in_process`` takes no
+    range): those of a single-run backfill and ``dagster asset materialize --partition-range``; pinned by
+    ``tests/pipelines/test_range_runs.py``."""
     return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
 
 

@@ -56,9 +56,10 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         key_value_metadata = file_key_value_metadata(context)
         for partition, frame in tables.items():
             write_table(frame, table_path(root, name, partition), key_value_metadata)
-        if context.has_asset_partitions:
-            folder = table_path(root, name, next(iter(tables))).parent
-            context.add_output_metadata({"path": dg.MetadataValue.path(str(folder))})
+        if context.has_asset_partitions:  # the folder of the partition files
+            context.add_output_metadata(
+                {"path": dg.MetadataValue.path(str(table_path(root, name, "_").parent))}
+            )
         else:
             context.add_output_metadata(
                 {"path": dg.MetadataValue.path(str(table_path(root, name))), "dagster/row_count": obj.height}
