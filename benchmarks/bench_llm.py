@@ -1,10 +1,14 @@
 """Speed of the LLM client layer against the loopback OpenAI-compatible server.
 
-Two figures (targets from the SpatialCORE pseudo-GT issue):
+Two figures:
 
 1. Throughput with a fixed server latency: `--concurrency` requests in flight against a server that
-   answers after `--latency` seconds; the ideal is concurrency / latency requests per second (160 for
-   32 and 200 ms). Target: at least 90% of the ideal.
+   answers after `--latency` seconds; the ideal is concurrency / latency requests per second (320 for
+   64 and 200 ms). Target: at least 90% of the ideal. The client layer (`LLMClient.run_batch`: cache
+   keys, estimate, SQLite cache, schema checks, retries) runs side by side with a minimal client (the
+   same JSON bodies through `http.client`, one keep-alive connection per worker thread, no cache, no
+   checks), interleaved `--repeats` times; each line gives the median rate and the CPU seconds this
+   process spent per request (the server runs in its own process), and the last line the ratios.
 2. A fully cached rebuild: `--cached-rows` requests whose answers are all in the SQLite cache go through
    `LLMClient.run_batch` (keys, batched lookups, results). Target: at least 10,000 rows per second.
 
@@ -12,17 +16,23 @@ The server runs in a separate process (the script `tests/fakes/llm_servers.py`, 
 as a real endpoint would.
 
     python benchmarks/bench_llm.py
-    python benchmarks/bench_llm.py --latency 0.2 --concurrency 32 --requests 1600 --cached-rows 10000
+    python benchmarks/bench_llm.py --latency 0.2 --concurrency 64 --requests 3200 --repeats 3 --cached-rows 10000
     python benchmarks/bench_llm.py --tiny        # seconds-long smoke run (explicit flags still win)
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from model_clients import LLMClient, LLMClientConfig, LLMRequest
@@ -37,7 +47,7 @@ PHRASES_SCHEMA = {
     "required": ["phrases"],
     "properties": {"phrases": {"type": "array", "items": {"type": "string"}}},
 }
-TINY = {"latency": 0.02, "concurrency": 4, "requests": 16, "cached_rows": 50}
+TINY = {"latency": 0.02, "concurrency": 4, "requests": 16, "cached_rows": 50, "repeats": 1}
 """Defaults under `--tiny`: a smoke run of a few seconds."""
 SYSTEM_PROMPT = (
     "Extract the physical objects and persons mentioned in the question and the options. Keep modifiers that "
@@ -71,33 +81,113 @@ def start_server(latency_s: float) -> tuple[subprocess.Popen, int]:
     return process, int(process.stdout.readline())
 
 
+@dataclass
+class Run:
+    """One throughput run: requests, wall seconds, CPU seconds of this process, failures."""
+
+    requests: int
+    elapsed_s: float
+    cpu_s: float
+    failures: int
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.elapsed_s
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu_s / self.requests
+
+
+def run_client_layer(port: int, arguments: argparse.Namespace, work_dir: Path, repeat: int) -> Run:
+    """`LLMClient.run_batch` over fresh requests (a new cache file per repeat)."""
+    config = LLMClientConfig(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key="sk-benchmark",
+        max_concurrency=arguments.concurrency,
+        cache_path=work_dir / f"throughput-{repeat}.sqlite",
+    )
+    with LLMClient(config) as client:
+        warm_up = [LLMRequest("warm_up", "v1", f"warm {n}") for n in range(arguments.concurrency)]
+        client.run_batch(warm_up, progress=False)
+        requests = [phrase_request(number, None) for number in range(arguments.requests)]
+        started, started_cpu = time.perf_counter(), time.process_time()
+        results = client.run_batch(requests, progress=False)
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - started_cpu
+    return Run(len(requests), elapsed, cpu, sum(not result.ok for result in results))
+
+
+def minimal_body(number: int) -> bytes:
+    """The JSON body the client layer sends for `phrase_request(number)`, built by hand."""
+    body = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": phrase_request(number, None).prompt},
+        ],
+        "max_completion_tokens": 1024,
+        "temperature": 0.0,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": PHRASES_SCHEMA, "strict": True},
+        },
+    }
+    return json.dumps(body).encode("utf-8")
+
+
+def run_minimal_client(port: int, arguments: argparse.Namespace) -> Run:
+    """The same requests through `http.client`: one keep-alive connection per worker thread, nothing else."""
+    local = threading.local()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-benchmark"}
+
+    def send(number: int) -> bool:
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request("POST", "/v1/chat/completions", body=minimal_body(number), headers=headers)
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        return response.status == 200 and bool(answer["choices"][0]["message"]["content"])
+
+    with ThreadPoolExecutor(max_workers=arguments.concurrency) as pool:
+        list(pool.map(send, range(arguments.concurrency)))  # warm up: one connection per thread
+        started, started_cpu = time.perf_counter(), time.process_time()
+        answered = list(pool.map(send, range(arguments.requests)))
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - started_cpu
+    return Run(len(answered), elapsed, cpu, answered.count(False))
+
+
+def _median(runs: list[Run]) -> Run:
+    ordered = sorted(runs, key=lambda run: run.rate)
+    middle = ordered[len(ordered) // 2]
+    cpu = statistics.median(run.cpu_s for run in runs)
+    return Run(middle.requests, middle.elapsed_s, cpu, sum(run.failures for run in runs))
+
+
 def measure_throughput(arguments: argparse.Namespace, work_dir: Path) -> None:
     server, port = start_server(arguments.latency)
+    layer_runs: list[Run] = []
+    minimal_runs: list[Run] = []
     try:
-        config = LLMClientConfig(
-            base_url=f"http://127.0.0.1:{port}/v1",
-            api_key="sk-benchmark",
-            max_concurrency=arguments.concurrency,
-            cache_path=work_dir / "throughput.sqlite",
-        )
-        with LLMClient(config) as client:
-            warm_up = [LLMRequest("warm_up", "v1", f"warm {n}") for n in range(arguments.concurrency)]
-            client.run_batch(warm_up, progress=False)
-            requests = [phrase_request(number, None) for number in range(arguments.requests)]
-            started = time.perf_counter()
-            results = client.run_batch(requests, progress=False)
-            elapsed = time.perf_counter() - started
+        for repeat in range(arguments.repeats):  # interleaved, so both see the same machine load
+            layer_runs.append(run_client_layer(port, arguments, work_dir, repeat))
+            minimal_runs.append(run_minimal_client(port, arguments))
     finally:
         server.stdin.close()
         server.wait(timeout=30)
         server.stdout.close()
-    failures = sum(not result.ok for result in results)
     ideal = arguments.concurrency / arguments.latency
-    rate = len(requests) / elapsed
+    layer, minimal = _median(layer_runs), _median(minimal_runs)
+    where = f"latency {arguments.latency * 1000:.0f} ms, concurrency {arguments.concurrency}"
+    for name, run in (("throughput", layer), ("minimal client", minimal)):
+        sys.stdout.write(
+            f"{name}: {run.requests} requests, {where}: {run.elapsed_s:.2f} s, {run.rate:.1f} req/s = "
+            f"{100 * run.rate / ideal:.1f}% of the ideal {ideal:.0f} req/s (target >= 90%), CPU "
+            f"{run.cpu_ms_per_request:.2f} ms/request, failures {run.failures} (median of {arguments.repeats})\n"
+        )
     sys.stdout.write(
-        f"throughput: {len(requests)} requests, latency {arguments.latency * 1000:.0f} ms, concurrency "
-        f"{arguments.concurrency}: {elapsed:.2f} s, {rate:.1f} req/s = {100 * rate / ideal:.1f}% of the ideal "
-        f"{ideal:.0f} req/s (target >= 90%), failures {failures}\n"
+        f"client layer / minimal client: rate {layer.rate / minimal.rate:.2f}x, CPU per request "
+        f"{layer.cpu_ms_per_request / minimal.cpu_ms_per_request:.1f}x\n"
     )
 
 
@@ -145,8 +235,9 @@ def measure_cached_rebuild(arguments: argparse.Namespace, work_dir: Path) -> Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2, help="server latency in seconds")
-    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
-    parser.add_argument("--requests", type=int, default=1600, help="requests in the throughput run")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--requests", type=int, default=3200, help="requests in each throughput run")
+    parser.add_argument("--repeats", type=int, default=3, help="throughput runs of each client, interleaved")
     parser.add_argument("--cached-rows", type=int, default=10_000, help="rows in the cached rebuild")
     parser.add_argument(
         "--image-kib", type=int, default=0, help="attach an image of this size to cached rows"
