@@ -62,6 +62,9 @@ BATCH_LIMITS: Mapping[str, tuple[int, int]] = {
     "anthropic": (100_000, 256 * 1000 * 1000),
 }
 """(requests, bytes) per batch of each provider."""
+TRANSFER_TIMEOUT_S = 900.0
+"""Timeout of the calls that move a whole batch (upload, create with the requests, results download): up to
+hundreds of megabytes, far longer than one chat call's ``timeout_s``."""
 BATCH_BYTES_MARGIN = 0.95
 """Share of a provider's byte limit a batch is filled to (JSON framing varies a little)."""
 
@@ -213,7 +216,10 @@ class OpenAIBatchAPI:
     def submit(self, lines: Sequence[bytes], label: str) -> str:
         sdk = self.chat.sdk
         uploaded = self._call(
-            sdk.files.create, file=(f"{label}.jsonl", b"".join(lines), "application/jsonl"), purpose="batch"
+            sdk.files.create,
+            file=(f"{label}.jsonl", b"".join(lines), "application/jsonl"),
+            purpose="batch",
+            timeout=TRANSFER_TIMEOUT_S,
         )
         batch = self._call(
             sdk.batches.create,
@@ -250,7 +256,7 @@ class OpenAIBatchAPI:
     def _file_lines(self, file_id: str | None) -> Iterator[Mapping[str, Any]]:
         if not file_id:
             return
-        content = self._call(self.chat.sdk.files.content, file_id)
+        content = self._call(self.chat.sdk.files.content, file_id, timeout=TRANSFER_TIMEOUT_S)
         for number, line in enumerate(content.text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -339,7 +345,9 @@ class AnthropicBatchAPI:
 
     def submit(self, lines: Sequence[bytes], label: str) -> str:
         requests = [json.loads(line) for line in lines]
-        batch = self._call(self.chat.sdk.messages.batches.create, requests=requests)
+        batch = self._call(
+            self.chat.sdk.messages.batches.create, requests=requests, timeout=TRANSFER_TIMEOUT_S
+        )
         return str(batch.id)
 
     def poll(self, batch_id: str) -> BatchState:
@@ -362,10 +370,16 @@ class AnthropicBatchAPI:
         )
 
     def results(self, batch_id: str, state: BatchState) -> Iterator[ItemOutcome]:
-        decoder = self._call(self.chat.sdk.messages.batches.results, batch_id)
+        import httpx2  # the SDK's HTTP client: a read that fails mid-stream raises its errors, not the SDK's
+
+        decoder = self._call(self.chat.sdk.messages.batches.results, batch_id, timeout=TRANSFER_TIMEOUT_S)
         try:
             for line in decoder:
                 yield self._outcome(line)
+        except httpx2.HTTPError as error:
+            raise TransientProviderError(
+                f"results of batch {batch_id} cut off: {type(error).__name__}"
+            ) from None
         finally:
             decoder.close()
 
