@@ -110,3 +110,41 @@ def test_summary_metadata_is_plain_values():
     ).as_metadata()
     assert metadata["llm_cost_usd"] == 0.012346
     assert all(isinstance(value, (int, float, str)) for value in metadata.values())
+
+
+def test_batch_mode_budget_and_batch_prices_from_the_resource(openai_server, tmp_path):
+    llm = LLMResource(
+        provider="openai",
+        model="my-model",
+        base_url=openai_server.base_url,
+        api_key=TEST_API_KEY,
+        storage_root=str(tmp_path),
+        mode="batch",
+        batch_poll_interval_s=0.02,
+        max_cost_usd=5.0,
+        price_table={
+            "my-model": {
+                "input_usd_per_million": 1.0,
+                "output_usd_per_million": 4.0,
+                "batch_input_usd_per_million": 0.4,
+            }
+        },
+    )
+    config = llm.client_config()
+    assert (config.mode, config.max_cost_usd) == ("batch", 5.0)
+    price = config.price_table["my-model"]
+    assert (price.batch_input_usd_per_million, price.batch_output_usd_per_million) == (0.4, 2.0)
+
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([phrase_answers], resources={"llm": llm}, instance=instance)
+    assert result.success and openai_server.calls("/chat/completions") == 0
+    metadata = result.asset_materializations_for_node("phrase_answers")[0].metadata
+    assert metadata["llm_mode"].value == "batch" and metadata["llm_batches_submitted"].value == 1
+    usage = metadata["llm_prompt_tokens"].value * 0.4 + metadata["llm_completion_tokens"].value * 2.0
+    assert metadata["llm_cost_usd"].value == pytest.approx(usage / 1e6, abs=1e-6)
+    # The estimate and the batch progress are in the run's own log.
+    messages = [
+        record.event_log_entry.user_message for record in instance.get_records_for_run(result.run_id).records
+    ]
+    assert any("estimate 3 uncached requests" in message for message in messages)
+    assert any("submitted batch" in message for message in messages)
