@@ -65,6 +65,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="Worker processes per step for the partitions of a range run (default: one per core, at most 8; "
         "1: every partition in the run's own process).",
     )
+    parser.add_argument(
+        "--estimate-cost",
+        action="store_true",
+        help="Print the estimated tokens and dollars of every paid stage (its uncached requests, from the "
+        "materialised inputs) and exit without calling a model.",
+    )
     parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
     parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")
     return parser
@@ -359,6 +365,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipelines.definitions import ALL_ASSETS, build_definitions
 
     storage_root = resolve_storage_root(args.storage_root).resolve()
+    if args.estimate_cost:
+        from assets.llm_costs import estimate_costs, format_cost_table
+        from pipelines.definitions import build_resources
+
+        sys.stdout.write(
+            format_cost_table(estimate_costs(build_resources(str(storage_root)), storage_root)) + "\n"
+        )
+        return 0
     selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()
     waves = build_waves(ALL_ASSETS, selection)
     build = Build(

@@ -46,6 +46,9 @@ def test_build_everything_on_a_small_world(tmp_path, monkeypatch, capsys):
     assert pl.read_parquet(list((data / "dge_tasks").glob("*.parquet"))).height > 0
     instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
     assert instance.get_latest_materialization_event(dg.AssetKey("spatialcore_train")) is not None
+    assert main(["--storage-root", str(data), "--estimate-cost"]) == 0  # no model is called
+    table = capsys.readouterr().out
+    assert "stvqa_candidates" in table and "TOTAL" in table
 
 
 BUILD_TIMEOUT_S = 900  # two small builds: minutes on 2 busy cores
