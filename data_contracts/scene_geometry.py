@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-CONTRACT_VERSION = "1.1.0"
+CONTRACT_VERSION = "1.2.0"
 
 GEOMETRY_SOURCES = ["scanned", "estimated"]
 OBJECT_POINT_SOURCES = ["mesh", "instance_masks", "none"]
@@ -157,7 +157,8 @@ class SceneGeometry(dy.Schema):
         min=0.0,
         description="Longer side of the room, metres (gravity frame, horizontal): the distance between the two "
         "opposite walls (vertical planes found in the cloud along the sides of the footprint's minimum-area "
-        "rectangle, each at the median of its points) or, where no wall was found, the footprint's extreme.",
+        "rectangle, each at the median of its points) or, where no wall was found, the footprint's extreme "
+        "(see room_walled_sides).",
     )
     room_width_m = dy.Float64(
         nullable=False,
@@ -186,6 +187,15 @@ class SceneGeometry(dy.Schema):
     room_footprint = _flat_floats(
         "The footprint's convex hull (clipped to the walls) as flattened (x, y) pairs, counter-clockwise, gravity "
         "frame, metres."
+    )
+    room_walled_sides = dy.Int64(
+        nullable=False,
+        min=0,
+        max=4,
+        description="Sides of the room's rectangle bounded by a wall found in the cloud (a dense vertical slab "
+        "near the side whose points cover at least a quarter of it): 4 when the frames saw every wall; a capture "
+        "of part of the room leaves the sides it never saw at the footprint's extreme, so room_length_m, "
+        "room_width_m and room_area_m2 are then the seen part's, not the room's (room-size questions need 4).",
     )
     cloud_voxel_size_m = dy.Float64(
         nullable=False,

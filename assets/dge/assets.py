@@ -75,11 +75,13 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-# 6: instance-mask objects' tops raised to their masks' tops; 5: outward faces and legs of instance-mask
-# objects; 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast.
-DGE_CODE_VERSION = "6"
-# The questions' own version (dge_tasks, dge_image_tasks): 6: origin.
-DGE_TASKS_CODE_VERSION = "6"
+# 7: a wall must cover a quarter of its side, the room's walled sides are recorded; 6: instance-mask objects'
+# tops raised to their masks' tops; 5: outward faces and legs of instance-mask objects; 4: mask vote, settled
+# noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray cast.
+DGE_CODE_VERSION = "7"
+# The questions' own version (dge_tasks, dge_image_tasks): 7: room size only when walls bound every side;
+# 6: origin.
+DGE_TASKS_CODE_VERSION = "7"
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"
@@ -233,6 +235,7 @@ def scene_geometry_partition(
                     "height": round(geometry.room.height_m, 3),
                     "area_m2": round(geometry.room.area_m2, 2),
                     "floor_area_m2": round(geometry.room.floor_area_m2, 2),
+                    "walled_sides": geometry.room.walled_sides,
                 }
             ),
             "floor_tilt_deg": round(geometry.floor.tilt_deg(), 4),

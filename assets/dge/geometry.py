@@ -104,6 +104,10 @@ class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings, Confi
     room_trim_share: ClassVar[float] = 0.002
     """The room is measured without this share of the cloud's points at each side of its rectangle and at the
     top (depth noise on far walls)."""
+    room_min_wall_cover: ClassVar[float] = 0.25
+    """A dense vertical slab near a side of the room is its wall when its points cover at least this share of
+    the side (0.2 m cells over its length and the wall band's height): walls seen even in part cover 0.4-1,
+    the edge of a table or of a partial capture's view 0.02-0.08 (:func:`assets.dge.room.wall_rectangle`)."""
     cloud_outlier_neighbors: ClassVar[int] = 12
     """Neighbours of the statistical outlier test of the scene cloud."""
     cloud_outlier_std_ratio: ClassVar[float] = 3.0
@@ -155,6 +159,7 @@ class ScanGeometry:
             "room_area_m2": self.room.area_m2,
             "floor_area_m2": self.room.floor_area_m2,
             "room_footprint": self.room.footprint.astype(np.float32).reshape(-1).tolist(),
+            "room_walled_sides": int(self.room.walled_sides),
             "cloud_voxel_size_m": self.cloud_voxel_size_m,
             "num_cloud_points": len(self.cloud_points),
             "cloud_points": self.cloud_points.astype(np.float32).reshape(-1).tolist(),
@@ -190,6 +195,7 @@ class ScanGeometry:
             floor_area_m2=float(row["floor_area_m2"]),
             yaw=0.0,
             footprint=footprint,
+            walled_sides=int(row.get("room_walled_sides") or 0),
         )
         colors = row.get("cloud_colors")
         return cls(
@@ -650,7 +656,9 @@ def build_scan_geometry(
     world_to_gravity = gravity_transform(floor)
     cloud = transform_points(world_to_gravity, fused.points)
     cloud, colors = _remove_cloud_outliers(cloud, fused.colors, config)
-    room = measure_room(cloud, config.room_floor_threshold_m, config.room_trim_share)
+    room = measure_room(
+        cloud, config.room_floor_threshold_m, config.room_trim_share, config.room_min_wall_cover
+    )
     stored_points, _, stored_colors = voxel_downsample(cloud, config.stored_cloud_voxel_m, colors=colors)
 
     labels = {int(item["object_id"]): str(item["label"]) for item in (scene.get("objects") or [])}

@@ -4,8 +4,13 @@ The room's orientation is that of the minimum-area rectangle around the footprin
 hull of every point's ``(x, y)``). Its length and width are the distances between its opposite
 walls: vertical planes found in the cloud along each side of that rectangle (:func:`wall_position`,
 the median of the points on the densest thin slab near the side, so depth noise on a far wall,
-which spreads its points to both sides of it, does not lengthen the room). A side with no wall
-found keeps the footprint's (trimmed) extreme. The footprint is clipped to the walls; its height
+which spreads its points to both sides of it, does not lengthen the room). A slab counts as a wall
+only when its points cover at least ``min_wall_cover`` of the side (its length by the wall band's
+height, in 0.2 m cells, :func:`wall_cover`): a table's edge or the cut where a camera's view ends
+is a dense slab too, but a short one. A side with no wall found keeps the footprint's (trimmed)
+extreme, and :attr:`RoomGeometry.walled_sides` says how many of the four sides a wall bounds (a
+capture that saw part of the room leaves the sides it never saw unbounded, so its size is not the
+room's). The footprint is clipped to the walls; its height
 is the highest point (the ceiling where it was seen; the cloud is cleaned of outliers before).
 The floor area is the area of the convex hull of the floor points (within the floor threshold of
 ``z = 0``).
@@ -17,6 +22,8 @@ The floor area is the area of the convex hull of the floor points (within the fl
 >>> room = measure_room(np.vstack([floor, ceiling]))
 >>> round(room.length_m, 3), round(room.width_m, 3), round(room.height_m, 3), round(room.area_m2, 3)
 (4.0, 3.0, 2.5, 12.0)
+>>> room.walled_sides  # a floor and a ceiling, no wall
+0
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ class RoomGeometry:
     floor_area_m2: float
     yaw: float
     footprint: np.ndarray  # (K, 2) convex hull of the points' xy, counter-clockwise
+    walled_sides: int = 0  # sides of the room's rectangle bounded by a wall found in the cloud (0-4)
 
 
 def hull_area(points_xy: np.ndarray) -> tuple[float, np.ndarray]:
@@ -143,35 +151,81 @@ def wall_position(
     return dense_slab_position(coordinates, side, band_m, bin_m, slab_m, min_share, min_points)
 
 
+def wall_cover(
+    along: np.ndarray,
+    heights: np.ndarray,
+    side_low: float,
+    side_high: float,
+    band: tuple[float, float],
+    cell_m: float = 0.2,
+) -> float:
+    """Share of a side's ``cell_m`` cells (its length ``side_low..side_high`` by the height ``band``) that points hold.
+
+    ``along`` are the points' coordinates along the side, ``heights`` their heights.
+
+    >>> along, heights = np.meshgrid(np.linspace(0.05, 3.95, 40), np.linspace(0.25, 1.95, 18))
+    >>> wall_cover(along.ravel(), heights.ravel(), 0.0, 4.0, (0.2, 2.0)), wall_cover(along.ravel(), heights.ravel(), 0.0, 8.0, (0.2, 2.0))
+    (1.0, 0.5)
+    """
+    columns = max(1, round((side_high - side_low) / cell_m))
+    rows = max(1, round((band[1] - band[0]) / cell_m))
+    column = np.floor((np.asarray(along) - side_low) / cell_m).astype(np.int64)
+    row = np.floor((np.asarray(heights) - band[0]) / cell_m).astype(np.int64)
+    inside = (column >= 0) & (column < columns) & (row >= 0) & (row < rows)
+    return len(np.unique(row[inside] * columns + column[inside])) / (columns * rows)
+
+
 def wall_rectangle(
-    points: np.ndarray, yaw: float, height_m: float, fallback_low: np.ndarray, fallback_high: np.ndarray
+    points: np.ndarray,
+    yaw: float,
+    height_m: float,
+    fallback_low: np.ndarray,
+    fallback_high: np.ndarray,
+    min_cover: float = 0.25,
+    slab_m: float = 0.06,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The room's extent between its walls in the room frame (rotated by ``yaw``): ``(low, high, walls found)``.
 
     Walls are looked for among the points between 0.2 m and 80% of the room's height (clear of the
-    floor, the ceiling and most furniture tops); a side with no wall keeps its fallback.
+    floor, the ceiling and most furniture tops); a dense slab is a wall when the points within
+    ``slab_m`` of it cover at least ``min_cover`` of the side (:func:`wall_cover`, the side's length
+    being the fallback rectangle's). A side with no wall keeps its fallback.
     """
     cos_a, sin_a = np.cos(yaw), np.sin(yaw)
     local = np.stack(
         [points[:, 0] * cos_a + points[:, 1] * sin_a, -points[:, 0] * sin_a + points[:, 1] * cos_a], axis=1
     )
-    band = (points[:, 2] >= 0.2) & (points[:, 2] <= max(0.8 * height_m, 0.3))
+    band_heights = (0.2, max(0.8 * height_m, 0.3))
+    band = (points[:, 2] >= band_heights[0]) & (points[:, 2] <= band_heights[1])
     low, high = np.array(fallback_low, dtype=np.float64), np.array(fallback_high, dtype=np.float64)
+    band_local, band_z = local[band], points[band, 2]
     found = 0
     for axis in range(2):
+        across = 1 - axis
         for side, bounds in ((-1, low), (+1, high)):
-            position = wall_position(local[band, axis], side)
-            if position is not None:
+            position = wall_position(band_local[:, axis], side)
+            if position is None:
+                continue
+            on_wall = np.abs(band_local[:, axis] - position) <= slab_m
+            cover = wall_cover(
+                band_local[on_wall, across],
+                band_z[on_wall],
+                float(fallback_low[across]),
+                float(fallback_high[across]),
+                band_heights,
+            )
+            if cover >= min_cover:
                 bounds[axis] = position
                 found += 1
     return low, high, found
 
 
 def measure_room(
-    points: np.ndarray, floor_threshold_m: float = 0.03, trim_share: float = 0.0
+    points: np.ndarray, floor_threshold_m: float = 0.03, trim_share: float = 0.0, min_wall_cover: float = 0.25
 ) -> RoomGeometry:
     """Measure a room from its gravity-frame cloud (floor at ``z = 0``), without ``trim_share`` extremes (see
-    :func:`trim_room_points`); length and width run between its walls (:func:`wall_rectangle`)."""
+    :func:`trim_room_points`); length and width run between its walls (:func:`wall_rectangle`, a wall covering
+    at least ``min_wall_cover`` of its side)."""
     if len(points) == 0:
         return RoomGeometry(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros((0, 2)))
     points = trim_room_points(points, trim_share)
@@ -181,7 +235,9 @@ def measure_room(
     cos_a, sin_a = np.cos(yaw), np.sin(yaw)
     rotation = np.array([[cos_a, sin_a], [-sin_a, cos_a]])  # gravity xy -> room frame
     local = points[:, :2] @ rotation.T
-    low, high, _ = wall_rectangle(points, yaw, height, local.min(axis=0), local.max(axis=0))
+    low, high, walled_sides = wall_rectangle(
+        points, yaw, height, local.min(axis=0), local.max(axis=0), min_cover=min_wall_cover
+    )
     clipped = clip_to_rectangle(footprint @ rotation.T, low, high)
     area, footprint = polygon_area(clipped), clipped @ rotation
     extents = high - low
@@ -198,4 +254,5 @@ def measure_room(
         floor_area_m2=floor_area,
         yaw=float(np.mod(yaw, np.pi)),
         footprint=footprint,
+        walled_sides=walled_sides,
     )

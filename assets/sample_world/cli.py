@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from assets.sample_world.config import SampleWorldConfig, default_root
+from assets.sample_world.config import CAMERA_PATHS, SampleWorldConfig, default_root
 from assets.sample_world.generator import generate_sample_world
 
 logger = logging.getLogger(__name__)
@@ -50,10 +50,11 @@ def make_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--camera-path",
-        choices=("loop", "handheld"),
+        choices=CAMERA_PATHS,
         default=defaults.camera_path,
         help="'loop': once around the room looking inward; 'handheld': walks and pans in place, so cameras "
-        "stand behind each other and turn (SampleWorldConfig.camera_path).",
+        "stand behind each other and turn; 'partial': the loop's first third, a capture of part of the room "
+        "(SampleWorldConfig.camera_path).",
     )
     parser.add_argument(
         "--scan-realism",

@@ -8,6 +8,8 @@ from pathlib import Path
 
 GENERATOR_VERSION = "1.1"
 """Bumped whenever the same config would produce different files (used as the asset's code version)."""
+CAMERA_PATHS = ("loop", "handheld", "partial")
+"""Values of `SampleWorldConfig.camera_path`."""
 
 
 def default_root() -> Path:
@@ -59,7 +61,8 @@ class SampleWorldConfig:
             like a hand-held ScanNet capture, the camera walks toward or across the room (looking where
             it goes, so a later camera stands behind an earlier one, or sideways looking at the room),
             and pans in place between walks (consecutive frames at one position turning 30-60
-            degrees). Both keep `CAMERA_OBJECT_CLEARANCE` from every object.
+            degrees). `"partial"`: a capture of part of the room, the loop's first third (its frames
+            never see the walls behind the cameras). All keep `CAMERA_OBJECT_CLEARANCE` from every object.
         omnispatial_questions_per_image (`int`, *optional*, defaults to 2):
             Most questions asked about one OmniSpatial-like image (they share the image).
         spatialab_questions_per_image (`int`, *optional*, defaults to 1):
@@ -145,8 +148,10 @@ class SampleWorldConfig:
             raise ValueError("min_question_visibility must be in [0, 1].")
         if self.scan_realism not in ("realistic", "exact"):
             raise ValueError(f"scan_realism={self.scan_realism!r} must be 'realistic' or 'exact'.")
-        if self.camera_path not in ("loop", "handheld"):
-            raise ValueError(f"camera_path={self.camera_path!r} must be 'loop' or 'handheld'.")
+        if self.camera_path not in CAMERA_PATHS:
+            raise ValueError(
+                f"camera_path={self.camera_path!r} must be one of {', '.join(repr(path) for path in CAMERA_PATHS)}."
+            )
         if self.truncation_stride < 1:
             raise ValueError("truncation_stride must be at least 1.")
 

@@ -485,6 +485,8 @@ def sample_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
     """
     if config.camera_path == "handheld":
         return _handheld_views(config, scene)
+    if config.camera_path == "partial":
+        return _loop_views(config, scene, arc=PARTIAL_ARC)
     return _loop_views(config, scene)
 
 
@@ -511,11 +513,15 @@ def _view(config: SampleWorldConfig, frame: int, pose: np.ndarray) -> View:
     )
 
 
-def _loop_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
+PARTIAL_ARC = 2.0 * math.pi / 3.0
+"""Share of the loop (radians around the room) that the `"partial"` camera path walks: a third."""
+
+
+def _loop_views(config: SampleWorldConfig, scene: Scene, arc: float = 2.0 * math.pi) -> list[View]:
     """The `"loop"` camera path: the camera walks once around the room near the walls, looking at the furniture, while its height
     rises and falls between `camera_height_range` (so views differ in height, and long sequences move
-    smoothly). The look-at point wanders around the objects' centre.
-
+    smoothly). The look-at point wanders around the objects' centre. With `arc` below a full turn the
+    camera walks only that part of the loop (the `"partial"` path): the walls behind it are never seen.
     """
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 1]))
     count = config.views_per_scene
@@ -525,7 +531,7 @@ def _loop_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
     phase = math.pi / 2.0 + float(rng.uniform(-0.6, 0.6))
     wander = rng.uniform(0.0, 2.0 * math.pi, size=3)
     low, high = config.camera_height_range
-    step = 2.0 * math.pi / count
+    step = arc / count
     views = []
     for frame in range(count):
         eye_xy = None

@@ -33,7 +33,8 @@ class SampleWorldAssetConfig(dg.Config):
         default="loop",
         description="'loop': the camera walks once around each room looking inward; 'handheld': it walks toward or "
         "across the room and pans in place, so cameras stand behind each other and turn (camera_motion asks "
-        "'turned left/right', camera_camera_position 'behind').",
+        "'turned left/right', camera_camera_position 'behind'); 'partial': the loop's first third, a capture of "
+        "part of the room (room_size is then withheld: the walls behind the cameras are never seen).",
     )
     scan_realism: str = Field(
         default="realistic",

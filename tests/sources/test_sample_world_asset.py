@@ -24,5 +24,5 @@ def test_camera_path_and_scan_realism_reach_the_world(tmp_path):
 
 
 def test_an_unknown_camera_path_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="camera_path='spiral' must be 'loop' or 'handheld'"):
+    with pytest.raises(ValueError, match="camera_path='spiral' must be one of 'loop', 'handheld', 'partial'"):
         build_sample_world(tmp_path / "w", SampleWorldAssetConfig(**SMALL, camera_path="spiral"))

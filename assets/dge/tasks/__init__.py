@@ -58,6 +58,7 @@ from assets.dge.tasks.facts import (
     SceneFacts,
     SeenFact,
     horizontal_heading,
+    room_answer,
     room_area,
     scene_facts_from_tables,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "generate_tasks",
     "horizontal_heading",
     "nameable_objects",
+    "room_answer",
     "room_area",
     "scene_facts_from_tables",
     "shuffled_options",

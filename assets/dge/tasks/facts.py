@@ -120,6 +120,8 @@ class SceneFacts:
     seen: dict[tuple[int, int], SeenFact]
     room_area_m2: float | None
     unmeasured_labels: set[str] = field(default_factory=set)
+    room_problem: str = ""
+    """Why the room's area is not asked about (``""`` when ``room_area_m2`` is known or no reason was given)."""
     geometry_source: str = "scanned"
     origin: str = REAL
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -129,25 +131,47 @@ class SceneFacts:
         return self.seen.get((frame_index, object_id))
 
 
-def room_area(geometry_row: Mapping[str, Any], min_rectangularity: float = 0.95) -> float | None:
-    """The room's floor area for questions, or None when the geometry does not pin it down.
+ROOM_NOT_WALLED = "a side of the room has no wall in the frames (the capture saw part of the room)"
+"""Withholding reason of room-size questions on a room that walls do not bound on every side."""
 
-    A footprint that fills at least ``min_rectangularity`` of its minimum-area rectangle is a
+
+def room_answer(
+    geometry_row: Mapping[str, Any], min_rectangularity: float = 0.95
+) -> tuple[float | None, str]:
+    """The room's floor area for questions and ``""``, or None and why the geometry does not pin it down.
+
+    Every side of the room's rectangle must be bounded by a wall found in the cloud
+    (``room_walled_sides`` 4): a capture that saw part of the room measures the part it saw. A
+    footprint that fills at least ``min_rectangularity`` of its minimum-area rectangle is a
     rectangular room (corners no camera saw shave a little off the hull): its area is the
-    rectangle's. Other footprints (L-shaped rooms, rooms seen only in part) and scans whose floor
-    was not found give no answer.
+    rectangle's. Other footprints (L-shaped rooms) and scans whose floor was not found give no answer.
 
-    >>> room_area({"room_length_m": 6.0, "room_width_m": 5.0, "room_area_m2": 29.5, "floor_source": "ransac"})
-    30.0
-    >>> room_area({"room_length_m": 6.0, "room_width_m": 5.0, "room_area_m2": 24.0, "floor_source": "ransac"}) is None
-    True
+    >>> row = {"room_length_m": 6.0, "room_width_m": 5.0, "room_area_m2": 29.5, "floor_source": "ransac"}
+    >>> room_answer({**row, "room_walled_sides": 4})
+    (30.0, '')
+    >>> room_answer({**row, "room_walled_sides": 3})[1]
+    'a side of the room has no wall in the frames (the capture saw part of the room)'
+    >>> room_answer({**row, "room_walled_sides": 4, "room_area_m2": 24.0})
+    (None, 'room footprint not rectangular')
     """
     rectangle = float(geometry_row["room_length_m"]) * float(geometry_row["room_width_m"])
     if geometry_row["floor_source"] != "ransac" or rectangle <= 0:
-        return None
+        return None, "floor not found"
+    if int(geometry_row.get("room_walled_sides") or 0) < 4:
+        return None, ROOM_NOT_WALLED
     if float(geometry_row["room_area_m2"]) / rectangle < min_rectangularity:
-        return None
-    return rectangle
+        return None, "room footprint not rectangular"
+    return rectangle, ""
+
+
+def room_area(geometry_row: Mapping[str, Any], min_rectangularity: float = 0.95) -> float | None:
+    """The room's floor area for questions, or None when the geometry does not pin it down (:func:`room_answer`).
+
+    >>> room_area({"room_length_m": 6.0, "room_width_m": 5.0, "room_area_m2": 29.5, "floor_source": "ransac",
+    ...     "room_walled_sides": 4})
+    30.0
+    """
+    return room_answer(geometry_row, min_rectangularity)[0]
 
 
 def _confidence(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,12 +229,14 @@ def scene_facts_from_tables(
             in_frame=float(row["in_frame_ratio"]),
             bbox=None if row["bbox"] is None else tuple(int(v) for v in row["bbox"]),
         )
+    area, room_problem = room_answer(geometry_row, min_room_rectangularity)
     return SceneFacts(
         scene_id=scene_id,
         objects=objects,
         cameras=cameras,
         seen=seen,
-        room_area_m2=room_area(geometry_row, min_room_rectangularity),
+        room_area_m2=area,
+        room_problem=room_problem,
         unmeasured_labels={str(item["label"]) for item in geometry_row["dropped_objects"]},
         geometry_source=str(geometry_row.get("geometry_source", "scanned")),
         origin=origins.pop() if origins else REAL,

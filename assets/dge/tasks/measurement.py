@@ -102,10 +102,14 @@ def attribute_cm(obj: ObjectFact, attribute: str) -> float:
 
 
 def evaluate_room_size(spec: Spec, facts: SceneFacts, settings: TaskSettings) -> Evaluation:
-    """The room's floor area, clear only when the geometry pins it down (see :func:`~assets.dge.tasks.facts.room_area`)."""
+    """The room's floor area, clear only when the geometry pins it down (see :func:`~assets.dge.tasks.facts.room_answer`:
+    walls on every side, a rectangular footprint, a floor)."""
     area = facts.room_area_m2
     reason = first_failure(
-        (area is not None and area > 0, "room footprint not rectangular, or floor not found"),
+        (
+            area is not None and area > 0,
+            facts.room_problem or "room footprint not rectangular, or floor not found",
+        ),
     )
     return numeric(
         spec["frames"], area if area is not None else 0.0, "m^2", {"room_area_m2": area}, not reason, reason

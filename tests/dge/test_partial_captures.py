@@ -1,0 +1,126 @@
+"""The DGE on captures of part of a room, checked against the independent oracle (``tests/dge/oracle.py``).
+
+A realistic world whose cameras walk the first third of the loop (``camera_path="partial"``): the walls behind
+them are never seen. The same world's first frame alone is the one-frame capture. Room size is asked only when a
+wall bounds every side of the room; every answer that is emitted agrees with the generator's truth, from the
+segmented mesh and from the instance masks.
+"""
+
+import json
+import logging
+
+import numpy as np
+import polars as pl
+import pytest
+
+from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
+from assets.dge.room import measure_room
+from assets.dge.tasks import GenerationReport, build_scene_tasks
+from assets.dge.tasks.facts import ROOM_NOT_WALLED
+from assets.dge.visibility import build_frame_visibility
+from assets.sample_world.config import SampleWorldConfig
+from assets.sample_world.generator import generate_sample_world
+from tests.dge.oracle import AccuracyTable, SceneTruth
+from tests.dge.scans import read_sample_scans
+
+logger = logging.getLogger(__name__)
+
+CAPTURES = {"third": None, "one frame": [0]}
+"""The partial path's frames (a third of the loop), and its first frame alone."""
+LEAST_ROWS = {"third": 20, "one frame": 5}
+"""Questions each capture gives at least, from either source (one frame asks few: no two views to compare)."""
+
+
+def _room_cloud(rng: np.random.Generator, walls: tuple[str, ...]) -> np.ndarray:
+    """A 6 x 5 m room, 2.5 m high: the floor that the cameras saw (all of it, or the part in front of the missing
+    wall's side left out) and the named walls (``x0``, ``x6``, ``y0``, ``y5``), with 1 cm noise, and a table."""
+    floor_low_y = 0.0 if "y0" in walls else 1.5  # no wall at y = 0: the cameras stood there looking away
+    rows = [
+        np.stack(
+            [rng.uniform(0, 6, 8000), rng.uniform(floor_low_y, 5, 8000), rng.normal(0, 0.005, 8000)], axis=1
+        ),
+        np.stack([rng.uniform(2, 3.2, 600), rng.uniform(2, 2.8, 600), rng.uniform(0.2, 0.75, 600)], axis=1),
+    ]
+    for name in walls:
+        n = 3000
+        along = rng.uniform(floor_low_y if name[0] == "x" else 0, 5 if name[0] == "x" else 6, n)
+        across = np.full(n, float(name[1:])) + rng.normal(0, 0.01, n)
+        xy = (across, along) if name[0] == "x" else (along, across)
+        rows.append(np.stack([*xy, rng.uniform(0, 2.5, n)], axis=1))
+    return np.vstack(rows)
+
+
+def test_a_room_is_walled_only_where_walls_were_seen():
+    """Four walls bound the room; with the wall behind the cameras unseen, the floor's edge and the table's face
+    are no wall, and the room (measured short) has three walled sides."""
+    rng = np.random.default_rng(3)
+    full = measure_room(_room_cloud(rng, ("x0", "x6", "y0", "y5")))
+    assert full.walled_sides == 4
+    assert full.length_m * full.width_m == pytest.approx(30.0, rel=0.01)
+    partial = measure_room(_room_cloud(rng, ("x0", "x6", "y5")))
+    assert partial.walled_sides == 3
+    assert partial.length_m * partial.width_m < 0.9 * 30.0
+
+
+@pytest.fixture(scope="module")
+def partial_world(tmp_path_factory):
+    """Tables and truth of a realistic world (2 scenes, 6 frames at 256 x 192) captured along a third of the loop."""
+    root = tmp_path_factory.mktemp("dge_partial") / "sample_world"
+    generate_sample_world(
+        SampleWorldConfig(
+            root=root,
+            seed=0,
+            num_scenes=2,
+            views_per_scene=6,
+            width=256,
+            height=192,
+            camera_path="partial",
+            show_progress=False,
+        )
+    )
+    truth = json.loads((root / "truth" / "world.json").read_text())
+    return read_sample_scans(root / "scannet" / "scans"), {
+        scene["scene_id"]: scene for scene in truth["scenes"]
+    }
+
+
+@pytest.fixture(scope="module")
+def partial_runs(partial_world) -> dict:
+    """Per capture and object source: the accuracy table, the generation report and the scenes' geometry."""
+    tables, truth = partial_world
+    runs = {}
+    for capture, frame_indices in CAPTURES.items():
+        for source in ("mesh", "instance_masks"):
+            table, report, geometries = AccuracyTable(), GenerationReport(), []
+            for scene in tables.scenes.iter_rows(named=True):
+                frames = tables.frames.filter(pl.col("scene_id") == scene["scene_id"])
+                if frame_indices is not None:
+                    frames = frames.filter(pl.col("frame_index").is_in(frame_indices))
+                geometry = build_scan_geometry(
+                    frames, scene, SceneGeometrySettings(object_points_source=source)
+                )
+                visibility = build_frame_visibility(geometry, frames, scene=scene)
+                tasks = build_scene_tasks(geometry.to_row(), visibility, frames, report=report)
+                table.add(tasks.iter_rows(named=True), SceneTruth.from_truth(truth[scene["scene_id"]]))
+                geometries.append(geometry)
+            table.add_withheld(report.withheld)
+            logger.info("partial capture (%s), %s\n%s", capture, source, table.markdown())
+            runs[(capture, source)] = (table, report, geometries)
+    return runs
+
+
+@pytest.mark.parametrize("capture", list(CAPTURES))
+def test_room_size_is_withheld_where_walls_were_not_seen(partial_runs, capture):
+    for source in ("mesh", "instance_masks"):
+        table, report, geometries = partial_runs[(capture, source)]
+        assert all(geometry.room.walled_sides < 4 for geometry in geometries), (capture, source)
+        assert table.rows.get("room_size", 0) == 0
+        assert report.withheld["room_size"] == {ROOM_NOT_WALLED: len(geometries)}, (capture, source)
+
+
+@pytest.mark.parametrize("capture", list(CAPTURES))
+@pytest.mark.parametrize("source", ["mesh", "instance_masks"])
+def test_every_answer_on_a_partial_capture_agrees_with_the_oracle(partial_runs, capture, source):
+    table, _, _ = partial_runs[(capture, source)]
+    assert sum(table.rows.values()) >= LEAST_ROWS[capture], (capture, source, table.rows)
+    assert not any(table.wrong.values()), (capture, source, table.wrong, table.examples)
