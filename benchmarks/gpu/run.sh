@@ -36,13 +36,13 @@ for pair in PIL:pillow; do
     if ! "$PYTHON" -c "import $module" 2>/dev/null; then
         if [ -d "$WHEELHOUSE" ] && "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELHOUSE" \
             --no-deps "$requirement" >> "$RESULTS/wheelhouse.log" 2>&1; then
-            echo "installed $requirement from $WHEELHOUSE"
+            echo "installed $requirement from $WHEELHOUSE" >&2
         else
-            echo "no $requirement here and none in $WHEELHOUSE: the parts that need it are skipped"
+            echo "no $requirement here and none in $WHEELHOUSE: the parts that need it are skipped" >&2
         fi
     fi
 done
-"$PYTHON" -c "import importlib.util as u; print('not here (their parts are skipped):', ', '.join(m for m in ('vllm', 'trl', 'peft') if u.find_spec(m) is None) or 'none')"
+"$PYTHON" -c "import importlib.util as u; print('not here (their parts are skipped):', ', '.join(m for m in ('vllm', 'trl', 'peft') if u.find_spec(m) is None) or 'none')" >&2
 
 part() {
     local name=$1 limit=$2
