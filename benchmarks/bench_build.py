@@ -387,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         f"Parquet tables of {new} against {old}: {len(ours)} files ({len(theirs)}), "
         f"{len(same_bytes)} byte-equal, {len(same_rows)} with equal rows and schema"
         + (f"; differ: {', '.join(differ[:12])}" if differ else "")
+        + (
+            f"; bytes differ: {', '.join(sorted(set(same_rows) - set(same_bytes))[:12])}"
+            if same_rows != same_bytes
+            else ""
+        )
         + "\n"
     )
     left_behind = sum(run["left_behind"] for variant in runs.values() for run in variant)
