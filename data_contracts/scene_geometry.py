@@ -60,7 +60,8 @@ OBJECT_FIELDS = {
         max=1.0,
         description="Share of the oriented box's five exposed sides (four vertical sides and the top) that some "
         "frame saw (facing the camera, most of a 3 x 3 grid on the side unoccluded): 1 for an object seen "
-        "from all around, at most 0.6 for one seen in a single frame, 0 when never seen.",
+        "from all around, at most 0.6 for one seen in a single frame, 0 when never seen; 1 for points sampled on "
+        "the segmented mesh (the mesh holds every side of the object).",
     ),
     "depth_noise_m": dy.Float64(
         nullable=False,
@@ -73,15 +74,25 @@ OBJECT_FIELDS = {
         nullable=False,
         min=0.0,
         description="1-sigma-like uncertainty of the centroid, metres: depth_noise_m / sqrt(max(observed_views, "
-        "1)) + (1 - extent_coverage) * size_m / 4 + blur / 2, where blur (points fused from depth frames only, else "
-        "0) is, on the box axis where it is larger, the summed distance from each end without a detected face "
-        "to the 5% quantile of the points along the axis.",
+        "1)) + (1 - extent_coverage) * size_m / 4 + blur / 2 + unseen / 2, where blur (points fused from depth "
+        "frames only, else 0) is, on the box axis where it is larger, the summed distance from each end without a "
+        "detected face to the 5% quantile of the points along the axis, and unseen is max(size_m, 0.5) for an "
+        "object cut off by every frame that observed it (cut_off_views = observed_views > 0), else 0.",
     ),
     "size_uncertainty_m": dy.Float64(
         nullable=False,
         min=0.0,
         description="1-sigma-like uncertainty of each box extent and of size_m, metres: 2 * depth_noise_m / "
-        "sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2 + blur (see position_uncertainty_m).",
+        "sqrt(max(observed_views, 1)) + (1 - extent_coverage) * size_m / 2 + blur + unseen (see "
+        "position_uncertainty_m).",
+    ),
+    "cut_off_views": dy.Int64(
+        nullable=False,
+        min=0,
+        description="Observing frames (of observed_views) whose image border cuts the object off: some of its "
+        "points project outside the image or within 1.5% of its width from the border. Equal to observed_views: "
+        "every frame saw a cut-off part, so the box is a lower bound (instance-mask points; always 0 for the "
+        "mesh, whose objects are whole).",
     ),
 }
 

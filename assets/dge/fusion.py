@@ -421,6 +421,21 @@ class MaskView:
     depth: np.ndarray  # (H', W') float32 metres on the grid, 0 where none
     object_ids: np.ndarray  # (H', W') int32 on the grid, NO_OBJECT where none
     top_rays: dict[int, np.ndarray] = field(default_factory=dict)  # object id -> mask_top_rays' (2, 3) ray
+    # object ids whose mask touches the image border
+    cut_off_objects: frozenset[int] = field(default_factory=frozenset)
+
+
+def border_objects(labels: np.ndarray) -> frozenset[int]:
+    """The objects whose instance mask touches the image border (the frame cuts them off).
+
+    ``labels`` holds ``objectId + 1`` per colour pixel (0 where none).
+
+    >>> labels = np.zeros((4, 6), dtype=np.int32); labels[0, 2] = 3; labels[1:3, 1:3] = 5
+    >>> sorted(border_objects(labels))
+    [2]
+    """
+    edges = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
+    return frozenset(int(label) - 1 for label in np.unique(edges) if label > 0)
 
 
 def mask_top_rays(
@@ -560,6 +575,7 @@ def _grid_points(
                 depth[::stride, ::stride].astype(np.float32),
                 grid_ids,
                 mask_top_rays(labels, record.color_intrinsics, record.pose),
+                border_objects(labels),
             )
     if labelled_only:
         keep = np.flatnonzero(object_ids >= 0)
@@ -723,6 +739,8 @@ class FusedScene:
     failures: list[tuple[str, str | None, str]] = field(default_factory=list)  # (record_id, file, reason)
     votes_dropped: dict[int, int] = field(default_factory=dict)  # object id -> points the label vote dropped
     top_rays: dict[int, list[np.ndarray]] = field(default_factory=dict)  # object id -> its masks' top rays
+    # object id -> the frames whose mask of it touches the image border
+    cut_off_frames: dict[int, set[int]] = field(default_factory=dict)
 
 
 def fuse_frames(
@@ -781,11 +799,22 @@ def fuse_frames(
     if views and config.mask_vote_min_share > 0 and object_points:
         object_points, votes_dropped = _vote_object_points(object_points, views, config)
     top_rays: dict[int, list[np.ndarray]] = {}
+    cut_off_frames: dict[int, set[int]] = {}
     for view in views:
         for object_id, ray in view.top_rays.items():
             top_rays.setdefault(object_id, []).append(ray)
+        for object_id in view.cut_off_objects:
+            cut_off_frames.setdefault(object_id, set()).add(view.frame_index)
     return FusedScene(
-        scene_points, scene_normals, scene_colors, object_points, used, failures, votes_dropped, top_rays
+        scene_points,
+        scene_normals,
+        scene_colors,
+        object_points,
+        used,
+        failures,
+        votes_dropped,
+        top_rays,
+        cut_off_frames,
     )
 
 

@@ -25,7 +25,7 @@ configuration.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -35,7 +35,13 @@ import polars as pl
 from pydantic import Field
 
 from assets.dge.camera import rotate_vectors, transform_points
-from assets.dge.confidence import CameraView, ConfidenceSettings, DepthBuffer, measurement_confidence
+from assets.dge.confidence import (
+    CameraView,
+    ConfidenceSettings,
+    DepthBuffer,
+    measurement_confidence,
+    support_gap,
+)
 from assets.dge.floor import (
     FloorNotFoundError,
     FloorPlane,
@@ -235,6 +241,8 @@ def _object_struct(obj: ObjectGeometry) -> dict[str, Any]:
         "depth_noise_m": float(obj.depth_noise_m),
         "position_uncertainty_m": float(obj.position_uncertainty_m),
         "size_uncertainty_m": float(obj.size_uncertainty_m),
+        "cut_off_views": int(obj.cut_off_views),
+        "support_gap_m": float(obj.support_gap_m),
     }
 
 
@@ -257,6 +265,8 @@ def _object_from_struct(item: Mapping[str, Any]) -> ObjectGeometry:
         depth_noise_m=float(item.get("depth_noise_m", 0.0)),
         position_uncertainty_m=float(item.get("position_uncertainty_m", np.inf)),
         size_uncertainty_m=float(item.get("size_uncertainty_m", np.inf)),
+        cut_off_views=int(item.get("cut_off_views") or 0),
+        support_gap_m=float(item.get("support_gap_m") or 0.0),
     )
 
 
@@ -325,6 +335,8 @@ class ObjectSource(Protocol):
     """Whether fusion reads the frames' instance masks (and back-projects more pixels per frame)."""
     reports_unseen_objects: bool
     """Whether listed objects that got no points are dropped one by one with a reason."""
+    complete_objects: bool
+    """Whether an object's points are the whole object (a segmented mesh), not what the frames saw of it."""
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """The objects' points before cleaning, in object id order."""
@@ -341,6 +353,7 @@ class MeshObjects:
     name = "mesh"
     reads_instance_masks = False
     reports_unseen_objects = True
+    complete_objects = True
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """Mesh samples in the gravity frame; an unusable segmentation is logged and gives no object."""
@@ -379,6 +392,7 @@ class InstanceMaskObjects:
     name = "instance_masks"
     reads_instance_masks = True
     reports_unseen_objects = True
+    complete_objects = False
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """Per-object fused clouds in the gravity frame; instance ids missing from the object list are dropped."""
@@ -414,6 +428,7 @@ class NoObjects:
     name = "none"
     reads_instance_masks = False
     reports_unseen_objects = False
+    complete_objects = False
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """No object."""
@@ -605,9 +620,13 @@ def add_measurement_confidence(
     cloud: np.ndarray,
     views: list[CameraView],
     settings: SceneGeometrySettings,
+    complete: bool = False,
+    cut_off_frames: Mapping[int, Collection[int]] | None = None,
 ) -> None:
     """Fill in each object's measurement confidence (:mod:`assets.dge.confidence`) from the views' depth buffers of
-    the cloud, voxel-downsampled to ``confidence_buffer_voxel_m``."""
+    the cloud, voxel-downsampled to ``confidence_buffer_voxel_m``; ``complete``: the objects' points are whole
+    objects (sampled on the segmented mesh); ``cut_off_frames``: per object, the frames whose instance mask of it
+    touches the image border."""
     coarse, _, _ = voxel_downsample(cloud, settings.confidence_buffer_voxel_m)
     buffers = [
         DepthBuffer.build(view, coarse, settings.confidence_buffer_width, settings.confidence_buffer_voxel_m)
@@ -625,12 +644,19 @@ def add_measurement_confidence(
             settings,
             seed=settings.seed,
             boundary_blur_m=obj.boundary_blur_m,
+            complete=complete,
+            cut_off_frames=(cut_off_frames or {}).get(obj.object_id, ()),
+            support_gap_m=0.0
+            if complete
+            else support_gap(obj.points, obj.obb_center, obj.obb_extents, obj.obb_yaw, cloud, settings),
         )
         obj.observed_views = confidence.observed_views
         obj.extent_coverage = confidence.extent_coverage
         obj.depth_noise_m = confidence.depth_noise_m
         obj.position_uncertainty_m = confidence.position_uncertainty_m
         obj.size_uncertainty_m = confidence.size_uncertainty_m
+        obj.cut_off_views = confidence.cut_off_views
+        obj.support_gap_m = confidence.support_gap_m
 
 
 def build_scan_geometry(
@@ -668,7 +694,12 @@ def build_scan_geometry(
     if source.reads_instance_masks:
         raise_tops_to_masks(scene_id, objects, fused.top_rays, world_to_gravity, config)
     add_measurement_confidence(
-        objects, stored_points, camera_views(records, fused.used_frames, world_to_gravity), config
+        objects,
+        stored_points,
+        camera_views(records, fused.used_frames, world_to_gravity),
+        config,
+        complete=source.complete_objects,
+        cut_off_frames=fused.cut_off_frames,
     )
     logger.info(
         "scene %s: %d frames used, %d quarantined, %d objects measured, %d dropped",

@@ -195,6 +195,8 @@ class ObjectGeometry:
     depth_noise_m: float = 0.0
     position_uncertainty_m: float = math.inf
     size_uncertainty_m: float = math.inf
+    cut_off_views: int = 0
+    support_gap_m: float = 0.0
 
     @property
     def size(self) -> float:

@@ -100,12 +100,12 @@ def test_a_camera_behind_a_wall_does_not_observe():
     assert confidence.size_uncertainty_m >= 0.5
 
 
-@pytest.mark.parametrize("source", ["mesh", "instance_masks"])
-def test_an_object_seen_in_a_single_frame_is_flagged_uncertain(scannet_tables, source):
-    """A scene built from one depth frame gives every object low coverage and a large size uncertainty."""
+def test_an_object_seen_in_a_single_frame_is_flagged_uncertain(scannet_tables):
+    """A scene built from one depth frame gives every object fused from its instance masks low coverage and a large
+    size uncertainty."""
     scene = next(iter(scannet_tables.scenes.iter_rows(named=True)))
     frames = scannet_tables.frames.filter(scannet_tables.frames["scene_id"] == scene["scene_id"])
-    settings = SceneGeometrySettings(object_points_source=source)
+    settings = SceneGeometrySettings(object_points_source="instance_masks")
     full = {obj.object_id: obj for obj in build_scan_geometry(frames, scene, settings).objects}
     single = build_scan_geometry(frames.head(1), scene, settings)
     assert single.objects
@@ -119,3 +119,18 @@ def test_an_object_seen_in_a_single_frame_is_flagged_uncertain(scannet_tables, s
         assert full[obj.object_id].observed_views > obj.observed_views
         assert full[obj.object_id].size_uncertainty_m < obj.size_uncertainty_m
     assert math.isfinite(max(obj.size_uncertainty_m for obj in single.objects))
+
+
+def test_a_mesh_object_is_whole_whatever_the_frames_saw(scannet_tables):
+    """Points sampled on the segmented mesh are the whole object: from one frame as from all of them, its coverage is
+    1, no frame cuts it off and its uncertainty is the depth noise at its distance."""
+    scene = next(iter(scannet_tables.scenes.iter_rows(named=True)))
+    frames = scannet_tables.frames.filter(scannet_tables.frames["scene_id"] == scene["scene_id"])
+    single = build_scan_geometry(frames.head(1), scene, SceneGeometrySettings(object_points_source="mesh"))
+    assert single.objects
+    for obj in single.objects:
+        assert obj.extent_coverage == 1.0 and obj.cut_off_views == 0 and obj.support_gap_m == 0.0
+        assert obj.position_uncertainty_m == pytest.approx(
+            obj.depth_noise_m / math.sqrt(max(obj.observed_views, 1))
+        )
+        assert obj.size_uncertainty_m == pytest.approx(2 * obj.position_uncertainty_m)
