@@ -100,11 +100,14 @@ def read_scannet_scene(
     instances = _numeric_frames(scene_dir / "instance-filt", (".png",))
     frames = []
     sizes: dict[str, tuple[int, int]] = {}
-    for index in sorted(colors):
+    files = {"colour image": colors, "depth image": depths, "pose file": poses}
+    for index in sorted(set(colors) | set(depths) | set(poses)):
         record_id = f"{scene_id}/{index}"
-        if index not in depths or index not in poses:
+        missing = [name for name, found in files.items() if index not in found]
+        if missing:
+            present = next(found[index] for found in files.values() if index in found)
             log.add(
-                record_id, "missing file: frame lacks its depth or pose file", source_file=str(colors[index])
+                record_id, f"missing file: frame lacks its {' and '.join(missing)}", source_file=str(present)
             )
             continue
         try:

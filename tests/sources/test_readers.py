@@ -164,6 +164,20 @@ class TestScanNet:
         kept = tables.frames.filter(tables.frames["scene_id"] == scene.name)["frame_index"].to_list()
         assert 0 not in kept and 1 not in kept and len(kept) >= 1
 
+    def test_a_frame_missing_one_file_is_quarantined(self, world_copy):
+        """A frame whose colour image or depth image is gone is left out with a record naming what it lacks."""
+        scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]
+        (scene / "color" / "0.jpg").unlink()
+        (scene / "depth" / "1.png").unlink()
+        tables = read_scannet(world_copy / "scannet" / "scans")
+        reasons = {
+            row["record_id"]: row["reason"] for row in tables.quarantine.to_frame().iter_rows(named=True)
+        }
+        assert reasons[f"{scene.name}/0"] == "missing file: frame lacks its colour image"
+        assert reasons[f"{scene.name}/1"] == "missing file: frame lacks its depth image"
+        kept = tables.frames.filter(tables.frames["scene_id"] == scene.name)["frame_index"].to_list()
+        assert kept == [2]
+
     def test_scene_without_usable_frames(self, world_copy):
         scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]
         for pose in (scene / "pose").iterdir():
