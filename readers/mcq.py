@@ -26,7 +26,7 @@ import polars as pl
 
 from data_contracts import mcq_questions
 from data_contracts.quarantine import QuarantineLog
-from data_contracts.stable_hash import stable_split
+from data_contracts.stable_hash import stable_fraction, stable_split
 from data_contracts.validation import polars_schema
 from readers.common import (
     IMAGE_EXTENSIONS,
@@ -125,6 +125,28 @@ def _validate_choice(options: Any, answer: Any, base: int) -> tuple[list[str], i
     return options, index
 
 
+def _ensure_a_test_image(rows: list[dict]) -> None:
+    """Put the rows of the image with the smallest stable hash in ``test`` when there are two images or more and none
+    is in test (in place; an image is the part of the question id before its ``_``).
+
+    >>> rows = [{"question_id": f"omnispatial/T/{image}_0", "split": "train"} for image in (1, 2, 3)]
+    >>> _ensure_a_test_image(rows); [row["split"] for row in rows].count("test")
+    1
+    """
+    images = {_image_key(row) for row in rows}
+    if len(images) < 2 or any(row["split"] == "test" for row in rows):
+        return
+    first = min(images, key=stable_fraction)
+    for row in rows:
+        if _image_key(row) == first:
+            row["split"] = "test"
+
+
+def _image_key(row: dict) -> str:
+    """The image of an OmniSpatial row: its question id's record id before the ``_``."""
+    return str(row["question_id"]).rsplit("/", 1)[-1].split("_")[0]
+
+
 def read_omnispatial(
     root: str | Path,
     *,
@@ -136,7 +158,9 @@ def read_omnispatial(
     """Read an OmniSpatial folder (``data.json`` plus images by task type).
 
     ``split`` labels every row (``"train"``/``"test"``) or, with ``"hash"``, assigns rows to train or
-    test by a stable hash of the image id so that questions about one image stay together.
+    test by a stable hash of the image id so that questions about one image stay together. A set of two
+    images or more whose every image hashes into train (a small one) puts the image with the smallest
+    hash in test, so that the test split is never empty.
     """
     folder = _omnispatial_folder(require_path(root, config_field, "OmniSpatial folder"), config_field)
     data_file = folder / "data.json"
@@ -190,6 +214,8 @@ def read_omnispatial(
                 source=source,
             )
         )
+    if split == "hash" and test_fraction > 0:
+        _ensure_a_test_image(rows)
     logger.info("OmniSpatial %s: %d questions kept, %d quarantined", folder, len(rows), len(log))
     return pl.DataFrame(rows, schema=polars_schema(mcq_questions.McqQuestions)), log
 

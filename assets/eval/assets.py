@@ -5,6 +5,20 @@
 | ``eval_items`` (+ ``eval_items_quarantine``) | every configured benchmark read from its native files into one table; by default the OmniSpatial-like test split and the SpatiaLab-like questions of ``mcq_questions`` (the sample world) |
 | ``eval_report`` | the scored predictions of the configured model; the paper tables, per-benchmark accuracies and the grounding plots go into the metadata. Without a configured model it evaluates nothing and shows the published tables and the item counts |
 
+Which items of each benchmark ``eval_items`` reads:
+
+| benchmark | items |
+|---|---|
+| ``omnispatial`` | without a location, the ``test`` split of ``mcq_questions``' OmniSpatial rows (the ``sources`` resource's ``omnispatial_split``: by default ``hash``, a stable hash of the image id puts ``omnispatial_test_fraction`` of the images in ``test``); with a location, ``omnispatial_split`` of that folder (default all) |
+| ``spatialab`` | every SpatiaLab question (``mcq_questions``' rows, or the location's file) |
+| ``cvbench``, ``3dsrbench`` | every row of the given files (CV-Bench's ``test`` files) |
+| ``blink`` | the ``val`` split of ``blink_subsets`` (the test split hides its answers) |
+| ``stvqa_val`` | the ``stvqa`` table's ``stvqa_split`` (default ``val``) |
+| ``dge_heldout`` | the ``dge_tasks`` table's ``dge_split`` (default ``test``) |
+
+A requested benchmark that yields no item fails the asset with the reason (:class:`EmptyBenchmarkError`), rather
+than evaluating nothing: a small OmniSpatial set whose every image hashes into ``train`` names its split counts.
+
 Both are thin wrappers over :mod:`training.eval` (benchmarks, runner, reports). The default build
 is offline and fast: no model is configured, so materialising the group only builds the items table.
 
@@ -99,11 +113,35 @@ class EvalItemsConfig(dg.Config):
     circular: bool = _location_field("circular")
 
 
+class EmptyBenchmarkError(ValueError):
+    """A requested benchmark yields no item; the message names it and says why."""
+
+
+def _empty_reason(
+    name: str, locations: dict[str, str], mcq_questions: pl.DataFrame, log: QuarantineLog
+) -> str:
+    """Why a requested benchmark has no item (one sentence)."""
+    if name in MCQ_BENCHMARKS and name not in locations:
+        source = MCQ_BENCHMARKS[name][0]
+        rows = mcq_questions.filter(pl.col("source") == source)
+        if rows.height == 0:
+            return f"{name}: mcq_questions has no {source} question"
+        splits = dict(sorted(rows.group_by("split").len().iter_rows()))
+        return (
+            f"{name}: mcq_questions has {rows.height} {source} questions, none in the test split (splits: {splits}); "
+            "its split is a stable hash of the image id (the sources resource's omnispatial_split 'hash' and "
+            "omnispatial_test_fraction): set omnispatial_split to 'test' or give the benchmark a location"
+        )
+    where = locations.get(name, "its default location")
+    quarantined = f", {len(log)} records quarantined (eval_items_quarantine)" if len(log) else ""
+    return f"{name}: no item read from {where}{quarantined}"
+
+
 def build_eval_items(
     config: EvalItemsConfig, mcq_questions: pl.DataFrame, storage_root: Path
 ) -> tuple[pl.DataFrame, QuarantineLog]:
     """The items of the configured benchmarks; OmniSpatial and SpatiaLab come from ``mcq_questions`` unless given a
-    location."""
+    location. Raises :class:`EmptyBenchmarkError` when a requested benchmark yields no item."""
     names, locations = split_benchmark_locations(config.benchmarks)
     log = QuarantineLog("eval_items")
     frames = []
@@ -139,6 +177,13 @@ def build_eval_items(
         frames.append(loaded)
         log.extend(loaded_log)
     items = pl.concat(frames) if frames else eval_items_contract.EvalItems.create_empty()
+    found = set(items["benchmark"].unique().to_list())
+    empty = [name for name in names if name not in found]
+    if empty:
+        raise EmptyBenchmarkError(
+            "requested benchmarks without items: "
+            + "; ".join(_empty_reason(name, locations, mcq_questions, log) for name in empty)
+        )
     if config.circular:
         items = make_circular_variants(items)
     if config.pseudo_gt_path:
@@ -169,8 +214,11 @@ def eval_items_asset(
     storage: StorageResource,
     mcq_questions: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read the configured benchmarks into the ``eval_items`` table."""
-    items, log = build_eval_items(config, mcq_questions, storage.path)
+    """Read the configured benchmarks into the ``eval_items`` table (a requested benchmark without items fails)."""
+    try:
+        items, log = build_eval_items(config, mcq_questions, storage.path)
+    except EmptyBenchmarkError as error:
+        raise dg.Failure(description=str(error)) from error
     counts = value_counts(items, "benchmark")
     checked = finalize_table(
         items,

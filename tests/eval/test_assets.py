@@ -1,11 +1,12 @@
 """The eval assets materialised with Dagster into a temporary storage root."""
 
 import dagster as dg
+import polars as pl
 import pydantic
 import pytest
 
 from assets.eval import EVAL_ASSETS
-from assets.eval.assets import EvalItemsConfig, EvalReportConfig, build_eval_items
+from assets.eval.assets import EmptyBenchmarkError, EvalItemsConfig, EvalReportConfig, build_eval_items
 from assets.resources import SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS, mcq_questions_asset
 from assets.sources.sample_world import sample_world
@@ -15,11 +16,11 @@ from pipelines.io_manager import ParquetIOManager
 from training.eval.benchmarks import BENCHMARK_LOCATION_FIELDS, BenchmarkLocations
 
 
-def _resources(root, world):
+def _resources(root, world, omnispatial_split="test"):
     return {
         "io_manager": ParquetIOManager(root=str(root)),
         "storage": StorageResource(root=str(root)),
-        "sources": SourcesResource(sample_world_root=str(world), omnispatial_split="test"),
+        "sources": SourcesResource(sample_world_root=str(world), omnispatial_split=omnispatial_split),
     }
 
 
@@ -121,3 +122,25 @@ def test_backend_options_are_checked_against_the_backend():
     }
     with pytest.raises(pydantic.ValidationError, match="not options of the openai backend"):
         EvalReportConfig(backend="openai", backend_options={"device": "cpu"})
+
+
+def test_a_requested_benchmark_without_items_fails_with_the_reason(tmp_path, small_world):
+    """Every OmniSpatial question in the train split (as a stable hash can put a small set): eval_items fails and
+    says so, rather than evaluating 0 OmniSpatial items."""
+    result = dg.materialize(
+        [mcq_questions_asset, *EVAL_ASSETS],
+        resources=_resources(tmp_path, small_world, omnispatial_split="train"),
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(event for event in result.all_events if event.is_step_failure)
+    description = failure.step_failure_data.user_failure_data.description
+    assert "omnispatial: mcq_questions has" in description and "none in the test split" in description
+    assert "omnispatial_split" in description
+    questions = read_table(tmp_path, "mcq_questions")
+    with pytest.raises(EmptyBenchmarkError, match="spatialab: mcq_questions has no spatialab question"):
+        build_eval_items(
+            EvalItemsConfig(benchmarks=["spatialab"]),
+            questions.filter(pl.col("source") != "spatialab"),
+            tmp_path,
+        )

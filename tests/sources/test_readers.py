@@ -41,6 +41,14 @@ class TestOmniSpatial:
         prefixes = first.with_columns(first["question_id"].str.extract(r"/(\d+)_", 1).alias("image"))
         assert prefixes.group_by("image").agg(pl.col("split").n_unique().alias("n"))["n"].max() == 1
 
+    def test_the_hash_split_has_a_test_image(self, small_world):
+        """A set whose every image hashes into train (here: a tiny test fraction) still has one image in test, so a
+        benchmark read from its test split is not empty."""
+        frame, _ = read_omnispatial(small_world / "omnispatial", test_fraction=1e-9)
+        images = frame.with_columns(frame["question_id"].str.extract(r"/(\d+)_", 1).alias("image"))
+        assert images.filter(pl.col("split") == "test")["image"].n_unique() == 1
+        assert images.filter(pl.col("split") == "train").height > 0
+
     def test_broken_rows_are_quarantined(self, world_copy):
         data_path = world_copy / "omnispatial" / "data.json"
         records = json.loads(data_path.read_text())
