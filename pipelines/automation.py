@@ -81,6 +81,7 @@ def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDef
         OBSERVE_RAW_FILES_JOB,
         selection=dg.AssetSelection.assets(*RAW_FILE_KEYS),
         description="Observe the raw folders: record a content version of each (one per scan).",
+        executor_def=dg.in_process_executor,  # seconds of work: no process per observable
     )
     automation_sensor = dg.AutomationConditionSensorDefinition(
         AUTOMATION_SENSOR,

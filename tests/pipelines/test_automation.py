@@ -278,5 +278,7 @@ def test_definitions_carry_the_rebuild_policy_and_the_sensors():
     defs = build_definitions()
     dg.Definitions.validate_loadable(defs)
     assert {sensor.name for sensor in defs.sensors} == {"datasets_automation_sensor", RAW_FILES_SENSOR}
+    observe = defs.resolve_job_def(OBSERVE_RAW_FILES_JOB)
+    assert observe.executor_def is dg.in_process_executor  # one process for seconds of work
     for spec in defs.resolve_all_asset_specs():
         assert spec.automation_condition is not None, spec.key
