@@ -75,12 +75,13 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-# 8: a mesh object is whole (coverage 1), an instance-mask object cut off by every frame or floating above its
-# support counts what was unseen in its uncertainty; 7: a wall must cover a quarter of its side, the room's walled
+# 9: visibility from points: the in-frame share is the smaller of the points' and the oriented box's; 8: a mesh
+# object is whole (coverage 1), an instance-mask object cut off by every frame or floating above its support counts
+# what was unseen in its uncertainty; 7: a wall must cover a quarter of its side, the room's walled
 # sides are recorded; 6: instance-mask objects' tops raised to their masks' tops; 5: outward faces and legs of
 # instance-mask objects; 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray
 # cast.
-DGE_CODE_VERSION = "8"
+DGE_CODE_VERSION = "9"
 # The questions' own version (dge_tasks, dge_image_tasks): 7: room size only when walls bound every side;
 # 6: origin.
 DGE_TASKS_CODE_VERSION = "7"

@@ -8,7 +8,10 @@ Each is weighted by the image area it covers (``area * |cos| * fx * fy * range /
 sums below are pixel areas:
 
 - *in-frame ratio*: the part of the object's silhouette that falls inside the image
-  (``1 - truncation``); *truncated* when some of it falls outside;
+  (``1 - truncation``); *truncated* when some of it falls outside. The stored points of an object
+  fused from depth frames cover only what some frame saw (a ball's underside, the part of a chair
+  no frame held whole), so the smaller of the points' share and the share of its oriented box's
+  silhouette (:func:`box_in_frame_ratio`) counts;
 - *depth-buffer test*: a point inside the image is *visible* when its depth is at most the frame's
   measured depth at its pixel plus a tolerance. A point behind the measured surface is hidden by
   whatever that surface is: the back-projected depth pixel is attributed to the object owning the
@@ -41,14 +44,16 @@ import polars as pl
 import pydantic
 from pydantic import ConfigDict, Field
 from scipy import ndimage
-from scipy.spatial import cKDTree
+from scipy.spatial import ConvexHull, QhullError, cKDTree
 from tqdm.auto import tqdm
 
 from assets.dge.camera import invert_rigid, project_points, rotate_vectors, transform_points
+from assets.dge.confidence import DEFAULT_CONFIDENCE_SETTINGS
 from assets.dge.fusion import FrameError, FrameRecord, depth_problem, read_depth_m, read_instance_labels
 from assets.dge.geometry import ScanGeometry, camera_poses_in_gravity, frame_records
 from assets.dge.objects import MeshSegmentationError, ObjectGeometry
 from assets.dge.raycast import ObjectRays, SceneMesh, cast_frame, ray_grid
+from assets.dge.room import clip_to_rectangle, polygon_area
 from data_contracts.boxes import BoxError, pixels_to_grid
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import QuarantineLog
@@ -330,6 +335,73 @@ def classify_points(
     return PointClasses(points, uv, weight, in_image, visible, occluded_by_other)
 
 
+def box_in_frame_ratio(
+    center: np.ndarray,
+    extents: np.ndarray,
+    yaw: float,
+    camera_pose: np.ndarray,
+    intrinsics: np.ndarray,
+    width: int,
+    height: int,
+    near_m: float = 0.05,
+) -> float:
+    """Share of a yaw-oriented box's silhouette (the hull of its projected corners) inside a ``width x height``
+    image; the box is cut at the near plane first, so a part behind the camera reaches far outside the image.
+
+    >>> pose = np.eye(4)  # camera at the origin looking along +z
+    >>> K = np.array([[100.0, 0, 49.5], [0, 100, 49.5], [0, 0, 1]])
+    >>> round(box_in_frame_ratio(np.array([0.0, 0, 4]), np.array([1.0, 1, 1]), 0.0, pose, K, 100, 100), 3)
+    1.0
+    >>> round(box_in_frame_ratio(np.array([2.0, 0, 4]), np.array([1.0, 1, 1]), 0.0, pose, K, 100, 100), 2)  # at the edge
+    0.42
+    >>> box_in_frame_ratio(np.array([0.0, 0, 0.3]), np.array([1.0, 1, 1]), 0.0, pose, K, 100, 100) < 0.05  # around it
+    True
+    """
+    half = np.asarray(extents, dtype=np.float64) / 2.0
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
+    cos_a, sin_a = np.cos(yaw), np.sin(yaw)
+    rotation = np.array([[cos_a, -sin_a, 0.0], [sin_a, cos_a, 0.0], [0.0, 0.0, 1.0]])
+    corners = transform_points(invert_rigid(camera_pose), (signs * half) @ rotation.T + center)
+    points = [corner for corner in corners if corner[2] > near_m]
+    for first in range(8):  # the box's edges join corners that differ in one sign
+        for second in range(first + 1, 8):
+            if np.count_nonzero(signs[first] != signs[second]) != 1:
+                continue
+            a, b = corners[first], corners[second]
+            if (a[2] > near_m) != (b[2] > near_m):
+                points.append(a + (near_m - a[2]) / (b[2] - a[2]) * (b - a))
+    if len(points) < 3:
+        return 0.0
+    uv, _ = project_points(np.array(points), intrinsics)
+    try:
+        hull = ConvexHull(uv)
+    except QhullError:
+        return 0.0
+    polygon = uv[hull.vertices]
+    total = polygon_area(polygon)
+    if total <= 0:
+        return 0.0
+    inside = clip_to_rectangle(polygon, np.array([-0.5, -0.5]), np.array([width - 0.5, height - 0.5]))
+    return float(np.clip(polygon_area(inside) / total, 0.0, 1.0))
+
+
+def seen_box(obj: ObjectGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """The object's oriented box (centre, extents), reaching down to what it stands on when no frame saw its base
+    (a support gap above ``max_support_gap_m``, :func:`assets.dge.confidence.support_gap`): the part the frames
+    missed is still part of its silhouette.
+
+    >>> obj = ObjectGeometry(0, "chair", 1, np.zeros(3), np.zeros(3), np.zeros(3), np.array([0.0, 0, 0.65]),
+    ...     np.array([0.5, 0.4, 0.6]), 0.0, np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), support_gap_m=0.35)
+    >>> [values.round(3).tolist() for values in seen_box(obj)]
+    [[0.0, 0.0, 0.475], [0.5, 0.4, 0.95]]
+    """
+    center, extents = np.array(obj.obb_center, dtype=np.float64), np.array(obj.obb_extents, dtype=np.float64)
+    if obj.support_gap_m > DEFAULT_CONFIDENCE_SETTINGS.max_support_gap_m:
+        center[2] -= obj.support_gap_m / 2.0
+        extents[2] += obj.support_gap_m
+    return center, extents
+
+
 def object_in_frame(
     obj: ObjectGeometry,
     prepared: PreparedObjects,
@@ -349,11 +421,17 @@ def object_in_frame(
         return None
     visible = classes.visible
     visibility_ratio = classes.visibility_ratio
-    in_frame_ratio = classes.in_frame_ratio
     visible_area = classes.visible_area
     uv, z = classes.uv, classes.points_camera[:, 2]
     color_k = record.color_intrinsics
     width, height = record.color_size
+    center, extents = seen_box(obj)
+    in_frame_ratio = min(
+        classes.in_frame_ratio,
+        box_in_frame_ratio(
+            center, extents, obj.obb_yaw, camera_pose, color_k, width, height, config.near_plane_m
+        ),
+    )
     world_to_camera = invert_rigid(camera_pose)
 
     bbox_px = None
