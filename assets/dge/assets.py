@@ -82,9 +82,9 @@ GROUP = "dge"
 # instance-mask objects; 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray
 # cast.
 DGE_CODE_VERSION = "9"
-# The questions' own version (dge_tasks, dge_image_tasks): 7: room size only when walls bound every side;
-# 6: origin.
-DGE_TASKS_CODE_VERSION = "7"
+# The questions' own version (dge_tasks, dge_image_tasks): 8: max_answer_share of the questions a scene emits
+# (none when every clear candidate has one answer); 7: room size only when walls bound every side; 6: origin.
+DGE_TASKS_CODE_VERSION = "8"
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"

@@ -8,7 +8,8 @@ are near-duplicates and dropped. Up to ``candidate_pool_factor * max_tasks_per_t
 candidates are collected, grouped by answer value (the chosen option, or the count for counting
 questions), and at most ``max_tasks_per_type`` are picked round-robin from the least-used group, so
 a scene gives every answer value it can before repeating one, and no value takes more than
-``max_answer_share`` of a type's questions in a scene (fewer questions rather than one answer). The type's balance rule then settles
+``max_answer_share`` of the type's questions the scene emits (:func:`within_answer_share`: fewer questions
+rather than one answer, none when every clear candidate has the same answer). The type's balance rule then settles
 the options (the spec records them) and orders them by the task id; the k-th question of a type
 then has its answer at letter ``(offset + k) mod n`` (see :func:`~assets.dge.tasks.balance.place_answer`),
 so gold letters are spread evenly.
@@ -39,6 +40,7 @@ from assets.dge.tasks.settings import TaskSettings
 from data_contracts.stable_hash import stable_int
 
 NOT_AMONG_OPTIONS = "true answer not among the options"
+ANSWER_SHARE_EXCEEDED = "its answer value would hold more than max_answer_share of the scene's questions"
 
 
 def task_id_for(scene_id: str, task_type: str, spec: Mapping[str, Any]) -> str:
@@ -138,6 +140,28 @@ def _answer_group(answer: TaskAnswer) -> Any:
     return None
 
 
+def within_answer_share(groups: list[Any], share: float) -> list[int]:
+    """Positions of the picks to keep so that no answer value holds more than ``share`` of the kept ones: the latest
+    pick of the commonest value goes first (measured numbers, group None, are not limited).
+
+    >>> within_answer_share(["a", "b", "a"], 0.5), within_answer_share(["a", "a"], 0.5), within_answer_share([None, None], 0.5)
+    ([0, 1], [], [0, 1])
+    """
+    kept = list(range(len(groups)))
+    while kept:
+        counts: dict[Any, int] = {}
+        for position in kept:
+            if groups[position] is not None:
+                counts[groups[position]] = counts.get(groups[position], 0) + 1
+        if not counts:
+            break
+        commonest = max(counts, key=lambda group: counts[group])
+        if counts[commonest] <= share * len(kept):
+            break
+        kept.remove(max(position for position in kept if groups[position] == commonest))
+    return kept
+
+
 def generate_tasks_of_type(
     task_type: str, facts: SceneFacts, settings: TaskSettings, report: GenerationReport | None = None
 ) -> list[GeneratedTask]:
@@ -182,10 +206,17 @@ def generate_tasks_of_type(
     def open_groups() -> list[Any]:
         return [g for g in order if groups[g] and (g is None or used[g] < cap)]
 
-    while len(tasks) < settings.max_tasks_per_type and open_groups():
+    picks: list[tuple[Any, dict[str, Any], TaskAnswer]] = []
+    while len(picks) < settings.max_tasks_per_type and open_groups():
         group = min(open_groups(), key=lambda g: used[g])
         spec, answer = groups[group].pop(0)
         used[group] += 1
+        picks.append((group, spec, answer))
+    kept = within_answer_share([group for group, _, _ in picks], settings.max_answer_share)
+    for _ in range(len(picks) - len(kept)):
+        report.count(task_type, ANSWER_SHARE_EXCEEDED)
+    for position in kept:
+        _, spec, answer = picks[position]
         answer = entry.balance.settle(answer, rng)
         if answer.options and answer.options != spec.get("options", answer.options):
             spec = {**spec, "options": answer.options}
