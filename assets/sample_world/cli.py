@@ -13,7 +13,12 @@ import logging
 import sys
 from pathlib import Path
 
-from assets.sample_world.config import CAMERA_PATHS, SampleWorldConfig, default_root
+from assets.sample_world.config import (
+    CAMERA_PATHS,
+    DEFAULT_WORLD_CAMERA_PATH,
+    SampleWorldConfig,
+    default_root,
+)
 from assets.sample_world.generator import generate_sample_world
 
 logger = logging.getLogger(__name__)
@@ -51,9 +56,10 @@ def make_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--camera-path",
         choices=CAMERA_PATHS,
-        default=defaults.camera_path,
-        help="'loop': once around the room looking inward; 'handheld': walks and pans in place, so cameras "
-        "stand behind each other and turn; 'partial': the loop's first third, a capture of part of the room "
+        default=DEFAULT_WORLD_CAMERA_PATH,
+        help="'mixed' (default): the rooms take the other four paths in turn; 'loop': once around the room looking "
+        "inward; 'handheld': walks and pans in place, so cameras stand behind each other and turn; 'partial': the "
+        "loop's first third, a capture of part of the room; 'lookaround': turns once around on the spot "
         "(SampleWorldConfig.camera_path).",
     )
     parser.add_argument(

@@ -8,8 +8,14 @@ from pathlib import Path
 
 GENERATOR_VERSION = "1.1"
 """Bumped whenever the same config would produce different files (used as the asset's code version)."""
-CAMERA_PATHS = ("loop", "handheld", "partial")
+CAMERA_PATHS = ("loop", "handheld", "partial", "lookaround", "mixed")
 """Values of `SampleWorldConfig.camera_path`."""
+DEFAULT_WORLD_CAMERA_PATH = "mixed"
+"""The camera path of the default world (the `sample_world` asset's and `spatial-sample-world`'s default); the
+config's own default stays the loop, the path the tests' small worlds are written for."""
+MIXED_CAMERA_PATHS = ("loop", "handheld", "partial", "lookaround")
+"""The paths of a `"mixed"` world's scenes, in turn by scene index (scene 0 a loop, 1 hand-held, 2 partial,
+3 look-around, 4 a loop, ...)."""
 
 
 def default_root() -> Path:
@@ -62,7 +68,12 @@ class SampleWorldConfig:
             it goes, so a later camera stands behind an earlier one, or sideways looking at the room),
             and pans in place between walks (consecutive frames at one position turning 30-60
             degrees). `"partial"`: a capture of part of the room, the loop's first third (its frames
-            never see the walls behind the cameras). All keep `CAMERA_OBJECT_CLEARANCE` from every object.
+            never see the walls behind the cameras). `"lookaround"`: the camera stands near the room's
+            centre and turns once around on the spot (an object of the first frame is behind the camera
+            halfway round). `"mixed"`: the scenes take the loop, the hand-held, the partial and the
+            look-around paths in turn (`MIXED_CAMERA_PATHS`), so one world asks every answer value
+            (the default world of the `sample_world` asset and of `spatial-sample-world`). All keep
+            `CAMERA_OBJECT_CLEARANCE` from every object.
         omnispatial_questions_per_image (`int`, *optional*, defaults to 2):
             Most questions asked about one OmniSpatial-like image (they share the image).
         spatialab_questions_per_image (`int`, *optional*, defaults to 1):

@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from assets.sample_world.catalogue import CATALOGUE, COLOURS, FLOOR, SUPPORT, ObjectTemplate, Part
-from assets.sample_world.config import SampleWorldConfig
+from assets.sample_world.config import MIXED_CAMERA_PATHS, SampleWorldConfig
 
 logger = logging.getLogger(__name__)
 
@@ -483,11 +483,25 @@ def sample_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
     >>> len(views), views[0].pose.shape
     (3, (4, 4))
     """
-    if config.camera_path == "handheld":
+    path = scene_camera_path(config, scene.scene_index)
+    if path == "handheld":
         return _handheld_views(config, scene)
-    if config.camera_path == "partial":
+    if path == "partial":
         return _loop_views(config, scene, arc=PARTIAL_ARC)
+    if path == "lookaround":
+        return _lookaround_views(config, scene)
     return _loop_views(config, scene)
+
+
+def scene_camera_path(config: SampleWorldConfig, scene_index: int) -> str:
+    """The camera path of one scene: the configured one, or the scene's turn of a `"mixed"` world.
+
+    >>> [scene_camera_path(SampleWorldConfig(camera_path="mixed"), index) for index in range(5)]
+    ['loop', 'handheld', 'partial', 'lookaround', 'loop']
+    """
+    if config.camera_path == "mixed":
+        return MIXED_CAMERA_PATHS[scene_index % len(MIXED_CAMERA_PATHS)]
+    return config.camera_path
 
 
 def clear_of_objects(scene: Scene, point_xy: np.ndarray, clearance: float = CAMERA_OBJECT_CLEARANCE) -> bool:
@@ -559,6 +573,41 @@ def _loop_views(config: SampleWorldConfig, scene: Scene, arc: float = 2.0 * math
         )
         eye = np.array([eye_xy[0], eye_xy[1], eye_height])
         views.append(_view(config, frame, look_at(eye, target)))
+    return views
+
+
+def _lookaround_views(config: SampleWorldConfig, scene: Scene) -> list[View]:
+    """The `"lookaround"` camera path: the camera stands at the clear floor point nearest the room's centre and turns
+    once around on the spot (each frame a `360 / views` degree turn the same way, the hand shifting the camera by a
+    few centimetres), looking a little down, its height drifting slowly."""
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 1]))
+    room = scene.room
+    xs = np.linspace(config.camera_wall_margin, room.width - config.camera_wall_margin, 25)
+    ys = np.linspace(config.camera_wall_margin, room.depth - config.camera_wall_margin, 25)
+    candidates = sorted(
+        (np.array([x, y]) for x in xs for y in ys),
+        key=lambda point: float(np.linalg.norm(point - room.centre[:2])),
+    )
+    spot = next(
+        (point for point in candidates if clear_of_objects(scene, point, CAMERA_OBJECT_CLEARANCE + 0.2)), None
+    )
+    if spot is None:
+        spot = candidates[0]
+        logger.warning("%s: the look-around stands close to an object", scene.scene_id)
+    low, high = config.camera_height_range
+    height = float(rng.uniform(low + 0.3 * (high - low), high - 0.3 * (high - low)))
+    start = float(rng.uniform(0.0, 2.0 * math.pi))
+    turn = (1.0 if rng.uniform() < 0.5 else -1.0) * 2.0 * math.pi / config.views_per_scene
+    views = []
+    for frame in range(config.views_per_scene):
+        yaw = start + turn * frame
+        pitch = math.radians(float(rng.uniform(-25.0, -10.0)))
+        xy = spot + rng.normal(0.0, 0.03, size=2)
+        if not clear_of_objects(scene, xy):
+            xy = spot
+        eye = np.array([xy[0], xy[1], float(np.clip(height + rng.normal(0.0, 0.02), low, high))])
+        ahead = np.array([math.cos(yaw) * math.cos(pitch), math.sin(yaw) * math.cos(pitch), math.sin(pitch)])
+        views.append(_view(config, frame, look_at(eye, eye + ahead)))
     return views
 
 

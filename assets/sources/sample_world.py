@@ -17,7 +17,7 @@ from pydantic import Field
 
 from assets.resources import SourcesResource, StorageResource
 from assets.sample_world import SampleWorldConfig, ensure_sample_world
-from assets.sample_world.config import GENERATOR_VERSION
+from assets.sample_world.config import DEFAULT_WORLD_CAMERA_PATH, GENERATOR_VERSION
 from assets.sample_world.generator import stamp_config
 
 
@@ -30,11 +30,14 @@ class SampleWorldAssetConfig(dg.Config):
     width: int = Field(default=320, description="Colour image width in pixels.")
     height: int = Field(default=240, description="Colour image height in pixels.")
     camera_path: str = Field(
-        default="loop",
-        description="'loop': the camera walks once around each room looking inward; 'handheld': it walks toward or "
-        "across the room and pans in place, so cameras stand behind each other and turn (camera_motion asks "
-        "'turned left/right', camera_camera_position 'behind'); 'partial': the loop's first third, a capture of "
-        "part of the room (room_size is then withheld: the walls behind the cameras are never seen).",
+        default=DEFAULT_WORLD_CAMERA_PATH,
+        description="'mixed' (the default world): the rooms take the four paths below in turn, so the DGE asks "
+        "every task type and answer value; 'loop': the camera walks once around each room looking inward; "
+        "'handheld': it walks toward or across the room and pans in place, so cameras stand behind each other and "
+        "turn (camera_motion asks 'turned left/right', camera_camera_position 'behind'); 'partial': the loop's "
+        "first third, a capture of part of the room (room_size is then withheld: the walls behind the cameras are "
+        "never seen); 'lookaround': the camera turns once around on the spot near the room's centre "
+        "(camera_object_position asks 'behind').",
     )
     scan_realism: str = Field(
         default="realistic",
