@@ -158,16 +158,36 @@ def _stride(settings, records, with_instances: bool) -> int:
         return settings.stride_for(records[0].depth_size, with_instances)
 
 
+def _settings_class():
+    """``SceneGeometrySettings`` of the modules on the path, readable by an older ``geometry.py`` too.
+
+    Older ``geometry.py`` reads ``object_seed``, which the objects' settings call ``seed`` since the DGE
+    run configuration was split (fdbafc8); the old variant's settings answer it with ``seed``.
+    """
+    from assets.dge.geometry import SceneGeometrySettings
+
+    fields = SceneGeometrySettings.model_fields
+    if "object_seed" in fields or "seed" not in fields:
+        return SceneGeometrySettings
+
+    class Settings(SceneGeometrySettings):
+        @property
+        def object_seed(self) -> int:
+            return self.seed
+
+    return Settings
+
+
 def work(world: Path, source: str, repeats: int) -> dict:
     """Time the stages of one scan and object source in this process (best of ``repeats`` per stage)."""
     from assets.dge.fusion import fuse_frames
-    from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry, frame_records
+    from assets.dge.geometry import build_scan_geometry, frame_records
     from assets.dge.visibility import build_frame_visibility
     from readers.scannet import read_scannet
 
     tables = read_scannet(world / "scannet" / "scans")
     scene = tables.scenes.row(0, named=True)
-    settings = SceneGeometrySettings(object_points_source=source)
+    settings = _settings_class()(object_points_source=source)
     records = frame_records(tables.frames)
     with_instances = source == "instance_masks"
     fusion = settings.model_copy(update={"pixel_stride": _stride(settings, records, with_instances)})
