@@ -15,7 +15,10 @@ is timed directly too, since step-to-step noise on a shared CPU is several perce
 
     python benchmarks/bench_confidence_overhead.py                       # small model on the CPU
     python benchmarks/bench_confidence_overhead.py --size 4b --device cuda --completion-tokens 512 --steps 2
-    python benchmarks/bench_confidence_overhead.py --tiny     # smoke run: 2-layer model, one step each
+    python benchmarks/bench_confidence_overhead.py --tiny     # smoke run: 2-layer model, one step each, one thread
+
+`--tiny` runs torch on one thread per process: on a busy two-core machine, torch's spinning OpenMP
+threads made a tiny step ten times slower.
 
 `--size 4b` builds a Qwen3-VL-4B-shaped model (36 layers, hidden 2560, vocabulary 151,936) with
 random weights; peak memory is `torch.cuda.max_memory_allocated` on a GPU and the process's peak
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import resource
 import statistics
 import subprocess
@@ -116,7 +120,7 @@ MODEL_SHAPES = {
     "small": (SMALL_TEXT, SMALL_VISION),
     "4b": (QWEN3_VL_4B_TEXT, QWEN3_VL_4B_VISION),
 }
-TINY = {"size": "tiny", "batch": 4, "generations": 2, "completion_tokens": 48, "steps": 1}
+TINY = {"size": "tiny", "batch": 4, "generations": 2, "completion_tokens": 48, "steps": 1, "threads": 1}
 """Defaults under `--tiny` (explicit flags still win)."""
 
 
@@ -169,6 +173,8 @@ def run_child(arguments) -> None:
     )
 
     device = torch.device(arguments.device)
+    if arguments.threads > 0:
+        torch.set_num_threads(arguments.threads)
     workdir = Path(tempfile.mkdtemp(prefix="bench_confidence_"))
     tokenizer = build_tiny_tokenizer()
     tokenizer.save_pretrained(workdir / "model")
@@ -299,20 +305,46 @@ def run_child(arguments) -> None:
 
 
 def _run(arguments, child: str, folder: str) -> dict | None:
+    """One measurement in a child process: a fresh interpreter, or under ``--tiny`` a fork of this one."""
     result_path = Path(folder) / f"{child}.json"
     options = {key: value for key, value in vars(arguments).items() if key not in ("child", "result", "tiny")}
-    command = [sys.executable, __file__, "--child", child, "--result", str(result_path)]
-    command += [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
+    child_argv = ["--child", child, "--result", str(result_path)]
+    child_argv += [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
     logger.info("run: %s", child)
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
-    if completed.returncode != 0:
-        sys.stderr.write(completed.stderr[-4000:])
-        return None
+    if arguments.tiny:
+        process = multiprocessing.get_context("fork").Process(target=main, args=(child_argv,))
+        process.start()
+        process.join()
+        if process.exitcode != 0:  # the child's traceback went to this process's stderr
+            return None
+    else:
+        command = [sys.executable, __file__, *child_argv]
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            sys.stderr.write(completed.stderr[-4000:])
+            return None
     return json.loads(result_path.read_text())
 
 
+def _import_the_trainer() -> None:
+    """Import what a child imports (torch, transformers, TRL, the trainer), so that forked children share it."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    import trl  # noqa: F401
+
+    import training.grpo_trainer  # noqa: F401
+    import training.testing  # noqa: F401
+
+
 def orchestrate(arguments) -> int:
-    """Time the interleaved run, measure each configuration's peak memory, print the figures."""
+    """Time the interleaved run, measure each configuration's peak memory, print the figures.
+
+    A real run starts each child as a fresh interpreter. A ``--tiny`` smoke run imports the trainer once
+    and forks its children from this process: three fresh interpreters spent most of its time importing
+    torch, transformers and TRL. (Nothing has started a thread or touched a device before the fork.)
+    """
+    if arguments.tiny:
+        _import_the_trainer()
     with tempfile.TemporaryDirectory() as folder:
         timing = _run(arguments, "interleaved", folder)
         with_memory = _run(arguments, "with", folder)
@@ -355,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generations", type=int, default=4)
     parser.add_argument("--completion-tokens", type=int, default=96)
     parser.add_argument("--steps", type=int, default=6, help="measured steps per configuration")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads per process (0: torch's default)"
+    )
     parser.add_argument("--child", choices=["interleaved", "with", "without"], help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")

@@ -140,8 +140,8 @@ SLOW = {
     "bench_tick",
 }  # over ~10 s at tiny sizes on 2 shared cores
 RAY = {"bench_ray"}  # starts local Ray clusters: needs the ray extra
-# bench_confidence_overhead trains in three child processes (each imports torch, transformers and TRL):
-# about a minute on an idle 2-core machine, several on a busy one, past the suite's 300 s per test.
+# The slow cases may take longer than the suite's 300 s per test on a busy shared machine (bench_build runs
+# spatial-build twice, bench_ray starts a Ray cluster).
 SLOW_TIMEOUT_S = 1200
 
 
