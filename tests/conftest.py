@@ -1,4 +1,11 @@
-"""Shared test set-up: offline hubs, a small sample world, a tiny Grounding DINO, a temporary storage root."""
+"""Shared test set-up: offline hubs, a small sample world, a tiny Grounding DINO, a temporary storage root.
+
+The suite runs on pytest-xdist workers (``-n auto --dist loadfile`` in ``pyproject.toml``; ``-n 0`` runs it in
+one process): each test file runs on one worker, in its order, with its module fixtures built once. Each
+worker has its own session, so a session fixture runs once per worker: the expensive read-only ones (the
+sample worlds, the tiny Grounding DINO) are built once per run through :func:`build_once_per_run` and
+shared by every worker.
+"""
 
 import os
 
@@ -6,41 +13,93 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One OpenMP thread per process (torch, and the processes the tests start inherit it): the parallelism is
+# the xdist workers'. Two workers whose torch each spins two OpenMP threads on two cores made a tiny GRPO
+# step 10x slower (8.8 s instead of 0.75 s).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
+import shutil  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from filelock import FileLock  # noqa: E402
 
 SMALL_WORLD = {"seed": 7, "num_scenes": 2, "views_per_scene": 3, "width": 160, "height": 120}
 
 
+def build_once_per_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]
+) -> Path:
+    """A folder ``name`` that ``build(folder)`` fills once per test run; every xdist worker gets the same one.
+
+    The pytest-xdist pattern: the first worker to take the file lock builds in the run's shared temporary
+    folder (the parent of every worker's base temporary folder) and leaves a done-marker; the others wait
+    on the lock and find the marker. A worker that died mid-build left no marker, so the next one starts
+    over. Without xdist (``-n 0``, ``-p no:xdist``) the folder is this session's own. Read it; never modify it.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        folder = tmp_path_factory.mktemp(name, numbered=True)
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.is_file():
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def small_world(tmp_path_factory) -> Path:
-    """A small sample world (2 scenes, 3 views, 160x120), built once per test session. Do not modify it."""
+    """A small sample world (2 scenes, 3 views, 160x120), built once per test run. Do not modify it."""
     from assets.sample_world import SampleWorldConfig, generate_sample_world
 
-    root = tmp_path_factory.mktemp("world") / "sample_world"
-    generate_sample_world(SampleWorldConfig(root=root, show_progress=False, **SMALL_WORLD))
-    return root
+    def build(folder: Path) -> None:
+        config = SampleWorldConfig(root=folder / "sample_world", show_progress=False, **SMALL_WORLD)
+        generate_sample_world(config)
+
+    return build_once_per_run(tmp_path_factory, "world", build) / "sample_world"
 
 
 @pytest.fixture(scope="session")
 def tiny_grounding_dino(tmp_path_factory) -> Path:
     """A Grounding DINO with random weights, tokenizer and image processor saved to a folder, built once per
-    test session (the grounding and the Ray tests use it). Do not modify it."""
+    test run (the grounding and the Ray tests use it). Do not modify it."""
     from assets.grounding.detector import build_tiny_grounding_dino
 
-    return build_tiny_grounding_dino(tmp_path_factory.mktemp("models") / "tiny-grounding-dino", seed=0)
+    def build(folder: Path) -> None:
+        build_tiny_grounding_dino(folder / "tiny-grounding-dino", seed=0)
+
+    return build_once_per_run(tmp_path_factory, "models", build) / "tiny-grounding-dino"
 
 
 @pytest.fixture
 def world_copy(small_world, tmp_path) -> Path:
     """A private copy of the small world that a test may break."""
-    import shutil
-
     target = tmp_path / "sample_world"
     shutil.copytree(small_world, target)
     return target
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist workers, the test files with the most ``slow`` tests come first; each file keeps its order.
+
+    ``--dist loadfile`` hands whole files to the workers in collection order (``--no-loadscope-reorder``),
+    so the long files start first and no long file is left running alone at the end.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return
+    slow_tests: dict[str, int] = {}
+    for item in items:
+        file = item.nodeid.split("::")[0]
+        slow_tests[file] = slow_tests.get(file, 0) + (item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: -slow_tests[item.nodeid.split("::")[0]])
 
 
 # Loopback OpenAI / Anthropic servers (real HTTP on 127.0.0.1) shared by every test folder.

@@ -16,48 +16,44 @@ from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
 from readers.scannet import ScanNetTables
+from tests.conftest import build_once_per_run
 from tests.dge.scans import read_sample_scans
+
+
+def _world(tmp_path_factory: pytest.TempPathFactory, name: str, **config) -> Path:
+    """Root of a sample world generated once per test run (shared by the xdist workers; do not modify it)."""
+
+    def build(folder: Path) -> None:
+        generate_sample_world(SampleWorldConfig(root=folder / "sample_world", show_progress=False, **config))
+
+    return build_once_per_run(tmp_path_factory, name, build) / "sample_world"
 
 
 @pytest.fixture(scope="session")
 def sample_world(tmp_path_factory) -> Path:
     """Root of a two-scene sample world."""
-    root = tmp_path_factory.mktemp("dge") / "sample_world"
-    generate_sample_world(
-        SampleWorldConfig(
-            root=root, seed=0, num_scenes=2, views_per_scene=6, scan_realism="exact", show_progress=False
-        )
-    )
-    return root
+    return _world(tmp_path_factory, "dge", seed=0, num_scenes=2, views_per_scene=6, scan_realism="exact")
 
 
 @pytest.fixture(scope="session")
 def long_scan_world(tmp_path_factory) -> Path:
     """A one-scene world with a 36-frame camera loop (every task type, camera motion included, has clear cases)."""
-    root = tmp_path_factory.mktemp("dge_long") / "sample_world"
-    generate_sample_world(
-        SampleWorldConfig(
-            root=root,
-            seed=5,
-            num_scenes=1,
-            views_per_scene=36,
-            width=256,
-            height=192,
-            scan_realism="exact",
-            show_progress=False,
-        )
+    return _world(
+        tmp_path_factory,
+        "dge_long",
+        seed=5,
+        num_scenes=1,
+        views_per_scene=36,
+        width=256,
+        height=192,
+        scan_realism="exact",
     )
-    return root
 
 
 @pytest.fixture(scope="session")
 def realistic_world(tmp_path_factory) -> Path:
     """Root of a two-scene realistic sample world (the default mode) with 12 views per scene."""
-    root = tmp_path_factory.mktemp("dge_realistic") / "sample_world"
-    generate_sample_world(
-        SampleWorldConfig(root=root, seed=0, num_scenes=2, views_per_scene=12, show_progress=False)
-    )
-    return root
+    return _world(tmp_path_factory, "dge_realistic", seed=0, num_scenes=2, views_per_scene=12)
 
 
 @pytest.fixture(scope="session")
