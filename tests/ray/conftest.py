@@ -7,9 +7,15 @@ the end; the modules that start it skip, with the reason, when the ``ray`` extra
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import signal
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -37,3 +43,43 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.write_parquet(buffer)
     return buffer.getvalue()
+
+
+def task_pids(task_name: str) -> list[int]:
+    """PIDs of the Ray workers now running the task ``task_name`` (Ray titles them ``ray::<task>``)."""
+    title = f"ray::{task_name}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(title):
+                    pids.append(int(entry.name))
+            except OSError:  # the process ended while being read
+                continue
+    return pids
+
+
+@contextmanager
+def first_task_killed(task_name: str, after_s: float) -> Iterator[list[int]]:
+    """For the block, SIGKILL the first worker seen running ``task_name``, ``after_s`` seconds into its task;
+    yields the list that receives the killed worker's PID (empty when none was killed)."""
+    killed: list[int] = []
+    done = threading.Event()
+
+    def kill_the_first_worker() -> None:
+        while not done.is_set():
+            pids = task_pids(task_name)
+            if pids:
+                time.sleep(after_s)
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_the_first_worker)
+    killer.start()
+    try:
+        yield killed
+    finally:
+        done.set()
+        killer.join()

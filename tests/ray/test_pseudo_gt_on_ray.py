@@ -9,11 +9,7 @@ shard; Ray runs the task again and the tables are again local mode's, the quaran
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import threading
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -25,7 +21,7 @@ from assets.grounding.assets import pseudo_gt_boxes_shard
 from assets.grounding.pseudo_gt import PseudoGtSettings
 from assets.partition_ranges import restore_events
 from readers.mcq import read_omnispatial
-from tests.ray.conftest import parquet_bytes
+from tests.ray.conftest import first_task_killed, parquet_bytes
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -126,47 +122,15 @@ def test_pseudo_gt_on_ray_is_byte_equal_to_local(
     assert _without_addresses(remote["pseudo_gt_boxes_quarantine"]) == _without_addresses(quarantine)
 
 
-def _task_pids() -> list[int]:
-    """PIDs of the Ray workers now running a shard (Ray titles them ``ray::<task>``)."""
-    title = f"ray::{pseudo_gt_boxes_shard.__name__}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(title):
-                    pids.append(int(entry.name))
-            except OSError:  # the process ended while being read
-                continue
-    return pids
-
-
 def test_a_worker_killed_mid_shard_is_retried_and_nothing_is_lost_or_duplicated(
     ray_local_cluster, single_torch_thread, tiny_model, shard, tmp_path
 ):
     local = _shard_tables(shard, _settings(tiny_model), ComputeSettings(), tmp_path / "local")
-    marker = tmp_path / "killed"
-    done = threading.Event()
-
-    def kill_the_first_worker() -> None:
-        while not done.is_set():
-            pids = _task_pids()
-            if pids:
-                time.sleep(0.5)  # into the shard
-                os.kill(pids[0], signal.SIGKILL)
-                marker.write_text(str(pids[0]))
-                return
-            time.sleep(0.01)
-
-    killer = threading.Thread(target=kill_the_first_worker)
-    killer.start()
-    try:
+    with first_task_killed(pseudo_gt_boxes_shard.__name__, after_s=0.5) as killed:
         remote = _shard_tables(
             shard, _settings(tiny_model), ComputeSettings(compute="ray", max_retries=2), tmp_path
         )
-    finally:
-        done.set()
-        killer.join()
-    assert marker.exists(), "no worker was killed: the test did not test a retry"
+    assert killed, "no worker was killed: the test did not test a retry"
     assert parquet_bytes(remote["pseudo_gt_boxes"]) == parquet_bytes(local["pseudo_gt_boxes"])
     assert _without_addresses(remote["pseudo_gt_boxes_quarantine"]) == _without_addresses(
         local["pseudo_gt_boxes_quarantine"]

@@ -10,11 +10,7 @@ result is again local mode's, with its quarantine rows once, not twice.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import threading
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -27,7 +23,7 @@ from assets.dge.geometry import SceneGeometrySettings
 from assets.partition_ranges import restore_events
 from pipelines.cli import partition_range_tags
 from readers.scannet import ScanNetTables, read_scannet
-from tests.ray.conftest import parquet_bytes
+from tests.ray.conftest import first_task_killed, parquet_bytes
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -90,46 +86,14 @@ def test_a_remote_scene_build_error_arrives_as_itself(ray_local_cluster, scans, 
         _build(scans, scene, RAY, tmp_path)
 
 
-def _task_pids() -> list[int]:
-    """PIDs of the Ray workers now running a scan's partition (Ray titles them ``ray::<task>``)."""
-    title = f"ray::{scene_geometry_partition.__name__}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(title):
-                    pids.append(int(entry.name))
-            except OSError:  # the process ended while being read
-                continue
-    return pids
-
-
 def test_a_worker_killed_mid_scan_is_retried_and_nothing_is_lost_or_duplicated(
     ray_local_cluster, scans, tmp_path
 ):
     scene = next(row for row in scans.scenes.iter_rows(named=True) if row["scene_id"] == BROKEN_SCENE)
     local = _build(scans, scene, ComputeSettings(), tmp_path / "local")
-    marker = tmp_path / "killed"
-    done = threading.Event()
-
-    def kill_the_first_worker() -> None:
-        while not done.is_set():
-            pids = _task_pids()
-            if pids:
-                time.sleep(0.2)  # into the build
-                os.kill(pids[0], signal.SIGKILL)
-                marker.write_text(str(pids[0]))
-                return
-            time.sleep(0.01)
-
-    killer = threading.Thread(target=kill_the_first_worker)
-    killer.start()
-    try:
+    with first_task_killed(scene_geometry_partition.__name__, after_s=0.2) as killed:
         remote = _build(scans, scene, RAY, tmp_path / "ray")
-    finally:
-        done.set()
-        killer.join()
-    assert marker.exists(), "no worker was killed: the test did not test a retry"
+    assert killed, "no worker was killed: the test did not test a retry"
     assert remote[0] == local[0] and remote[1].equals(local[1])
 
 
