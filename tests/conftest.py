@@ -1,13 +1,15 @@
 """Shared test set-up: offline hubs, a small sample world, a tiny Grounding DINO, a temporary storage root.
 
-The suite runs on pytest-xdist workers (``-n auto --dist loadfile`` in ``pyproject.toml``; ``-n 0`` runs it in
-one process): each test file runs on one worker, in its order, with its module fixtures built once. Each
-worker has its own session, so a session fixture runs once per worker: the expensive read-only ones (the
-sample worlds, the tiny Grounding DINO) are built once per run through :func:`build_once_per_run` and
-shared by every worker.
+The suite runs on pytest-xdist workers (``-n auto --dist loadfile`` in ``pyproject.toml``: one worker per
+core plus one; ``-n 0`` runs it in one process). Each test file runs on one worker, in its order, with its
+module fixtures built once; the files that take a session fixture that tests modify or that costs much to
+start (``dev_build``, the local Ray cluster) run on one worker together. Each worker has its own session,
+so a session fixture runs once per worker: the expensive read-only ones (the sample worlds, the tiny
+Grounding DINO) are built once per run through :func:`build_once_per_run` and shared by every worker.
 """
 
 import os
+import re
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -85,6 +87,55 @@ def world_copy(small_world, tmp_path) -> Path:
     target = tmp_path / "sample_world"
     shutil.copytree(small_world, target)
     return target
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per core, plus one.
+
+    About a third of the suite's time is spent waiting on the processes and servers that tests start
+    (spatial-build, dagster dev, PostgreSQL, Ray, benchmark scripts): with one worker per core, two cores
+    were 69% busy; with a third worker 83%, and the suite took 442 s instead of 518 s.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1
+
+
+SHARED_SESSION_FIXTURES = ("dev_build", "ray_local_cluster")
+"""Session fixtures that tests change or that cost much to start twice (the ``spatial-build`` that the
+pipeline tests build on and modify, the local Ray cluster): the test files that take one run on one worker."""
+
+
+def _files_sharing_a_fixture(root: Path) -> dict[str, str]:
+    """Test file (path from the root) -> the fixture of :data:`SHARED_SESSION_FIXTURES` a function of it takes.
+
+    Read from the source (the xdist controller collects nothing): a function whose parameters name the
+    fixture. A file this misses only builds its own copy of the fixture on its worker.
+    """
+    files = {}
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        for name in SHARED_SESSION_FIXTURES:
+            if re.search(rf"def \w+\([^)]*\b{name}\b", text):
+                files[path.relative_to(root).as_posix()] = name
+                break
+    return files
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``, where the test files that share a fixture of :data:`SHARED_SESSION_FIXTURES` are
+    one unit: one worker runs them one after another, and builds the fixture once."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    units = _files_sharing_a_fixture(config.rootpath)
+
+    class SharedFixtureFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return units.get(file, file)
+
+    return SharedFixtureFileScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
