@@ -39,7 +39,7 @@ def build_once_per_run(
     The pytest-xdist pattern: the first worker to take the file lock builds in the run's shared temporary
     folder (the parent of every worker's base temporary folder) and leaves a done-marker; the others wait
     on the lock and find the marker. A worker that died mid-build left no marker, so the next one starts
-    over. Without xdist (``-n 0``, ``-p no:xdist``) the folder is this session's own. Read it; never modify it.
+    over. Without xdist workers (``-n 0``) the folder is this session's own. Read it; never modify it.
     """
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         folder = tmp_path_factory.mktemp(name, numbered=True)
