@@ -66,6 +66,13 @@ ORDINAL_TASK_TYPES = ("depth_order", "relative_direction_image", "camera_region_
 CAMERA_TO_UPRIGHT = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])
 
 
+class OneImageTaskSettings(TaskSettings):
+    """The question settings of one image: its few questions are too small a group to hold to
+    ``max_answer_share`` (a lone question would hold all of it); answer values balance across images."""
+
+    max_answer_share: ClassVar[float] = 1.0
+
+
 class SingleImageSettings(pydantic.BaseModel):
     """Where single-image depth comes from and how much it is trusted (nothing is produced without a source).
 
@@ -363,7 +370,7 @@ def single_image_tasks(
             image_id, width, height, intrinsics, estimated, depth.kind, config.min_validity, row["origin"]
         )
         task_types = METRIC_TASK_TYPES if depth.metric else ORDINAL_TASK_TYPES
-        task_settings = TaskSettings(
+        task_settings = OneImageTaskSettings(
             task_types=list(task_types), max_tasks_per_type=config.max_tasks_per_type, max_images=1
         )
         tasks = generate_tasks(facts, task_settings)

@@ -80,7 +80,8 @@ def test_object_phrases_in_batch_mode_writes_the_tables_of_sync_mode(
     )  # answers, then the re-ask
     metadata, sync_metadata = _metadata(batch), _metadata(sync)
     assert metadata["llm_mode"] == "batch" and metadata["llm_batches_submitted"] == 2
-    assert metadata["llm_expected_finish"].endswith("UTC") and metadata["llm_batch_completed"] >= 6
+    assert metadata["llm_expected_finish"].endswith("UTC")
+    assert metadata["llm_batch_completed"] >= metadata["llm_estimated_requests"]  # every request answered
     assert metadata["llm_prompt_tokens"] == sync_metadata["llm_prompt_tokens"]
     assert metadata["llm_cost_usd"] == pytest.approx(sync_metadata["llm_cost_usd"] / 2, rel=1e-3)
     # The estimate made before sending sits beside the actual cost, within 10% on the prompt per call (the

@@ -37,6 +37,7 @@ import pytest
 
 from assets.sample_world import SampleWorldConfig, generate_sample_world
 from assets.sample_world.completion import MANIFEST_FILE, verify_world
+from assets.sample_world.config import DEFAULT_WORLD_CAMERA_PATH
 from assets.sample_world.generator import stamp_config
 from data_contracts.parquet_files import read_parquet_file
 from data_contracts.storage import read_table, table_path
@@ -330,6 +331,7 @@ def _built_world_config(root: Path, world: dict[str, int] = SMALL_WORLD) -> Samp
         views_per_scene=world["views"],
         width=320,
         height=240,
+        camera_path=DEFAULT_WORLD_CAMERA_PATH,
         show_progress=False,
     )
 
