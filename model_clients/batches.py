@@ -41,8 +41,8 @@ from model_clients.providers import (
     TransientProviderError,
     _error_message,
     _status_reason,
-    _translate_sdk_error,
     redact,
+    sdk_call,
 )
 
 __all__ = [
@@ -197,17 +197,7 @@ class OpenAIBatchAPI:
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         import openai
 
-        try:
-            return function(*args, **kwargs)
-        except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError) as error:
-            raise _translate_sdk_error(
-                error,
-                openai.APIStatusError,
-                openai.APITimeoutError,
-                openai.APIConnectionError,
-                openai.APIResponseValidationError,
-                self._secrets,
-            ) from None
+        return sdk_call(openai, self._secrets, function, *args, **kwargs)
 
     def encode(self, custom_id: str, body: Mapping[str, Any]) -> bytes:
         line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
@@ -321,20 +311,7 @@ class AnthropicBatchAPI:
         import anthropic
 
         try:
-            return function(*args, **kwargs)
-        except (
-            anthropic.APIStatusError,
-            anthropic.APIConnectionError,
-            anthropic.APIResponseValidationError,
-        ) as error:
-            raise _translate_sdk_error(
-                error,
-                anthropic.APIStatusError,
-                anthropic.APITimeoutError,
-                anthropic.APIConnectionError,
-                anthropic.APIResponseValidationError,
-                self._secrets,
-            ) from None
+            return sdk_call(anthropic, self._secrets, function, *args, **kwargs)
         except anthropic.AnthropicError as error:  # e.g. results asked of a batch without a results URL
             raise TransientProviderError(redact(str(error), self._secrets)) from None
 

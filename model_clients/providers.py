@@ -220,15 +220,19 @@ def _status_reason(status_code: int, message: str, secrets: Sequence[str]) -> st
     return f"HTTP {status_code}: {cleaned}"
 
 
-def _translate_sdk_error(
-    error: Exception,
-    status_error: type[Exception],
-    timeout_error: type[Exception],
-    connection_error: type[Exception],
-    validation_error: type[Exception],
-    secrets: Sequence[str],
-) -> Exception:
+def sdk_call(sdk: Any, secrets: Sequence[str], function: Any, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` with the SDK's errors (``sdk``: the ``openai`` or ``anthropic`` module, whose
+    error classes have the same names) translated by :func:`_translate_sdk_error`."""
+    try:
+        return function(*args, **kwargs)
+    except (sdk.APIStatusError, sdk.APIConnectionError, sdk.APIResponseValidationError) as error:
+        raise _translate_sdk_error(error, sdk, secrets) from None
+
+
+def _translate_sdk_error(error: Exception, sdk: Any, secrets: Sequence[str]) -> Exception:
     """Map an SDK exception to a transient or permanent provider error with a redacted reason."""
+    status_error, timeout_error = sdk.APIStatusError, sdk.APITimeoutError
+    connection_error, validation_error = sdk.APIConnectionError, sdk.APIResponseValidationError
     if isinstance(error, status_error):
         status_code = int(getattr(error, "status_code", 0) or 0)
         response = getattr(error, "response", None)
@@ -372,19 +376,14 @@ class OpenAIChatProvider:
         """
         import openai
 
-        try:
-            content = self._client.post(
-                "/chat/completions", body=self.build_body(request, parameters), cast_to=bytes
-            )
-        except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError) as error:
-            raise _translate_sdk_error(
-                error,
-                openai.APIStatusError,
-                openai.APITimeoutError,
-                openai.APIConnectionError,
-                openai.APIResponseValidationError,
-                self._secrets,
-            ) from None
+        content = sdk_call(
+            openai,
+            self._secrets,
+            self._client.post,
+            "/chat/completions",
+            body=self.build_body(request, parameters),
+            cast_to=bytes,
+        )
         return self.read_body(_json_document(content), request)
 
     def read_body(self, document: Any, request: LLMRequest) -> ProviderReply:
@@ -524,23 +523,14 @@ class AnthropicMessagesProvider:
         """One Messages call, posted as plain JSON through the SDK client's `post` (see the OpenAI adapter)."""
         import anthropic
 
-        try:
-            content = self._client.post(
-                "/v1/messages", body=self.build_body(request, parameters), cast_to=bytes
-            )
-        except (
-            anthropic.APIStatusError,
-            anthropic.APIConnectionError,
-            anthropic.APIResponseValidationError,
-        ) as error:
-            raise _translate_sdk_error(
-                error,
-                anthropic.APIStatusError,
-                anthropic.APITimeoutError,
-                anthropic.APIConnectionError,
-                anthropic.APIResponseValidationError,
-                self._secrets,
-            ) from None
+        content = sdk_call(
+            anthropic,
+            self._secrets,
+            self._client.post,
+            "/v1/messages",
+            body=self.build_body(request, parameters),
+            cast_to=bytes,
+        )
         return self.read_body(_json_document(content), request)
 
     def read_body(self, document: Any, request: LLMRequest) -> ProviderReply:
