@@ -44,17 +44,13 @@ for folder in (REPOSITORY_ROOT, Path(__file__).resolve().parent):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-# Qwen3-VL-4B (Qwen/Qwen3-VL-4B-Thinking config.json): the text and vision shapes.
+from training.architectures import PUBLISHED_CONFIGS  # noqa: E402  (plain Python: runs on a bare machine too)
+
+# Qwen3-VL-4B's published shapes (the preflight's table, each fact with its source), plus its rotary settings.
+QWEN3_VL_4B = PUBLISHED_CONFIGS["Qwen/Qwen3-VL-4B-Thinking"]
 QWEN3_VL_4B_TEXT = {
-    "hidden_size": 2560,
-    "intermediate_size": 9728,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "vocab_size": 151936,
-    "max_position_embeddings": 262144,
-    "tie_word_embeddings": True,
+    **QWEN3_VL_4B["text_config"],
+    "tie_word_embeddings": QWEN3_VL_4B["tie_word_embeddings"],
     "rope_parameters": {
         "rope_type": "default",
         "rope_theta": 5000000.0,
@@ -62,18 +58,7 @@ QWEN3_VL_4B_TEXT = {
         "mrope_interleaved": True,
     },
 }
-QWEN3_VL_4B_VISION = {
-    "depth": 24,
-    "hidden_size": 1024,
-    "intermediate_size": 4096,
-    "num_heads": 16,
-    "out_hidden_size": 2560,
-    "patch_size": 16,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "num_position_embeddings": 2304,
-    "deepstack_visual_indexes": [5, 11, 17],
-}
+QWEN3_VL_4B_VISION = QWEN3_VL_4B["vision_config"]
 QWEN_BPE_SIZE = 151643
 IMAGE_SIZE = (640, 480)  # 20 x 15 = 300 image tokens per prompt for Qwen3-VL
 LABELS = ("red chair", "blue lamp", "wooden table")
