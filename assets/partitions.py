@@ -1,7 +1,7 @@
 """Every partitions definition of the graph, and the concurrency pools, in one place.
 
-- ``scenes_partitions``: one dynamic partition per RGB-D scan (``scene_geometry``,
-  ``frame_visibility``, ``dge_tasks``). New scans are added by the raw-files sensor and by
+- ``scenes_partitions``: one dynamic partition per RGB-D scan (``raw_scan_files``, ``rgbd_frames``,
+  ``rgbd_scenes``, ``scene_geometry``, ``frame_visibility``, ``dge_tasks``). New scans are added by the raw-files sensor and by
   ``spatial-build``; adding a scan never invalidates the partitions of the others.
 - ``grounding_shard_partitions``: the static Grounding DINO shards of ``pseudo_gt_boxes``.
 - ``stvqa_shard_partitions``: the static hash shards of STVQA generation and pass@2.
@@ -9,31 +9,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets.grounding.shards import SHARD_KEYS
 from assets.stvqa.shards import STVQA_SHARD_KEYS
-from data_contracts.storage import read_table
 
 SCENES_PARTITIONS_NAME = "scenes"
 scenes_partitions = dg.DynamicPartitionsDefinition(name=SCENES_PARTITIONS_NAME)
 grounding_shard_partitions = dg.StaticPartitionsDefinition(SHARD_KEYS)
 stvqa_shard_partitions = dg.StaticPartitionsDefinition(STVQA_SHARD_KEYS)
-
-
-def register_scene_partitions(instance: dg.DagsterInstance, storage_root: str | Path) -> list[str]:
-    """Add every scene id of the ``rgbd_scenes`` cache as a partition; return all scene ids in order."""
-    try:
-        scene_ids = sorted(read_table(storage_root, "rgbd_scenes")["scene_id"].to_list())
-    except FileNotFoundError:
-        return []
-    known = set(instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
-    new = [scene for scene in scene_ids if scene not in known]
-    if new:
-        instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, new)
-    return scene_ids
 
 
 LLM_POOL = "llm"

@@ -23,10 +23,18 @@ from data_contracts.images import to_huggingface_arrow
 
 HUGGINGFACE_METADATA_KEY = "huggingface"
 """The key-value metadata entry holding the ``datasets`` features (written by every table file)."""
-FILE_METADATA_KEYS = ("contract_version", "code_version", "source_fingerprint", "input_data_versions")
-"""Key-value metadata the asset graph writes into every table file (see ``pipelines.io_manager``):
-the table's contract version, the code version of the asset that wrote it, a fingerprint of the
-data versions of its inputs as Dagster recorded them, and those data versions (JSON)."""
+FILE_METADATA_KEYS = (
+    "contract_version",
+    "code_version",
+    "source_fingerprint",
+    "input_data_versions",
+    "data_version",
+)
+"""Key-value metadata the asset graph writes into every table file (see ``pipelines.file_metadata``):
+the table's contract version, the code version of the asset that wrote it, its inputs' content
+versions (JSON) and a fingerprint of them, and the file's own content version."""
+DATA_VERSION_KEY = "data_version"
+"""The key of a file's own content version, which the files built from it record as their input version."""
 
 
 def write_parquet(

@@ -7,13 +7,23 @@ How a change reaches the datasets:
    automation sensor, and every few minutes by ``raw_files_sensor`` when that is on; the sensor also
    adds every new scan folder as a ``scenes`` partition.
 2. Every asset carries :data:`REBUILD_WHEN_CHANGED`: it is requested when a dependency was updated
-   (a new observed version of its raw files included), when its own code version changed, or when
-   a partition of it is new, and never while a dependency is missing or in progress. Per-scan
-   assets (the ``scenes`` partitions) react to their own scan's files and to code changes upstream,
-   not to every rebuild of the scan tables, so editing one scan rebuilds that scan only
-   (:data:`REBUILD_SCAN_WHEN_CHANGED`).
-3. ``datasets_automation_sensor`` evaluates these conditions (every minute) and launches the runs,
-   partitioned and unpartitioned assets alike.
+   (a new observed version of its raw files included) or will be requested in the same tick, when its
+   own code version changed, or when a partition of it is new. It waits while a dependency is
+   missing or in progress; while the latest run of a dependency (of the same partition, for the
+   per-scan chain) failed, so nothing is rebuilt on top of an input that failed to rebuild; and while
+   a dependency has new inputs of its own that it has not been requested for yet. Dagster requests a
+   table in the same tick as its inputs only when one run can build both (the same partitioning), so
+   without that last wait ``spatialcore_train`` would be rebuilt from new questions one tick before
+   the ``pseudo_gt_boxes`` shards are. The UI's automation tab names the condition that holds an
+   asset back.
+3. ``datasets_automation_sensor`` evaluates these conditions (every minute) and launches what a tick
+   requested. Dagster puts everything of one tick that shares a partition into one run, so editing
+   one scan rebuilds that scan's whole chain (``rgbd_frames`` and ``rgbd_scenes`` to ``dge_tasks``, all
+   partitioned by scan) in one run, and leaves the other scans alone. A question edit takes three
+   steps: the unpartitioned tables that read the questions directly, then the ``pseudo_gt_boxes``
+   shards (one backfill), then the tables built on the shards.
+4. Every run the sensor launches is tagged ``spatial/trigger``: the observable source (and scan)
+   whose new version started it, or ``code`` when a code version changed (:func:`trigger_tags`).
 
 Both sensors start stopped: turn them on in the UI (Automation tab), or with
 ``dagster sensor start datasets_automation_sensor`` and ``dagster sensor start raw_files_sensor``,
@@ -26,53 +36,47 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
+from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import RAW_FILE_KEYS, scan_folders
 from assets.resources import SourcesResource, StorageResource
 
 OBSERVE_RAW_FILES_JOB = "observe_raw_files_job"
 AUTOMATION_SENSOR = "datasets_automation_sensor"
 RAW_FILES_SENSOR = "raw_files_sensor"
-SCAN_TABLES = ("rgbd_frames", "rgbd_scenes")
 
 _UPDATE_TRIGGERS = (
     dg.AutomationCondition.newly_missing()
     | dg.AutomationCondition.code_version_changed()
     | dg.AutomationCondition.any_deps_match(dg.AutomationCondition.code_version_changed())
+    | dg.AutomationCondition.any_deps_updated()
 )
 _NOT_BLOCKED = (
     ~dg.AutomationCondition.any_deps_missing()
     & ~dg.AutomationCondition.any_deps_in_progress()
     & ~dg.AutomationCondition.in_progress()
+    & ~dg.AutomationCondition.any_deps_match(
+        dg.AutomationCondition.execution_failed() & ~dg.AutomationCondition.will_be_requested()
+    ).with_label("an input's latest run failed")
+    & ~dg.AutomationCondition.any_deps_match(
+        dg.AutomationCondition.any_deps_updated().since_last_handled()
+        & ~dg.AutomationCondition.will_be_requested()
+    ).with_label("an input is yet to be rebuilt from its own new inputs")
 )
 
-REBUILD_WHEN_CHANGED = (
-    (_UPDATE_TRIGGERS | dg.AutomationCondition.any_deps_updated()).since_last_handled() & _NOT_BLOCKED
-).with_label("rebuild when an input, the code or a partition is new")
-"""The rebuild policy of every asset that is not per scan."""
-
-REBUILD_SCAN_WHEN_CHANGED = (
-    (
-        _UPDATE_TRIGGERS
-        | dg.AutomationCondition.any_deps_updated().ignore(dg.AssetSelection.assets(*SCAN_TABLES))
-    ).since_last_handled()
-    & _NOT_BLOCKED
-    & ~dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested())
-).with_label("rebuild a scan when its files, the code or the partition is new")
-"""The rebuild policy of the per-scan assets: a rebuild of the scan tables triggered by another scan is
-ignored; the scan waits until the tables it reads are rebuilt."""
+REBUILD_WHEN_CHANGED = (_UPDATE_TRIGGERS.since_last_handled() & _NOT_BLOCKED).with_label(
+    "rebuild when an input, the code or a partition is new"
+)
+"""The rebuild policy of every asset."""
 
 
 def with_rebuild_policy(assets: Sequence[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
     """``assets`` with the rebuild policy attached to every asset spec (observable sources keep theirs)."""
 
-    def attach(spec: dg.AssetSpec) -> dg.AssetSpec:
-        per_scan = spec.partitions_def == scenes_partitions
-        return spec.replace_attributes(
-            automation_condition=REBUILD_SCAN_WHEN_CHANGED if per_scan else REBUILD_WHEN_CHANGED
+    return list(
+        dg.map_asset_specs(
+            lambda spec: spec.replace_attributes(automation_condition=REBUILD_WHEN_CHANGED), assets
         )
-
-    return list(dg.map_asset_specs(attach, assets))
+    )
 
 
 def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition], list]:

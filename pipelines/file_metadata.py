@@ -1,26 +1,37 @@
-"""What the IO manager writes into each Parquet file's key-value metadata, from the step that made it.
+"""What the IO manager writes into each Parquet file's key-value metadata: what wrote it, and from what.
 
 Each table file the asset graph writes says, in its own footer (so a copy of the file still says it,
 with no Dagster instance at hand; read it with :func:`data_contracts.storage.read_table_metadata`):
 
 - ``contract_version``: the version of the table's contract, as ``finalize_table`` (or the
   quarantine output) put it in the output's metadata;
-- ``code_version``: the code version of the asset that wrote it (its ``AssetOut``);
-- ``input_data_versions``: JSON ``{upstream asset: data version}`` of every upstream asset of the
-  output (raw-file sources included) as Dagster recorded them for this step. A partitioned upstream's
-  version is Dagster's hash over the partitions the step read;
-- ``source_fingerprint``: the first 16 hex digits of the SHA-256 of that JSON.
+- ``code_version``: the code version of the asset that wrote it;
+- ``input_data_versions``: JSON ``{upstream asset: version}`` of every upstream asset, for what this
+  file was built from (see below);
+- ``source_fingerprint``: the first 16 hex digits of the SHA-256 of that JSON;
+- ``data_version``: a hash of the three above: the version of this file's content, which the files
+  built from it record as their input version.
 
-The fingerprint is built from Dagster's data versions, not from paths: the raw-file sources are
-versioned by file content and paths relative to their configured root (:mod:`assets.raw_files`), the
-sample world by its configuration, and every other asset by its code version and its inputs'
-versions, so moving or copying the data folder leaves it unchanged, and changing one raw file
-changes it for exactly the files downstream of that file's source.
+The versions are content-based and per file, so they chain from the raw bytes to every table:
 
-Dagster's output context has no public property for the step's code version and input data versions,
-so this module reads them from ``context.step_context``: the one place the project uses Dagster's
-execution internals, pinned by ``tests/pipelines/test_file_metadata.py``. The IO manager itself reads
-only the output and input contexts' documented properties.
+- an observable raw-file source (:mod:`assets.raw_files`) contributes the content version of its
+  latest observation, for a partitioned one (``raw_scan_files``) the observation of the file's own
+  partition (its scan);
+- an upstream table contributes the ``data_version`` in the footer of the file(s) this file was built
+  from: the same partition's file when both are partitioned alike (a scan's ``rgbd_frames`` for its
+  ``scene_geometry``), the one file of an unpartitioned table, or a hash over every partition's file
+  when an unpartitioned table reads a partitioned one (``spatialcore_train`` from the
+  ``pseudo_gt_boxes`` shards);
+- any other upstream asset (the sample world, which writes folders) contributes the data version of
+  its latest materialization.
+
+Editing one scan therefore changes the fingerprint of that scan's files, and of nothing else; a
+question edit changes every file built from ``mcq_questions``. Moving or copying the data folder
+changes nothing (the raw-file versions hash paths relative to their roots). How a file was built (a
+range run or one partition at a time) does not change its versions.
+
+Only documented APIs are used: the output context's ``asset_spec`` (dependencies, code version), the
+instance's observation and materialization records, and the upstream files' footers.
 """
 
 from __future__ import annotations
@@ -28,10 +39,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from pathlib import Path
 
 import dagster as dg
 
+from assets.raw_files import RAW_FILE_KEYS
+from data_contracts.parquet_files import DATA_VERSION_KEY, read_file_metadata
+from data_contracts.storage import table_path
+
 logger = logging.getLogger(__name__)
+
+DAGSTER_DATA_VERSION_TAG = (
+    "dagster/data_version"  # the tag Dagster stores a materialization's data version in
+)
 
 
 def _text(value: object) -> str | None:
@@ -39,8 +59,8 @@ def _text(value: object) -> str | None:
     return None if raw is None else str(raw)
 
 
-def fingerprint(versions: dict[str, str | None]) -> str:
-    """The source fingerprint of ``{upstream asset: data version}``: 16 hex digits of a SHA-256.
+def fingerprint(versions: dict[str, object]) -> str:
+    """16 hex digits of the SHA-256 of ``versions`` as sorted JSON.
 
     >>> fingerprint({"b": "2", "a": "1"}) == fingerprint({"a": "1", "b": "2"})
     True
@@ -50,28 +70,62 @@ def fingerprint(versions: dict[str, str | None]) -> str:
     return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def input_data_versions(context: dg.OutputContext) -> dict[str, str | None] | None:
-    """``{upstream asset: data version}`` of the output's asset in this step; None outside a step."""
-    try:
-        step = context.step_context
-    except dg.DagsterInvariantViolationError:  # an output context built by hand, outside a run
+def _file_version(path: Path) -> str | None:
+    return read_file_metadata(path).get(DATA_VERSION_KEY) if path.is_file() else None
+
+
+def _table_version(root: Path, table: str, partition: str | None) -> str | None:
+    """The data version of what a file of ``partition`` (None: unpartitioned) read of upstream ``table``;
+    None when the upstream writes no table."""
+    if partition is not None and table_path(root, table, partition).is_file():
+        return _file_version(table_path(root, table, partition))
+    if table_path(root, table).is_file():
+        return _file_version(table_path(root, table))
+    folder = root / table
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not files:
         return None
-    assets_def = step.assets_def
-    if assets_def is None or not context.has_asset_key:
-        return None
+    return fingerprint({path.stem: _file_version(path) for path in files})
+
+
+def _observed_version(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> str | None:
+    """The data version of the latest observation of source ``key`` (of ``partition`` when it has one)."""
+    records = instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None), limit=1
+    ).records
+    if not records and partition is not None:  # an unpartitioned source read by a partitioned asset
+        records = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
+    return records[0].asset_observation.data_version if records else None
+
+
+def _materialized_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
+    records = instance.fetch_materializations(key, limit=1).records
+    return (records[0].asset_materialization.tags or {}).get(DAGSTER_DATA_VERSION_TAG) if records else None
+
+
+def input_data_versions(
+    context: dg.OutputContext, instance: dg.DagsterInstance, root: Path, partition: str | None
+) -> dict[str, str | None]:
+    """``{upstream asset: version}`` of the file of ``partition`` of the output (see the module docstring)."""
     versions: dict[str, str | None] = {}
-    for upstream in sorted(assets_def.asset_deps.get(context.asset_key, set()), key=lambda k: k.to_string()):
-        info = step.maybe_fetch_and_get_input_asset_version_info(upstream)
-        version = info.data_version if info is not None else None
-        versions[upstream.to_user_string()] = version.value if version is not None else None
+    for dep in sorted(context.asset_spec.deps, key=lambda dep: dep.asset_key.to_user_string()):
+        if dep.asset_key in RAW_FILE_KEYS:
+            version = _observed_version(instance, dep.asset_key, partition)
+        else:
+            version = _table_version(root, "__".join(dep.asset_key.path), partition)
+            if version is None:
+                version = _materialized_version(instance, dep.asset_key)
+        versions[dep.asset_key.to_user_string()] = version
     return versions
 
 
-def file_key_value_metadata(context: dg.OutputContext) -> dict[str, str]:
-    """The key-value metadata for the file(s) of the output ``context`` describes (see the module docstring).
+def file_key_value_metadata(
+    context: dg.OutputContext, instance: dg.DagsterInstance | None, root: Path, partition: str | None
+) -> dict[str, str]:
+    """The key-value metadata of the file of ``partition`` of the output ``context`` describes.
 
-    Entries that cannot be known (an output context built by hand, an output without a contract
-    version in its metadata) are left out.
+    Entries that cannot be known (an output context built by hand, with no asset or no instance; an
+    output without a contract version in its metadata) are left out.
     """
     metadata: dict[str, str] = {}
     contract_version = _text(context.output_metadata.get("contract_version"))
@@ -79,16 +133,15 @@ def file_key_value_metadata(context: dg.OutputContext) -> dict[str, str]:
         contract_version = _text(context.definition_metadata.get("contract_version"))
     if contract_version is not None:
         metadata["contract_version"] = contract_version
-    try:
-        assets_def = context.step_context.assets_def
-    except dg.DagsterInvariantViolationError:
-        assets_def = None
-    if assets_def is not None and context.has_asset_key:
-        code_version = assets_def.code_versions_by_key.get(context.asset_key)
-        if code_version is not None:
-            metadata["code_version"] = code_version
-    versions = input_data_versions(context)
-    if versions is not None:
-        metadata["input_data_versions"] = json.dumps(versions, sort_keys=True)
-        metadata["source_fingerprint"] = fingerprint(versions)
+    if not context.has_asset_key or instance is None:
+        return metadata
+    code_version = context.asset_spec.code_version
+    if code_version is not None:
+        metadata["code_version"] = code_version
+    versions = input_data_versions(context, instance, root, partition)
+    metadata["input_data_versions"] = json.dumps(versions, sort_keys=True)
+    metadata["source_fingerprint"] = fingerprint(versions)
+    metadata[DATA_VERSION_KEY] = fingerprint(
+        {"code_version": code_version, "contract_version": contract_version, "inputs": versions}
+    )
     return metadata

@@ -5,8 +5,8 @@ only adapts them to Dagster's output and input contexts, through their documente
 output is written as its own atomic file (a reader sees the previous file or the new one, never half
 of one), so a step killed between its table and its quarantine leaves the new table beside the
 previous quarantine until the step runs again. Every file carries the contract version, the asset's
-code version and a fingerprint of the inputs' data versions in its Parquet key-value metadata
-(:mod:`pipelines.file_metadata`).
+code version, its inputs' content versions and its own in its Parquet key-value metadata
+(:mod:`pipelines.file_metadata`), computed for each partition's file from what that partition read.
 
 Partitioned outputs arrive as ``{partition_key: table}`` for the partitions of the run, whatever its
 shape (one partition, or a range from a single-run backfill; see :mod:`assets.partition_ranges`), and
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 import polars as pl
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from data_contracts.storage import read_table, resolve_storage_root, table_path, write_table
 from pipelines.file_metadata import file_key_value_metadata
@@ -45,6 +45,11 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         "$DAGSTER_HOME/spatial_data or ./data.",
     )
 
+    _instance: dg.DagsterInstance | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._instance = context.instance  # where the raw files' observations are recorded
+
     def handle_output(
         self, context: dg.OutputContext, obj: pl.DataFrame | Mapping[str, pl.DataFrame] | None
     ) -> None:
@@ -53,8 +58,8 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         name = _table_name(context)
         root = resolve_storage_root(self.root)
         tables = self._tables_by_file(context, name, obj)
-        key_value_metadata = file_key_value_metadata(context)
         for partition, frame in tables.items():
+            key_value_metadata = file_key_value_metadata(context, self._instance, root, partition)
             write_table(frame, table_path(root, name, partition), key_value_metadata)
         if context.has_asset_partitions:  # the folder of the partition files
             context.add_output_metadata(

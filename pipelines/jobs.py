@@ -1,7 +1,7 @@
 """Jobs: one for the sources, one for every unpartitioned dataset, one per method, one per partitioning.
 
 A run cannot mix partitions definitions, so every set of assets that shares one gets its own job:
-``dge_job`` (one partition per RGB-D scan), ``grounding_shards_job`` (Grounding DINO shards) and
+``dge_job`` (the scan tables and the DGE, one partition per RGB-D scan), ``grounding_shards_job`` (Grounding DINO shards) and
 ``stvqa_shards_job`` (STVQA generation and pass@2 shards). ``datasets_job`` holds every
 unpartitioned asset. ``spatial-build`` launches these named jobs (see :mod:`pipelines.cli`), so
 every run it makes is listed under its job in the UI.

@@ -7,9 +7,9 @@
 | ``dge_tasks`` | question | :func:`assets.dge.tasks.build_scene_tasks` |
 | ``dge_image_tasks`` | question about one image (estimated depth) | :func:`assets.dge.single_image.single_image_tasks` |
 
-The first three are partitioned by ``scenes_partitions`` (dynamic, one key per scene id) and read
-the unpartitioned ``rgbd_frames`` / ``rgbd_scenes`` tables; a scan that cannot be built fails its
-own partition only. Each writes its rejected records (bad frames, unmeasurable objects, rows that
+The first three are partitioned by ``scenes_partitions`` (dynamic, one key per scene id), like the
+``rgbd_frames`` / ``rgbd_scenes`` tables they read (the same partition of each); a scan that cannot be
+built fails its own partition only. Each writes its rejected records (bad frames, unmeasurable objects, rows that
 break the contract) to a ``*_quarantine`` table and carries a blocking contract check.
 ``dge_image_tasks`` is unpartitioned, reads ``scene_graphs`` and produces rows flagged
 ``estimated`` only when a depth source is configured.
@@ -158,7 +158,6 @@ def _top_down(
         "left out of the scan's geometry, with the reason.",
     ),
     ins={"rgbd_frames": dg.AssetIn(), "rgbd_scenes": dg.AssetIn()},
-    deps=["raw_scan_files"],  # this scan's files: a new version of them (and only of them) rebuilds the scan
     partitions_def=scenes_partitions,
     check_specs=contract_check_specs(SCENE_GEOMETRY),
     group_name=GROUP,

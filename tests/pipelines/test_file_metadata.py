@@ -1,8 +1,8 @@
 """Every Parquet file a build writes says, in its own key-value metadata, what wrote it and from what.
 
 Truth comes from elsewhere than the IO manager: contract versions from the contract modules, code
-versions from the definitions, and input data versions from the tags Dagster recorded on each
-file's materialization event in the instance.
+versions and upstream assets from the definitions, the raw files' versions from the observations in
+the instance, and the upstream tables' versions from those files' own footers, read with pyarrow.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import pyarrow.parquet as pq
 from data_contracts.parquet_files import FILE_METADATA_KEYS, read_file_metadata
 from data_contracts.storage import read_table_metadata, table_path
 from pipelines.definitions import defs
-
-INPUT_VERSION_TAG = "dagster/input_data_version/"
 
 
 def expected_contract_version(table: str) -> str:
@@ -52,29 +50,39 @@ def table_files(storage) -> dict[tuple[str, str | None], object]:
     return files
 
 
-def recorded_input_versions(
-    instance: dg.DagsterInstance, table: str, partition: str | None
-) -> dict[str, str]:
-    """The input data versions Dagster recorded on the latest materialization of the file's asset."""
-    result = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey(table), asset_partitions=[partition] if partition is not None else None
-        ),
-        limit=1,
-    )
-    (record,) = result.records
-    tags = record.asset_materialization.tags or {}
-    return {
-        key[len(INPUT_VERSION_TAG) :]: value
-        for key, value in tags.items()
-        if key.startswith(INPUT_VERSION_TAG)
-    }
+def _sha16(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _footer(path) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (pq.read_metadata(path).metadata or {}).items()}
+
+
+def expected_input_version(instance, files, table: str, partition: str | None, upstream: str):
+    """What a file of ``table`` built from ``upstream`` must record: the raw source's observation (of the
+    same scan), the upstream file's own version (the same partition's, or the one file), or a hash over
+    every partition file's version."""
+    key = dg.AssetKey(upstream)
+    if upstream.startswith("raw_"):
+        scoped = dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None)
+        (record,) = instance.fetch_observations(scoped, limit=1).records
+        return record.asset_observation.data_version
+    if (upstream, partition) in files and partition is not None:
+        return _footer(files[(upstream, partition)])["data_version"]
+    if (upstream, None) in files:
+        return _footer(files[(upstream, None)])["data_version"]
+    partitions = {part: path for (name, part), path in files.items() if name == upstream}
+    if partitions:
+        return _sha16({part: _footer(path)["data_version"] for part, path in partitions.items()})
+    (record,) = instance.fetch_materializations(key, limit=1).records
+    return record.asset_materialization.tags["dagster/data_version"]
 
 
 def test_every_file_says_its_contract_code_version_and_inputs(dev_build):
     files = table_files(dev_build.storage)
+    graph = defs.resolve_asset_graph()
     code_versions = {}
-    for assets_def in defs.resolve_asset_graph().assets_defs:
+    for assets_def in graph.assets_defs:
         code_versions.update(
             {key.to_user_string(): version for key, version in assets_def.code_versions_by_key.items()}
         )
@@ -86,11 +94,20 @@ def test_every_file_says_its_contract_code_version_and_inputs(dev_build):
         assert set(FILE_METADATA_KEYS) <= set(metadata), (path, metadata)
         assert metadata["contract_version"] == expected_contract_version(table), path
         assert metadata["code_version"] == code_versions[table], path
-        recorded = recorded_input_versions(dev_build.instance, table, partition)
         versions = json.loads(metadata["input_data_versions"])
-        assert versions == recorded, path
-        expected_fingerprint = hashlib.sha256(json.dumps(recorded, sort_keys=True).encode()).hexdigest()[:16]
-        assert metadata["source_fingerprint"] == expected_fingerprint, path
+        parents = {key.to_user_string() for key in graph.get(dg.AssetKey(table)).parent_keys}
+        assert set(versions) == parents, path
+        for upstream, version in versions.items():
+            expected = expected_input_version(dev_build.instance, files, table, partition, upstream)
+            assert version == expected, (path, upstream)
+        assert metadata["source_fingerprint"] == _sha16(versions), path
+        assert metadata["data_version"] == _sha16(
+            {
+                "code_version": code_versions[table],
+                "contract_version": metadata["contract_version"],
+                "inputs": versions,
+            }
+        )
         # nothing in it depends on where the data lies
         assert str(dev_build.workdir) not in json.dumps(metadata), path
         schema = pq.read_schema(path)
@@ -102,6 +119,12 @@ def test_every_file_says_its_contract_code_version_and_inputs(dev_build):
     assert set(json.loads(sources["input_data_versions"])) == {"raw_mcq_files", "sample_world"}
     shard = read_table_metadata(dev_build.storage, "pseudo_gt_boxes", "shard-00")
     assert {"mcq_questions", "object_phrases"} <= set(json.loads(shard["input_data_versions"]))
+    scans = sorted(part for name, part in files if name == "rgbd_frames")
+    scan_versions = {
+        scan: json.loads(read_table_metadata(dev_build.storage, "rgbd_frames", scan)["input_data_versions"])
+        for scan in scans
+    }
+    assert len({versions["raw_scan_files"] for versions in scan_versions.values()}) == len(scans) > 1
 
 
 def test_files_with_metadata_still_load_with_datasets(dev_build):
