@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Literal
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from assets.compute import default_workers
 from data_contracts.origin import REAL as REAL_ORIGIN
@@ -112,6 +112,10 @@ class WorkersResource(dg.ConfigurableResource):
         return self.max_workers or default_workers()
 
 
+EMPTY_ALLOWED_SOURCES = ("omnispatial", "spatialab", "visual_genome")
+"""The sources `SourcesResource.allow_empty_sources` can name."""
+
+
 class SourcesResource(dg.ConfigurableResource):
     """Paths of the raw data sets. A kind of source with no path configured reads the sample world.
 
@@ -133,6 +137,10 @@ class SourcesResource(dg.ConfigurableResource):
     Every path field also takes a Hugging Face Hub dataset, `hf://datasets/OWNER/NAME[@REVISION][/PATH]`,
     fetched into the local Hub cache (only read from it with `HF_HUB_OFFLINE=1`) and read like a
     local folder; pin a revision for reproducible builds.
+
+    A source that holds no record at all (a `data.json` holding `[]`, a 0-row Parquet file) fails its
+    asset, which keeps the previous table, unless it is named in `allow_empty_sources`; a source whose
+    every record was quarantined always fails.
     """
 
     sample_world_root: str | None = Field(
@@ -187,6 +195,36 @@ class SourcesResource(dg.ConfigurableResource):
     coco_instances_path: str | None = Field(
         default=None, description="COCO instances JSON with human boxes for the OmniSpatial images."
     )
+    allow_empty_sources: list[str] = Field(
+        default_factory=list,
+        description="Sources that may hold no record ('omnispatial', 'spatialab', 'visual_genome'): their "
+        "asset then writes an empty table. By default a source with no record fails its asset, naming the "
+        "input, and the previous table is kept, so a file emptied by mistake never empties the tables "
+        "built from it.",
+    )
+
+    @field_validator("allow_empty_sources")
+    @classmethod
+    def _known_sources(cls, names: list[str]) -> list[str]:
+        unknown = [name for name in names if name not in EMPTY_ALLOWED_SOURCES]
+        if unknown:
+            raise ValueError(
+                f"allow_empty_sources: unknown sources {unknown}; known: {list(EMPTY_ALLOWED_SOURCES)}"
+            )
+        return names
+
+    def allows_empty(self, source: str) -> bool:
+        """True when ``source`` is named in `allow_empty_sources`."""
+        return source in self.allow_empty_sources
+
+    @staticmethod
+    def allow_empty_switch(source: str) -> str:
+        """The words that tell a user how to let ``source`` be empty (the end of an empty source's failure).
+
+        >>> SourcesResource.allow_empty_switch("spatialab")
+        "add 'spatialab' to the config field `allow_empty_sources`"
+        """
+        return f"add {source!r} to the config field `allow_empty_sources`"
 
     def sample_world(self, storage: StorageResource) -> Path:
         """The sample world folder."""

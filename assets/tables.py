@@ -28,6 +28,7 @@ from data_contracts.storage import safe_partition_name
 from data_contracts.validation import split_valid
 from model_clients.client import LLMClient
 from model_clients.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
+from readers.common import EmptySourceError, MissingInputError
 
 CONTRACT_CHECK = "contract"
 EMPTY_REASON_KEY = "empty_because"
@@ -216,6 +217,41 @@ def value_counts(frame: pl.DataFrame, column: str) -> dict[str, int]:
 def json_metadata(value: Any) -> dg.MetadataValue:
     """JSON metadata that tolerates numpy scalars."""
     return dg.MetadataValue.json(json.loads(json.dumps(value, default=float)))
+
+
+def input_failure(error: MissingInputError | EmptySourceError, **metadata: Any) -> dg.Failure:
+    """The step failure of bad source input: the error's one sentence as the description, the input as metadata.
+
+    Raise it in place of a reader's :class:`~readers.common.MissingInputError` or
+    :class:`~readers.common.EmptySourceError` (``raise input_failure(error) from None``), before any output is
+    yielded: the UI then shows the sentence (what, where, which config field) instead of a stack trace, the IO
+    manager keeps the previous table, and the step's checks show as not executed, never as failed.
+
+    The metadata holds what the error knows, ``input_location``, ``config_field``, ``quarantined`` and
+    ``first_reasons`` (those of an input whose every record was quarantined), then ``metadata`` (for instance
+    the scan folder of one partition).
+
+    >>> from readers.common import EmptySourceError
+    >>> failure = input_failure(EmptySourceError("SpatiaLab at /d holds no record.", location="/d",
+    ...                                          config_field="spatialab_path"), scan="scene0000_00")
+    >>> failure.description, sorted(failure.metadata)
+    ('SpatiaLab at /d holds no record.', ['config_field', 'input_location', 'quarantined', 'scan'])
+    """
+    entries: dict[str, Any] = {}
+    location = getattr(error, "location", None)
+    if location is not None:
+        entries["input_location"] = (
+            dg.MetadataValue.text(location) if location.startswith("hf:") else dg.MetadataValue.path(location)
+        )
+    config_field = getattr(error, "config_field", None)
+    if config_field is not None:  # two fields are named "a` / `b" inside the sentence's backquotes
+        entries["config_field"] = config_field.replace("` / `", " / ")
+    if isinstance(error, EmptySourceError):
+        entries["quarantined"] = error.quarantined
+        if error.first_reasons:
+            entries["first_reasons"] = dg.MetadataValue.json(error.first_reasons)
+    entries.update(metadata)
+    return dg.Failure(description=str(error), metadata=entries)
 
 
 def llm_failure_check(

@@ -2,7 +2,8 @@
 
 An image cell is a struct ``{"bytes": <encoded PNG/JPEG bytes>, "path": <file name or None>}``.
 A table written through :func:`to_huggingface_arrow` carries the ``huggingface`` schema metadata, so it loads with ``datasets.load_dataset("parquet", ...)`` and
-decodes those cells as ``PIL.Image`` objects.
+decodes those cells as ``PIL.Image`` objects (a table with no row at all only with ``streaming=True``: see
+:mod:`data_contracts.parquet_files`).
 
 >>> from PIL import Image
 >>> cell = encode_image(Image.new("RGB", (4, 3)), path="x.png")
@@ -89,6 +90,44 @@ def read_image_file(path: str | Path) -> tuple[dict, int, int]:
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
         raise ImageDecodeError(f"cannot decode image {file_path}: {error}") from error
     return {"bytes": data, "path": file_path.name}, width, height
+
+
+JPEG_END_OF_IMAGE = b"\xff\xd9"
+PNG_END_CHUNK = b"IEND\xaeB`\x82"
+"""The last bytes of a whole PNG file: the ``IEND`` chunk's type and CRC."""
+_TAIL_BYTES = 64
+
+
+def truncation_problem(path: str | Path) -> str:
+    """Why a JPEG or PNG file was cut short (``"truncated image: ..."``), or ``""``, from its first and last bytes.
+
+    A JPEG must end with its end-of-image marker (``FF D9``; zero padding after it is allowed), a PNG with its
+    ``IEND`` chunk. Reading 16 + 64 bytes costs a few microseconds where decoding a frame costs milliseconds,
+    so per-frame readers call this beside a header read (``Image.open``, which gives the size) instead of a
+    full decode; a file whose header PIL cannot read is reported by that read. Other formats give ``""``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "0.jpg"
+    ...     Image.new("RGB", (8, 8)).save(path)
+    ...     whole = truncation_problem(path)
+    ...     _ = path.write_bytes(path.read_bytes()[:-10])
+    ...     cut = truncation_problem(path)
+    >>> whole, cut.startswith("truncated image:")
+    ('', True)
+    """
+    file_path = Path(path)
+    with file_path.open("rb") as handle:
+        head = handle.read(16)
+        size = handle.seek(0, io.SEEK_END)
+        handle.seek(max(0, size - _TAIL_BYTES))
+        tail = handle.read()
+    kind = sniff_format(head)
+    if kind == "jpeg" and not tail.rstrip(b"\x00").endswith(JPEG_END_OF_IMAGE):
+        return f"truncated image: {file_path} does not end with the JPEG end-of-image marker (FF D9)"
+    if kind == "png" and not tail.endswith(PNG_END_CHUNK):
+        return f"truncated image: {file_path} does not end with the PNG IEND chunk"
+    return ""
 
 
 def image_sha256(cell_or_bytes: dict | bytes) -> str:

@@ -1,9 +1,12 @@
 """What every raw-format reader shares: input locations (local or on the Hub), image reading, JSON and Parquet files.
 
 A missing input folder is the only thing a reader raises (:class:`MissingInputError`, one sentence
-naming the path and the config field); everything else wrong with a record becomes a quarantine reason.
-Whoever calls a reader then checks, with :func:`require_rows`, that a non-empty input gave at least one
-valid row, so a wrong layout fails loudly instead of producing an empty table.
+naming the path and the config field); everything else wrong with a record becomes a quarantine reason
+that names the problem and the file. Whoever calls a reader then checks, with :func:`require_rows`, that
+the input gave at least one valid row: an input with no record at all (a ``data.json`` holding ``[]``, a
+0-row Parquet file) and an input whose every record was quarantined (a wrong layout, a wrong image folder)
+both fail with :class:`EmptySourceError`, so neither replaces the previous table with an empty one; only
+an explicit switch of the caller's config lets an empty input through.
 
 Wherever a folder or file is configured, a Hugging Face Hub dataset may be given instead, as
 ``hf://datasets/OWNER/NAME[@REVISION][/PATH/IN/REPO]`` (the ``HfFileSystem`` URL form): it is fetched
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +45,42 @@ HUB_DATASET_PREFIX = "hf://datasets/"
 
 
 class MissingInputError(FileNotFoundError):
-    """A configured input folder or file does not exist (or a Hub dataset cannot be fetched)."""
+    """A configured input folder or file does not exist (or a Hub dataset cannot be fetched).
+
+    ``location`` and ``config_field``, when the raiser knows them, are kept for the step failure's metadata
+    (:func:`assets.tables.input_failure`); the message already names them.
+    """
+
+    def __init__(
+        self, message: str, *, location: str | Path | None = None, config_field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.location = None if location is None else str(location)
+        self.config_field = config_field
 
 
 class EmptySourceError(ValueError):
-    """A non-empty input gave no valid row: every record was quarantined."""
+    """An input gave no valid row: it held no record at all, or every record was quarantined.
+
+    Besides the message (one sentence), it keeps the input's ``location``, its ``config_field``, how many
+    records were ``quarantined`` and the ``first_reasons`` (``"<record id>: <reason>"``), for the step
+    failure's metadata (:func:`assets.tables.input_failure`).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        location: str | Path | None = None,
+        config_field: str | None = None,
+        quarantined: int = 0,
+        first_reasons: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.location = None if location is None else str(location)
+        self.config_field = config_field
+        self.quarantined = quarantined
+        self.first_reasons = list(first_reasons or [])
 
 
 @dataclass(frozen=True)
@@ -90,7 +125,8 @@ def parse_hub_location(location: str | Path | None) -> HubLocation | None:
     name, _, revision = name.partition("@")
     if not owner or not name:
         raise MissingInputError(
-            f"{text} is not a Hub dataset id: write {HUB_DATASET_PREFIX}OWNER/NAME[@REVISION][/PATH]."
+            f"{text} is not a Hub dataset id: write {HUB_DATASET_PREFIX}OWNER/NAME[@REVISION][/PATH].",
+            location=text,
         )
     return HubLocation(f"{owner}/{name}", unquote(revision) or None, path_in_repo.strip("/"))
 
@@ -125,13 +161,17 @@ def resolve_location(location: str | Path, config_field: str) -> Path:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise MissingInputError(
             f"Hub dataset {hub} could not be fetched or found in the local Hub cache ({reason}): "
-            f"check the config field `{config_field}`, the network or HF_HUB_OFFLINE, and the token."
+            f"check the config field `{config_field}`, the network or HF_HUB_OFFLINE, and the token.",
+            location=hub,
+            config_field=config_field,
         ) from error
     local = snapshot / hub.path_in_repo if hub.path_in_repo else snapshot
     if not local.exists():
         raise MissingInputError(
             f"{hub.path_in_repo} is not in Hub dataset {hub.repo_id} (snapshot {snapshot}): "
-            f"fix the path in the config field `{config_field}`."
+            f"fix the path in the config field `{config_field}`.",
+            location=hub,
+            config_field=config_field,
         )
     logger.info("Hub dataset %s resolved to %s", hub, local)
     return local
@@ -146,32 +186,69 @@ def require_path(path: str | Path | None, config_field: str, what: str) -> Path:
     local = resolve_location(path, config_field) if path is not None else None
     if local is None or not local.exists():
         raise MissingInputError(
-            f"{what} not found at {path!s}: set the config field `{config_field}` to an existing path."
+            f"{what} not found at {path!s}: set the config field `{config_field}` to an existing path.",
+            location=path,
+            config_field=config_field,
         )
     return local
 
 
 def require_rows(
-    rows: int, log: QuarantineLog, *, what: str, location: str | Path, config_field: str, shown: int = 3
+    rows: int,
+    log: QuarantineLog,
+    *,
+    what: str,
+    location: str | Path,
+    config_field: str,
+    allow_empty: bool = False,
+    allow_empty_switch: str | None = None,
+    shown: int = 3,
 ) -> None:
-    """Raise :class:`EmptySourceError` when an input gave no valid row while records were quarantined.
+    """Raise :class:`EmptySourceError` when an input gave no valid row.
 
-    An empty input (no record at all) passes; a wrong layout or a wrong image folder, which quarantines
-    every record, fails with one sentence naming the input, its config field and the first reasons.
+    Two cases, each one sentence naming the input, its location and its config field:
+
+    - the input held no record at all (a file holding ``[]``, a 0-row Parquet file): it fails unless
+      ``allow_empty`` (the caller's config switch, named by ``allow_empty_switch`` in the message) is set;
+    - every record was quarantined (a wrong layout, a wrong image folder): it always fails, naming the
+      first ``shown`` reasons.
 
     >>> log = QuarantineLog("mcq_questions")
+    >>> require_rows(0, log, what="SpatiaLab", location="/data/SpatiaLab", config_field="spatialab_path",
+    ...              allow_empty_switch="add 'spatialab' to the config field `allow_empty_sources`")
+    Traceback (most recent call last):
+    ...
+    readers.common.EmptySourceError: SpatiaLab at /data/SpatiaLab holds no record: check the config field `spatialab_path`, or add 'spatialab' to the config field `allow_empty_sources` to build an empty table on purpose.
+    >>> require_rows(0, log, what="SpatiaLab", location="/data/SpatiaLab", config_field="spatialab_path",
+    ...              allow_empty=True)
     >>> log.add("7", "missing image: /data/SpatiaLab/images/7.png")
     >>> require_rows(0, log, what="SpatiaLab", location="/data/SpatiaLab", config_field="spatialab_path")
     Traceback (most recent call last):
     ...
     readers.common.EmptySourceError: SpatiaLab at /data/SpatiaLab gave no valid row: all 1 records were quarantined (first: 7: missing image: /data/SpatiaLab/images/7.png); check the config field `spatialab_path`.
     """
-    if rows or not len(log):
+    if rows:
         return
-    first = "; ".join(f"{row['record_id']}: {row['reason']}" for row in log.rows[:shown])
+    if not len(log):
+        if allow_empty:
+            logger.warning(
+                "%s at %s holds no record: an empty table is built (allowed by the config)", what, location
+            )
+            return
+        switch = f", or {allow_empty_switch} to build an empty table on purpose" if allow_empty_switch else ""
+        raise EmptySourceError(
+            f"{what} at {location} holds no record: check the config field `{config_field}`{switch}.",
+            location=location,
+            config_field=config_field,
+        )
+    first = [f"{row['record_id']}: {row['reason']}" for row in log.rows[:shown]]
     raise EmptySourceError(
         f"{what} at {location} gave no valid row: all {len(log)} records were quarantined "
-        f"(first: {first}); check the config field `{config_field}`."
+        f"(first: {'; '.join(first)}); check the config field `{config_field}`.",
+        location=location,
+        config_field=config_field,
+        quarantined=len(log),
+        first_reasons=first,
     )
 
 
@@ -189,6 +266,72 @@ def column_problem(columns: Iterable[str], required: Iterable[str]) -> str:
     present = list(columns)
     missing = [column for column in required if column not in present]
     return f"wrong columns: missing {missing} (the file has {present})" if missing else ""
+
+
+def _blank(value: Any) -> bool:
+    """True for a value that stands for nothing: ``None``, NaN (a missing cell of a table) or blank text."""
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
+    )
+
+
+def _kind(value: Any) -> str:
+    """``"a list"``, ``"an int"``: the type of ``value`` with its article, for reasons."""
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def missing_fields(record: dict, keys: Iterable[str]) -> str:
+    """Why a record lacks required fields (each named with how it is missing: absent, null or blank), or ``""``.
+
+    >>> missing_fields({"id": "1_0", "question": None, "options": [], "answer": 0}, ["id", "question", "options", "task_type"])
+    'missing fields: question is null, task_type is absent'
+    >>> missing_fields({"Question": "  "}, ["Question"])
+    'missing fields: Question is blank'
+    """
+    problems = []
+    for key in keys:
+        if key not in record:
+            problems.append(f"{key} is absent")
+        elif record[key] is None or (isinstance(record[key], float) and math.isnan(record[key])):
+            problems.append(f"{key} is null")
+        elif _blank(record[key]):
+            problems.append(f"{key} is blank")
+    return f"missing fields: {', '.join(problems)}" if problems else ""
+
+
+def id_type_problem(value: Any, key: str = "id") -> str:
+    """Why a record's id cannot be an id (it must be text or an integer), or ``""``.
+
+    A list, a dict, a float or a boolean would become an id such as ``"[1, 2]"`` or ``"12.0"`` that names no
+    image, so it is reported as what it is instead of as a missing image.
+
+    >>> id_type_problem("12_0"), id_type_problem(7)
+    ('', '')
+    >>> id_type_problem([12, 0])
+    'wrong id type: id is a list ([12, 0]), expected text or an integer'
+    >>> id_type_problem(12.0)
+    'wrong id type: id is a float (12.0), expected text or an integer'
+    """
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return ""
+    return f"wrong id type: {key} is {_kind(value)} ({value!r}), expected text or an integer"
+
+
+def text_field_problem(record: dict, keys: Iterable[str]) -> str:
+    """Why fields that must hold text hold something else, or ``""``.
+
+    >>> text_field_problem({"question": 5, "task_type": "Complex_Logic"}, ["question", "task_type"])
+    'wrong field type: question is an int (5), expected text'
+    """
+    wrong = [
+        f"{key} is {_kind(record[key])} ({record[key]!r})"
+        for key in keys
+        if key in record and not isinstance(record[key], str)
+    ]
+    return f"wrong field type: {', '.join(wrong)}, expected text" if wrong else ""
 
 
 class ImageCache:

@@ -34,16 +34,20 @@ from readers.common import (
     ImageCache,
     MissingInputError,
     column_problem,
+    id_type_problem,
     image_problem,
     load_json,
+    missing_fields,
     read_jsonl,
     require_path,
+    text_field_problem,
 )
 
 logger = logging.getLogger(__name__)
 SPATIALAB_IMAGE_FOLDERS = ("img", "images")
 SPATIALAB_TABLE_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 SPATIALAB_REQUIRED_COLUMNS = ("Question", "Answer", "Image_Filename")
+OMNISPATIAL_REQUIRED_FIELDS = ("id", "task_type", "question", "options", "answer")
 
 
 def omnispatial_question_id(source: str, task_type: str, record_id: str) -> str:
@@ -68,6 +72,12 @@ def _omnispatial_folder(folder: Path, config_field: str) -> Path:
         f"OmniSpatial data.json not found in {folder} nor in one of its subfolders: "
         f"set the config field `{config_field}` to the folder holding data.json{hint}."
     )
+
+
+def _blank_id(record: dict) -> bool:
+    """True when a record has no usable id (absent, null or blank): it is then named by its position."""
+    value = record.get("id")
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def _omnispatial_image(root: Path, task_type: str, question_id: str) -> Path | None:
@@ -176,13 +186,20 @@ def read_omnispatial(
     cache = ImageCache()
     rows: list[dict] = []
     for position, record in enumerate(records):
-        record_id = str(record.get("id", f"#{position}")) if isinstance(record, dict) else f"#{position}"
         if not isinstance(record, dict):
-            log.add(record_id, "malformed record: not an object", source_file=str(data_file), payload=record)
+            log.add(
+                f"#{position}", "malformed record: not an object", source_file=str(data_file), payload=record
+            )
             continue
-        missing = [key for key in ("id", "task_type", "question", "options", "answer") if key not in record]
-        if missing:
-            log.add(record_id, f"missing fields: {missing}", source_file=str(data_file), payload=record)
+        problem = id_type_problem(record["id"]) if record.get("id") is not None else ""
+        record_id = f"#{position}" if problem or _blank_id(record) else str(record["id"])
+        problem = (
+            missing_fields(record, OMNISPATIAL_REQUIRED_FIELDS)
+            or problem
+            or text_field_problem(record, ("task_type", "question"))
+        )
+        if problem:
+            log.add(record_id, problem, source_file=str(data_file), payload=record)
             continue
         checked = _validate_choice(record["options"], record["answer"], base=0)
         if isinstance(checked, str):
@@ -227,8 +244,15 @@ def _spatialab_records(path: Path, log: QuarantineLog) -> list[dict] | None:
         if data is None:
             return None
         if isinstance(data, dict):
-            data = data.get("data") or data.get("rows") or list(data.values())
-        return data if isinstance(data, list) else None
+            data = next((data[key] for key in ("data", "rows") if key in data), list(data.values()))
+        if not isinstance(data, list):
+            log.add(
+                path.name,
+                "malformed JSON: top level is not a list of questions (nor an object holding one)",
+                source_file=str(path),
+            )
+            return None
+        return data
     if suffix == ".jsonl":
         return read_jsonl(path, log)
     if suffix == ".csv":
@@ -317,19 +341,24 @@ def read_spatialab(
     cache = ImageCache()
     rows: list[dict] = []
     for position, record in enumerate(records):
-        record_id = str(record.get("id", f"#{position}")) if isinstance(record, dict) else f"#{position}"
         if not isinstance(record, dict):
-            log.add(record_id, "malformed record: not an object", source_file=str(table), payload=record)
+            log.add(f"#{position}", "malformed record: not an object", source_file=str(table), payload=record)
             continue
+        problem = id_type_problem(record["id"]) if record.get("id") is not None else ""
+        record_id = f"#{position}" if problem or _blank_id(record) else str(record["id"])
         options = []
         for k in range(1, 5):
             value = record.get(f"Option_{k}")
             if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == "":
                 continue
             options.append(str(value))
-        missing = [key for key in ("Question", "Answer", "Image_Filename") if record.get(key) in (None, "")]
-        if missing:
-            log.add(record_id, f"missing fields: {missing}", source_file=str(table), payload=record)
+        problem = (
+            missing_fields(record, SPATIALAB_REQUIRED_COLUMNS)
+            or problem
+            or text_field_problem(record, ("Question", "Image_Filename"))
+        )
+        if problem:
+            log.add(record_id, problem, source_file=str(table), payload=record)
             continue
         checked = _validate_choice(options, _as_int(record["Answer"]), base=1)
         if isinstance(checked, str):

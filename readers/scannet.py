@@ -2,6 +2,11 @@
 
 Frame names are not zero-padded; invalid poses are marked with ``-inf``. Returns the ``rgbd_frames``
 and ``rgbd_scenes`` tables and a quarantine log.
+
+Each frame's files are checked cheaply, since a scan has thousands of frames: the image headers (sizes)
+are read, and a colour JPEG or depth PNG that was cut short (no end-of-image marker, no ``IEND`` chunk;
+:func:`data_contracts.images.truncation_problem`) is quarantined, as is a frame lacking one of its files
+(the reason names the missing file's path). An empty scan folder gives one quarantine record.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import polars as pl
 from PIL import Image, UnidentifiedImageError
 
 from data_contracts import rgbd_frames, rgbd_scenes
+from data_contracts.images import truncation_problem
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema
 from readers.common import (
@@ -77,9 +83,31 @@ def _numeric_frames(folder: Path, suffixes: Iterable[str]) -> dict[int, Path]:
     return found
 
 
-def _image_size(path: Path) -> tuple[int, int]:
-    with Image.open(path) as image:
-        return image.size
+def _image_size(path: Path) -> tuple[tuple[int, int] | None, str]:
+    """The size of an image file from its header, and ``""``; or ``None`` and why the file is unusable
+    (a header PIL cannot read, or a JPEG or PNG cut short)."""
+    try:
+        with Image.open(path) as image:
+            size = image.size
+    except (UnidentifiedImageError, OSError, SyntaxError) as error:
+        return None, f"corrupt image: {path}: {error}"
+    problem = truncation_problem(path)
+    return (None, problem) if problem else (size, "")
+
+
+FRAME_FILES = {
+    "colour image": ("color", ".jpg"),
+    "depth image": ("depth", ".png"),
+    "pose file": ("pose", ".txt"),
+}
+"""Each file of a frame: its folder in the scan and its usual suffix (a ``color/`` image may also be
+``.jpeg`` or ``.png``)."""
+SCAN_SUBFOLDERS = ("color", "depth", "pose", "intrinsic")
+
+
+def _expected_file(scene_dir: Path, name: str, index: int) -> Path:
+    folder, suffix = FRAME_FILES[name]
+    return scene_dir / folder / f"{index}{suffix}"
 
 
 def read_scannet_scene(
@@ -88,6 +116,14 @@ def read_scannet_scene(
     """Read one ScanNet-style scene folder into frame rows and a scene row (None when unusable)."""
     scene_id = scene_dir.name
     log = QuarantineLog("rgbd_frames")
+    if not any(path.is_file() for path in scene_dir.rglob("*")):
+        log.add(
+            scene_id,
+            f"empty scan folder: {scene_dir} holds no file (a SensReader export has color/, depth/, pose/ "
+            "and intrinsic/)",
+            source_file=str(scene_dir),
+        )
+        return [], None, log
     try:
         color_k = read_matrix(scene_dir / "intrinsic" / "intrinsic_color.txt", 4)[:3, :3]
         depth_k = read_matrix(scene_dir / "intrinsic" / "intrinsic_depth.txt", 4)[:3, :3]
@@ -105,9 +141,12 @@ def read_scannet_scene(
         record_id = f"{scene_id}/{index}"
         missing = [name for name, found in files.items() if index not in found]
         if missing:
-            present = next(found[index] for found in files.values() if index in found)
+            expected = [_expected_file(scene_dir, name, index) for name in missing]
             log.add(
-                record_id, f"missing file: frame lacks its {' and '.join(missing)}", source_file=str(present)
+                record_id,
+                "missing file: frame lacks its "
+                + " and ".join(f"{name} {path}" for name, path in zip(missing, expected, strict=True)),
+                source_file=str(expected[0]),
             )
             continue
         try:
@@ -119,11 +158,13 @@ def read_scannet_scene(
         if problem:
             log.add(record_id, problem, source_file=str(poses[index]), payload=pose.tolist())
             continue
-        try:
-            color_size = _image_size(colors[index])
-            depth_size = _image_size(depths[index])
-        except (UnidentifiedImageError, OSError) as error:
-            log.add(record_id, f"corrupt image: {error}", source_file=str(colors[index]))
+        color_size, problem = _image_size(colors[index])
+        if color_size is None:
+            log.add(record_id, problem, source_file=str(colors[index]))
+            continue
+        depth_size, problem = _image_size(depths[index])
+        if depth_size is None:
+            log.add(record_id, problem, source_file=str(depths[index]))
             continue
         if sizes and (sizes["color"] != color_size or sizes["depth"] != depth_size):
             log.add(
@@ -179,15 +220,28 @@ def read_scannet_scene(
 
 
 def list_scannet_scenes(root: str | Path, config_field: str = "scannet_root") -> list[Path]:
-    """The scene folders under a ScanNet ``scans`` folder (sorted by name)."""
+    """The scan folders under a ScanNet ``scans`` folder (every folder, sorted by name), or ``[root]`` when
+    ``root`` is itself one scan's folder (it holds ``color/``, ``depth/``, ``pose/`` or ``intrinsic/``) or
+    holds no folder at all.
+
+    A folder that is empty or lacks the export's files is listed too, so that :func:`read_scannet_scene`
+    quarantines it with the reason instead of leaving it out unseen (an empty ``root`` included).
+    """
     folder = require_path(root, config_field, "ScanNet scans folder")
-    return sorted(path for path in folder.iterdir() if path.is_dir() and (path / "color").is_dir())
+    subfolders = sorted(path for path in folder.iterdir() if path.is_dir())
+    if not subfolders or any((folder / name).is_dir() for name in SCAN_SUBFOLDERS):
+        return [folder]
+    return subfolders
 
 
 def read_scannet(
     root: str | Path, *, source: str = "scannet", config_field: str = "scannet_root"
 ) -> ScanNetTables:
-    """Read every scene under a ScanNet ``scans`` folder."""
+    """Read every scan under a ScanNet ``scans`` folder, or the one scan whose folder ``root`` is.
+
+    Every problem of a scan (an empty folder, bad intrinsics, a frame's missing, cut-short or non-rigid
+    files) is a record of the returned quarantine log; the tables hold the scans and frames that are fine.
+    """
     frames: list[dict] = []
     scenes: list[dict] = []
     log = QuarantineLog("rgbd_frames")

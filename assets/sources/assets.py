@@ -14,8 +14,12 @@ so synthetic and real rows of one kind never mix.
 Every asset writes its rejected records to a ``*_quarantine`` table, carries a blocking contract
 check, and depends on the observable source asset of its raw files (:mod:`assets.raw_files`), whose
 content version is what Dagster's automation compares, so unchanged inputs leave downstream assets
-fresh. A source whose records are all quarantined (a wrong layout, a wrong image folder) fails the
-asset with one sentence naming the input and the first reasons, rather than producing an empty table.
+fresh. A source that holds no record (a ``data.json`` holding ``[]``, a 0-row Parquet file; unless the
+``sources`` resource's ``allow_empty_sources`` names it) or whose records are all quarantined (a wrong
+layout, a wrong image folder) fails the asset before any output, so the previous tables are kept: the
+failure (:func:`assets.tables.input_failure`) shows one sentence naming the input, its location and the
+config field, with the quarantined count and first reasons in its metadata, and the asset's contract
+checks show as not executed, not as failed.
 
 ``scene_graphs`` keeps only the splits in ``scene_graph_splits`` (default train and val): the VG150
 test images never reach the questions generated from it (STVQA, single-image DGE tasks). The images
@@ -32,16 +36,17 @@ from assets.resources import SourcesResource, StorageResource
 from assets.tables import (
     contract_check_specs,
     finalize_table,
+    input_failure,
     quarantine_output,
     table_and_quarantine_outs,
     value_counts,
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.quarantine import QuarantineLog
-from readers.common import EmptySourceError, require_rows
+from readers.common import EmptySourceError, MissingInputError, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
 from readers.scannet import read_scannet
-from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, read_scene_graphs
+from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphRead, read_scene_graphs
 
 GROUP = "sources"
 SOURCES_CODE_VERSION = "2"
@@ -68,6 +73,49 @@ def _scene_graph_preview(frame: pl.DataFrame):
     return gallery(images)
 
 
+def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[pl.DataFrame, QuarantineLog]:
+    """The multiple-choice questions of the configured sources (or the sample world's) and their quarantine.
+
+    Raises:
+        MissingInputError: when a configured location does not exist.
+        EmptySourceError: when a source holds no record (and is not in `allow_empty_sources`) or every record
+            of it was quarantined.
+    """
+    log = QuarantineLog("mcq_questions")
+    frames = []
+    omnispatial_root = sources.omnispatial(storage)
+    if omnispatial_root is not None:
+        frame, omnispatial_log = read_omnispatial(
+            omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
+        )
+        require_rows(
+            frame.height,
+            omnispatial_log,
+            what="OmniSpatial",
+            location=omnispatial_root,
+            config_field="omnispatial_root",
+            allow_empty=sources.allows_empty("omnispatial"),
+            allow_empty_switch=sources.allow_empty_switch("omnispatial"),
+        )
+        frames.append(frame)
+        log.extend(omnispatial_log)
+    spatialab = sources.spatialab(storage)
+    if spatialab is not None:
+        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images())
+        require_rows(
+            spatialab_frame.height,
+            spatialab_log,
+            what="SpatiaLab",
+            location=spatialab,
+            config_field="spatialab_path` / `spatialab_images_dir",
+            allow_empty=sources.allows_empty("spatialab"),
+            allow_empty_switch=sources.allow_empty_switch("spatialab"),
+        )
+        frames.append(spatialab_frame)
+        log.extend(spatialab_log)
+    return pl.concat(frames), log
+
+
 @dg.multi_asset(
     outs=table_and_quarantine_outs(
         "mcq_questions",
@@ -85,36 +133,12 @@ def mcq_questions_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Read OmniSpatial (``data.json``, 0-based answers) and SpatiaLab (1-based answers): the configured
     ones, or both of the sample world's when neither is configured."""
-    log = QuarantineLog("mcq_questions")
-    frames = []
-    omnispatial_root = sources.omnispatial(storage)
-    if omnispatial_root is not None:
-        frame, omnispatial_log = read_omnispatial(
-            omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
-        )
-        require_rows(
-            frame.height,
-            omnispatial_log,
-            what="OmniSpatial",
-            location=omnispatial_root,
-            config_field="omnispatial_root",
-        )
-        frames.append(frame)
-        log.extend(omnispatial_log)
-    spatialab = sources.spatialab(storage)
-    if spatialab is not None:
-        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images())
-        require_rows(
-            spatialab_frame.height,
-            spatialab_log,
-            what="SpatiaLab",
-            location=spatialab,
-            config_field="spatialab_path` / `spatialab_images_dir",
-        )
-        frames.append(spatialab_frame)
-        log.extend(spatialab_log)
+    try:
+        frame, log = read_questions(sources, storage)
+    except (MissingInputError, EmptySourceError) as error:
+        raise input_failure(error) from None
     origin = sources.questions_origin()
-    combined = with_origin(pl.concat(frames), origin)
+    combined = with_origin(frame, origin)
     checked = finalize_table(
         combined,
         mcq_questions.McqQuestions,
@@ -135,6 +159,44 @@ def mcq_questions_asset(
     yield checked.check
     quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata)
+
+
+def read_scene_graph_source(sources: SourcesResource, storage: StorageResource) -> SceneGraphRead:
+    """The scene graphs of the configured Visual Genome source (or the sample world's), kept splits only.
+
+    Raises:
+        MissingInputError: when the configured location does not exist.
+        EmptySourceError: when the source holds no record (and `visual_genome` is not in
+            `allow_empty_sources`), every record was quarantined, or no image is of a kept split.
+    """
+    root = sources.visual_genome(storage)
+    read = read_scene_graphs(
+        root,
+        layout=sources.visual_genome_layout,
+        images_dir=sources.visual_genome_images(),
+        box_scale=sources.vg150_box_scale,
+        split=sources.visual_genome_split,
+        keep_splits=sources.scene_graph_splits,
+    )
+    excluded = sum(read.excluded_by_split.values())
+    require_rows(
+        read.frame.height + excluded,
+        read.quarantine,
+        what=f"Visual Genome ({read.layout} layout)",
+        location=root,
+        config_field="visual_genome_root` / `visual_genome_images_dir",
+        allow_empty=sources.allows_empty("visual_genome"),
+        allow_empty_switch=sources.allow_empty_switch("visual_genome"),
+    )
+    if read.frame.height == 0 and excluded:
+        raise EmptySourceError(
+            f"Visual Genome at {root} gave no image of the kept splits {sources.scene_graph_splits}: "
+            f"{read.excluded_by_split} left out; check the config fields `scene_graph_splits` and "
+            "`visual_genome_split`.",
+            location=root,
+            config_field="scene_graph_splits",
+        )
+    return read
 
 
 @dg.multi_asset(
@@ -158,29 +220,11 @@ def scene_graphs_asset(
             f"unknown visual_genome_layout {sources.visual_genome_layout!r}: use "
             f"{', '.join(map(repr, SCENE_GRAPH_LAYOUTS))}"
         )
-    root = sources.visual_genome(storage)
-    read = read_scene_graphs(
-        root,
-        layout=sources.visual_genome_layout,
-        images_dir=sources.visual_genome_images(),
-        box_scale=sources.vg150_box_scale,
-        split=sources.visual_genome_split,
-        keep_splits=sources.scene_graph_splits,
-    )
+    try:
+        read = read_scene_graph_source(sources, storage)
+    except (MissingInputError, EmptySourceError) as error:
+        raise input_failure(error) from None
     frame, log, layout = read.frame, read.quarantine, read.layout
-    require_rows(
-        frame.height,
-        log,
-        what=f"Visual Genome ({layout} layout)",
-        location=root,
-        config_field="visual_genome_root` / `visual_genome_images_dir",
-    )
-    if frame.height == 0 and read.excluded_by_split:
-        raise EmptySourceError(
-            f"Visual Genome at {root} gave no image of the kept splits {sources.scene_graph_splits}: "
-            f"{read.excluded_by_split} left out; check the config fields `scene_graph_splits` and "
-            "`visual_genome_split`."
-        )
     origin = sources.scene_graphs_origin()
     frame = with_origin(frame, origin)
     checked = finalize_table(

@@ -71,6 +71,57 @@ class TestOmniSpatial:
         assert frame.height + len(log) == len(records)  # nothing lost
         assert all(row["source_file"] for row in log.rows)
 
+    def test_a_null_question_is_quarantined_naming_it(self, world_copy):
+        data_path = world_copy / "omnispatial" / "data.json"
+        records = json.loads(data_path.read_text())
+        records[0]["question"] = None
+        records[1]["question"] = "   "
+        data_path.write_text(json.dumps(records))
+        frame, log = read_omnispatial(world_copy / "omnispatial")
+        assert [(row["record_id"], row["reason"]) for row in log.rows] == [
+            (records[0]["id"], "missing fields: question is null"),
+            (records[1]["id"], "missing fields: question is blank"),
+        ]
+        assert all(row["source_file"] == str(data_path) for row in log.rows)
+        kept = {row["question_id"].rsplit("/", 1)[-1] for row in frame.iter_rows(named=True)}
+        assert kept == {(r["id"]) for r in records[2:]}
+        assert frame["question"].to_list() == [r["question"] for r in records[2:]]
+
+    def test_a_wrongly_typed_id_is_quarantined_as_such(self, world_copy):
+        """A list, dict or float id is reported as a wrong id type (by its position), not as a missing image."""
+        data_path = world_copy / "omnispatial" / "data.json"
+        records = json.loads(data_path.read_text())
+        records[0]["id"] = [1, 0]
+        records[1]["id"] = {"image": 1}
+        records[2]["id"] = 12.0
+        records[3]["task_type"] = ["Complex_Logic"]
+        data_path.write_text(json.dumps(records))
+        frame, log = read_omnispatial(world_copy / "omnispatial")
+        assert [(row["record_id"], row["reason"]) for row in log.rows] == [
+            ("#0", "wrong id type: id is a list ([1, 0]), expected text or an integer"),
+            ("#1", "wrong id type: id is a dict ({'image': 1}), expected text or an integer"),
+            ("#2", "wrong id type: id is a float (12.0), expected text or an integer"),
+            (records[3]["id"], "wrong field type: task_type is a list (['Complex_Logic']), expected text"),
+        ]
+        assert frame.height == len(records) - 4
+
+    def test_an_integer_id_is_an_id(self, world_copy):
+        """An integer id names its image like the text id does."""
+        data_path = world_copy / "omnispatial" / "data.json"
+        records = json.loads(data_path.read_text())
+        image_number = int(records[0]["id"].split("_")[0])
+        records = [{**records[0], "id": image_number}]
+        data_path.write_text(json.dumps(records))
+        frame, log = read_omnispatial(world_copy / "omnispatial")
+        assert len(log) == 0
+        assert frame["question_id"].to_list() == [f"omnispatial/{records[0]['task_type']}/{image_number}"]
+
+    def test_an_empty_file_gives_no_row_and_no_record(self, world_copy):
+        """``[]`` reads as nothing at all (the source asset then fails, see ``test_empty_sources``)."""
+        (world_copy / "omnispatial" / "data.json").write_text("[]")
+        frame, log = read_omnispatial(world_copy / "omnispatial")
+        assert frame.height == 0 and len(log) == 0
+
     def test_malformed_json_quarantines_the_file(self, world_copy):
         (world_copy / "omnispatial" / "data.json").write_text('[{"id": "1_0", ')
         frame, log = read_omnispatial(world_copy / "omnispatial")
@@ -105,6 +156,21 @@ class TestSpatiaLab:
             writer.writerows(records)
         frame, log = read_spatialab(path)
         assert frame.height == len(records) and frame["answer"][0] == "B"
+
+    def test_wrong_types_and_null_fields_are_quarantined(self, world_copy):
+        path = world_copy / "spatialab" / "spatialab.json"
+        records = json.loads(path.read_text())
+        records[0]["id"] = [7]
+        records[1]["Question"] = None
+        records[2]["Image_Filename"] = ["a.png"]
+        path.write_text(json.dumps(records))
+        frame, log = read_spatialab(path)
+        assert [(row["record_id"], row["reason"]) for row in log.rows] == [
+            ("#0", "wrong id type: id is a list ([7]), expected text or an integer"),
+            (str(records[1]["id"]), "missing fields: Question is null"),
+            (str(records[2]["id"]), "wrong field type: Image_Filename is a list (['a.png']), expected text"),
+        ]
+        assert frame.height == len(records) - 3
 
 
 class TestVisualGenome:
@@ -173,18 +239,71 @@ class TestScanNet:
         assert 0 not in kept and 1 not in kept and len(kept) >= 1
 
     def test_a_frame_missing_one_file_is_quarantined(self, world_copy):
-        """A frame whose colour image or depth image is gone is left out with a record naming what it lacks."""
+        """A frame whose colour image or depth image is gone is left out with a record naming the missing file."""
         scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]
         (scene / "color" / "0.jpg").unlink()
         (scene / "depth" / "1.png").unlink()
         tables = read_scannet(world_copy / "scannet" / "scans")
-        reasons = {
-            row["record_id"]: row["reason"] for row in tables.quarantine.to_frame().iter_rows(named=True)
-        }
-        assert reasons[f"{scene.name}/0"] == "missing file: frame lacks its colour image"
-        assert reasons[f"{scene.name}/1"] == "missing file: frame lacks its depth image"
+        records = {row["record_id"]: row for row in tables.quarantine.to_frame().iter_rows(named=True)}
+        assert records[f"{scene.name}/0"]["reason"] == (
+            f"missing file: frame lacks its colour image {scene / 'color' / '0.jpg'}"
+        )
+        assert records[f"{scene.name}/1"]["reason"] == (
+            f"missing file: frame lacks its depth image {scene / 'depth' / '1.png'}"
+        )
+        assert records[f"{scene.name}/1"]["source_file"] == str(scene / "depth" / "1.png")
         kept = tables.frames.filter(tables.frames["scene_id"] == scene.name)["frame_index"].to_list()
         assert kept == [2]
+
+    def test_an_empty_scan_folder_is_quarantined(self, world_copy):
+        """An empty scan folder gives one record naming it; the other scans are read as before."""
+        scans = world_copy / "scannet" / "scans"
+        scene_ids = sorted(path.name for path in scans.iterdir())
+        (scans / "scene9999_00").mkdir()
+        tables = read_scannet(scans)
+        (record,) = tables.quarantine.rows
+        assert record["record_id"] == "scene9999_00"
+        assert record["reason"].startswith(f"empty scan folder: {scans / 'scene9999_00'} holds no file")
+        assert sorted(tables.scenes["scene_id"].to_list()) == scene_ids
+        assert tables.frames.height == sum(len(list((scans / s / "color").iterdir())) for s in scene_ids)
+
+    def test_one_scan_folder_reads_as_its_scans_folder_does(self, world_copy):
+        """``read_scannet`` of one scan's folder gives that scan's rows, and an empty one its record."""
+        scans = world_copy / "scannet" / "scans"
+        scene = sorted(scans.iterdir())[0]
+        whole = read_scannet(scans)
+        alone = read_scannet(scene)
+        assert alone.scenes["scene_id"].to_list() == [scene.name]
+        assert alone.frames.equals(whole.frames.filter(whole.frames["scene_id"] == scene.name))
+        empty = scans / "scene9999_00"
+        empty.mkdir()
+        (record,) = read_scannet(empty).quarantine.rows
+        assert (record["record_id"], record["source_file"]) == ("scene9999_00", str(empty))
+        assert record["reason"].startswith("empty scan folder:")
+
+    def test_a_truncated_colour_jpeg_is_quarantined(self, world_copy):
+        """A colour JPEG cut short (its header still reads, so PIL gives its size) is quarantined by name."""
+        from PIL import Image
+
+        scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]
+        colour = scene / "color" / "1.jpg"
+        colour.write_bytes(colour.read_bytes()[: colour.stat().st_size // 2])
+        with Image.open(colour) as image:
+            assert image.size[0] > 0  # the header alone does not show the damage
+        depth = scene / "depth" / "2.png"
+        depth.write_bytes(depth.read_bytes()[:-20])
+        tables = read_scannet(world_copy / "scannet" / "scans")
+        records = {row["record_id"]: row for row in tables.quarantine.rows}
+        assert records[f"{scene.name}/1"]["reason"] == (
+            f"truncated image: {colour} does not end with the JPEG end-of-image marker (FF D9)"
+        )
+        assert records[f"{scene.name}/1"]["source_file"] == str(colour)
+        assert records[f"{scene.name}/2"]["reason"] == (
+            f"truncated image: {depth} does not end with the PNG IEND chunk"
+        )
+        assert len(records) == 2
+        kept = tables.frames.filter(tables.frames["scene_id"] == scene.name)["frame_index"].to_list()
+        assert kept == [0]
 
     def test_scene_without_usable_frames(self, world_copy):
         scene = sorted((world_copy / "scannet" / "scans").iterdir())[0]

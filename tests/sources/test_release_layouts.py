@@ -267,16 +267,39 @@ class TestHubLocations:
         assert output.stdout.strip() == str(snapshot)
 
 
-def test_require_rows_passes_empty_inputs_and_fails_all_quarantined():
+def test_require_rows_fails_empty_inputs_unless_allowed_and_fails_all_quarantined():
     from data_contracts.quarantine import QuarantineLog
 
     log = QuarantineLog("mcq_questions")
-    require_rows(0, log, what="SpatiaLab", location="x", config_field="spatialab_path")  # an empty input
+    with pytest.raises(EmptySourceError) as empty:  # an input with no record at all
+        require_rows(
+            0,
+            log,
+            what="SpatiaLab",
+            location="/data/SpatiaLab",
+            config_field="spatialab_path",
+            allow_empty_switch="add 'spatialab' to the config field `allow_empty_sources`",
+        )
+    assert str(empty.value) == (
+        "SpatiaLab at /data/SpatiaLab holds no record: check the config field `spatialab_path`, or add "
+        "'spatialab' to the config field `allow_empty_sources` to build an empty table on purpose."
+    )
+    assert (empty.value.location, empty.value.config_field, empty.value.quarantined) == (
+        "/data/SpatiaLab",
+        "spatialab_path",
+        0,
+    )
+    require_rows(0, log, what="SpatiaLab", location="x", config_field="spatialab_path", allow_empty=True)
     for index in range(5):
         log.add(str(index), f"missing image: img/{index}.png")
     require_rows(3, log, what="SpatiaLab", location="x", config_field="spatialab_path")  # some rows kept
-    with pytest.raises(EmptySourceError) as error:
-        require_rows(0, log, what="SpatiaLab", location="x", config_field="spatialab_path")
-    message = str(error.value)
-    assert "img/0.png" in message and "img/2.png" in message and "img/3.png" not in message
-    assert message.count(".") >= 1 and "\n" not in message  # one sentence, one line
+    for allow_empty in (False, True):  # the switch lets only an input with no record through
+        with pytest.raises(EmptySourceError) as error:
+            require_rows(
+                0, log, what="SpatiaLab", location="x", config_field="spatialab_path", allow_empty=allow_empty
+            )
+        message = str(error.value)
+        assert "img/0.png" in message and "img/2.png" in message and "img/3.png" not in message
+        assert message.count(".") >= 1 and "\n" not in message  # one sentence, one line
+        assert error.value.quarantined == 5
+        assert error.value.first_reasons == [f"{index}: missing image: img/{index}.png" for index in range(3)]

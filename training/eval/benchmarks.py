@@ -20,8 +20,9 @@ the benchmark's own index or letter, never from option text:
 Every location may be a local path or a Hugging Face Hub dataset, ``hf://datasets/OWNER/NAME[@REVISION][/PATH]``
 (see :func:`readers.common.resolve_location`), e.g. ``hf://datasets/nyu-visionx/CV-Bench``. A Parquet
 file without the columns a loader reads is quarantined once, naming the missing columns, and a
-benchmark whose records are all quarantined fails the load with one sentence naming the first reasons
-(:class:`~readers.common.EmptySourceError`), so a wrong layout never scores as an empty benchmark.
+benchmark that holds no record, or whose records are all quarantined, fails the load with one sentence
+naming the input (and the first reasons) (:class:`~readers.common.EmptySourceError`), so an emptied file
+or a wrong layout never scores as an empty benchmark.
 
 >>> parenthesized_letter("(B)"), parenthesized_letter("B"), parenthesized_letter("(b) left")
 ('B', None, None)
@@ -360,7 +361,8 @@ def load_omnispatial(
     items = finish_items(
         eval_items_from_mcq(frame, "omnispatial", category_column="sub_task_type").to_dicts(), log, str(root)
     )
-    require_rows(items.height, log, what="OmniSpatial", location=root, config_field="omnispatial_root")
+    what = "OmniSpatial" if split == "all" else f"OmniSpatial ({split} split)"
+    require_rows(items.height, log, what=what, location=root, config_field="omnispatial_root")
     return items, log
 
 
