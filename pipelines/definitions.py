@@ -17,9 +17,12 @@ from assets.resources import LLMResource, SourcesResource, StorageResource, Work
 from assets.sources.assets import SOURCE_ASSETS
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS
+from pipelines.alerts import run_failure_alert_sensor
 from pipelines.automation import build_automation, with_rebuild_policy
+from pipelines.catalog import with_catalog
 from pipelines.io_manager import ParquetIOManager
 from pipelines.jobs import build_jobs
+from pipelines.signals import build_signal_checks
 
 
 def build_resources(storage_root: str | None = None) -> dict:
@@ -57,8 +60,10 @@ def build_resources(storage_root: str | None = None) -> dict:
     }
 
 
-ALL_ASSETS = with_rebuild_policy(
-    [sample_world, *SOURCE_ASSETS, *GROUNDING_ASSETS, *STVQA_ASSETS, *DGE_ASSETS, *EVAL_ASSETS]
+ALL_ASSETS = with_catalog(
+    with_rebuild_policy(
+        [sample_world, *SOURCE_ASSETS, *GROUNDING_ASSETS, *STVQA_ASSETS, *DGE_ASSETS, *EVAL_ASSETS]
+    )
 )
 AUTOMATION_JOBS, SENSORS = build_automation()
 
@@ -66,9 +71,10 @@ AUTOMATION_JOBS, SENSORS = build_automation()
 def build_definitions(storage_root: str | None = None) -> dg.Definitions:
     """Every asset, job and sensor, with the resources of :func:`build_resources`."""
     return dg.Definitions(
-        assets=[*RAW_FILE_ASSETS, *ALL_ASSETS],
+        assets=[*with_catalog(RAW_FILE_ASSETS), *ALL_ASSETS],
+        asset_checks=build_signal_checks(ALL_ASSETS),
         jobs=[*build_jobs(ALL_ASSETS), *AUTOMATION_JOBS],
-        sensors=SENSORS,
+        sensors=[*SENSORS, run_failure_alert_sensor],
         resources=build_resources(storage_root),
     )
 

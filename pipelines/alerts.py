@@ -1,0 +1,189 @@
+"""Run-failure alerts: ``run_failure_alert_sensor`` posts a JSON summary of every failed run to a webhook.
+
+For each run of this code location that fails (launched from the UI, a backfill, a schedule or
+``datasets_automation_sensor``), the sensor logs one line on its tick and, when
+``$SPATIAL_ALERT_WEBHOOK_URL`` is set, POSTs this JSON object to that URL (:func:`run_failure_summary`):
+
+```json
+{"event": "run_failure", "run_id": "...", "job": "dge_job", "partition": "scene_0003",
+ "failed_steps": ["scene_geometry_asset"], "failed_assets": ["scene_geometry", "scene_geometry_quarantine"],
+ "error": "dagster._core.definitions.events.Failure: scan scene_0003 ...", "trigger": "raw_scan_files",
+ "run_path": "/runs/...", "run_url": "http://localhost:3000/runs/...", "text": "<the log line>"}
+```
+
+``partition`` is the run's partition, or ``first...last`` for a range run; ``error`` is the first line
+of the first failed step's error (of the run's failure message when no step failed: a run whose process
+died); ``trigger`` is the run's ``spatial/trigger`` tag (what started an automation run);
+``run_url`` is ``$SPATIAL_DAGSTER_UI_URL`` (default ``http://localhost:3000``, where ``dagster dev``
+serves) followed by ``run_path``. ``text`` repeats the log line, so a chat webhook that shows a ``text``
+field (Slack, Mattermost) shows the summary as it is.
+
+A webhook that does not answer, refuses, or answers with an error status is logged as a warning and
+the sensor goes on: the run is not reported again. Without the URL the sensor only logs.
+
+The sensor starts running (``DefaultSensorStatus.RUNNING``): it has nothing to do until a run fails,
+and an alert that must first be switched on is one nobody receives. Stop it in the UI's Automation tab
+or with ``dagster sensor stop run_failure_alert_sensor``. Runs made by ``spatial-build`` are executed in
+its own process and report in its summary instead; the sensor reports the runs that the daemon sees
+launched from this code location.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+import dagster as dg
+
+RUN_FAILURE_SENSOR = "run_failure_alert_sensor"
+WEBHOOK_URL_ENV = "SPATIAL_ALERT_WEBHOOK_URL"
+UI_URL_ENV = "SPATIAL_DAGSTER_UI_URL"
+DEFAULT_UI_URL = "http://localhost:3000"
+WEBHOOK_TIMEOUT_S = 10.0
+TRIGGER_TAG = "spatial/trigger"
+PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+_STEP_ERROR_WRAPPER = "DagsterExecutionStepExecutionError"
+
+
+def _first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def run_partition(tags: dict[str, str]) -> str | None:
+    """The partition a run covers, from its tags: the key, ``first...last`` for a range, else ``None``.
+
+    >>> run_partition({"dagster/asset_partition_range_start": "a", "dagster/asset_partition_range_end": "c"})
+    'a...c'
+    >>> run_partition({"dagster/partition": "scene_0001"}), run_partition({})
+    ('scene_0001', None)
+    """
+    if PARTITION_TAG in tags:
+        return tags[PARTITION_TAG]
+    if RANGE_START_TAG in tags:
+        start, end = tags[RANGE_START_TAG], tags.get(RANGE_END_TAG, tags[RANGE_START_TAG])
+        return start if start == end else f"{start}...{end}"
+    return None
+
+
+def step_error_line(event: dg.DagsterEvent) -> str:
+    """The first line of a step failure's error: the description of a ``dg.Failure``, else the exception the
+    op raised (not Dagster's wrapper around it)."""
+    data = event.step_failure_data
+    if data.user_failure_data is not None and data.user_failure_data.description:
+        return _first_line(data.user_failure_data.description)
+    error = data.error
+    if error is None:
+        return ""
+    if error.cls_name == _STEP_ERROR_WRAPPER and error.cause is not None:
+        error = error.cause
+    return _first_line(error.message)
+
+
+def run_failure_summary(context: dg.RunFailureSensorContext, ui_url: str | None = None) -> dict[str, Any]:
+    """The JSON object posted for a failed run (see the module docstring)."""
+    run = context.dagster_run
+    step_failures = context.get_step_failure_events()
+    failed_steps = sorted({event.step_key for event in step_failures if event.step_key})
+    planned = context.instance.get_records_for_run(
+        run_id=run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+    ).records
+    failed_assets = sorted(
+        {
+            record.event_log_entry.dagster_event.asset_key.to_user_string()
+            for record in planned
+            if record.event_log_entry.dagster_event is not None
+            and record.event_log_entry.dagster_event.step_key in failed_steps
+            and record.event_log_entry.dagster_event.asset_key is not None
+        }
+    )
+    error = step_error_line(step_failures[0]) if step_failures else _first_line(context.failure_event.message)
+    run_path = f"/runs/{run.run_id}"
+    base = (ui_url if ui_url is not None else os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
+    summary = {
+        "event": "run_failure",
+        "run_id": run.run_id,
+        "job": run.job_name,
+        "partition": run_partition(dict(run.tags)),
+        "failed_steps": failed_steps,
+        "failed_assets": failed_assets,
+        "error": error,
+        "trigger": run.tags.get(TRIGGER_TAG),
+        "run_path": run_path,
+        "run_url": base + run_path,
+    }
+    summary["text"] = summary_line(summary)
+    return summary
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """The one-line form of a run-failure summary.
+
+    >>> summary_line({"run_id": "0123456789ab", "job": "dge_job", "partition": "s1", "failed_steps": ["a_asset"],
+    ...               "failed_assets": ["a"], "error": "Failure: bad scan", "run_url": "http://h/runs/0123456789ab"})
+    'Run 01234567 of dge_job failed (partition s1): steps a_asset; assets a: Failure: bad scan (http://h/runs/0123456789ab)'
+    """
+    partition = f" (partition {summary['partition']})" if summary.get("partition") else ""
+    steps = ", ".join(summary["failed_steps"]) or "none"
+    assets = ", ".join(summary["failed_assets"]) or "none"
+    return (
+        f"Run {summary['run_id'][:8]} of {summary['job']} failed{partition}: steps {steps}; assets {assets}: "
+        f"{summary['error']} ({summary['run_url']})"
+    )
+
+
+def webhook_url() -> str | None:
+    """``$SPATIAL_ALERT_WEBHOOK_URL``, or ``None`` when unset.
+
+    Raises:
+        ValueError: a URL that is not ``http://`` or ``https://``.
+    """
+    url = os.environ.get(WEBHOOK_URL_ENV, "").strip()
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"${WEBHOOK_URL_ENV} is {url!r}: give an http:// or https:// URL")
+    return url
+
+
+def post_json(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT_S) -> int:
+    """POST ``payload`` as JSON to ``url``; the response's status code.
+
+    Raises:
+        urllib.error.URLError: the server is unreachable or answered with an error status (``HTTPError``).
+        http.client.HTTPException, ConnectionError: the server broke the exchange off.
+        TimeoutError: no answer within ``timeout`` seconds.
+    """
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status
+
+
+@dg.run_failure_sensor(
+    name=RUN_FAILURE_SENSOR,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=f"Post a JSON summary of every failed run to ${WEBHOOK_URL_ENV} (only log it when unset).",
+)
+def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
+    """Log a one-line summary of the failed run and post it to the webhook, if one is configured."""
+    summary = run_failure_summary(context)
+    context.log.error(summary["text"])
+    url = webhook_url()
+    if url is None:
+        return
+    try:
+        status = post_json(url, summary)
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as error:
+        context.log.warning(f"run-failure webhook {url} failed for run {summary['run_id']}: {error}")
+        return
+    context.log.info(f"run-failure webhook {url} answered {status} for run {summary['run_id']}")
