@@ -18,6 +18,7 @@ from assets.tables import CONTRACT_CHECK
 from data_contracts import mcq_questions
 from data_contracts.storage import read_table, table_path
 from pipelines.io_manager import ParquetIOManager
+from pipelines.signals import build_signal_checks
 
 
 def _resources(root, world, **sources):
@@ -40,7 +41,7 @@ def test_an_emptied_source_fails_and_keeps_the_previous_table(tmp_path, world_co
     data = tmp_path / "data"
     resources = _resources(data, world_copy, omnispatial_root=str(omnispatial))
     instance = dg.DagsterInstance.ephemeral()
-    selection = [mcq_questions_asset]
+    selection = [mcq_questions_asset, *build_signal_checks([mcq_questions_asset])]
     assert dg.materialize(selection, resources=resources, instance=instance).success
     tables = [table_path(data, "mcq_questions"), table_path(data, "mcq_questions_quarantine")]
     before = {path: path.read_bytes() for path in tables}
@@ -60,8 +61,9 @@ def test_an_emptied_source_fails_and_keeps_the_previous_table(tmp_path, world_co
     assert failure.metadata["quarantined"].value == 0
     assert {path: path.read_bytes() for path in tables} == before  # the last good tables are kept
     assert failed.get_asset_materialization_events() == []
-    # The contract check was not evaluated (the body raised before yielding it): its latest execution is the
-    # planned one of the failed run, which the UI shows as "execution failed", not as a failed check.
+    # No check was evaluated: neither the contract check (the body raised before yielding it) nor the
+    # operator signals (their step is skipped). The contract check's latest execution is the planned one of
+    # the failed run, which the UI shows as "execution failed", not as a failed check.
     assert failed.get_asset_check_evaluations() == []
     record = instance.get_latest_asset_check_evaluation_record(
         dg.AssetCheckKey(dg.AssetKey("mcq_questions"), CONTRACT_CHECK)
