@@ -6,8 +6,14 @@ run over the range of its partitions, as a single-run backfill launches it (:fun
 and a failed range is built again one run per partition so the failures are named. Ctrl-C or SIGTERM
 ends the run in progress, starts no other and prints the summary (exit status 130). Runs go to the
 instance of ``$DAGSTER_HOME`` (its ``dagster.yaml`` decides the storage), else a temporary one, tagged
-``spatial/launched_by``, ``spatial/selection`` and ``spatial/build``. See the README's "How
-``spatial-build`` runs the graph".
+``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process (``spatial/build_pid``,
+``spatial/build_host``). See the README's "How ``spatial-build`` runs the graph".
+
+A killed build never blocks the next one: before it runs anything, a build marks failed the unfinished runs
+of earlier builds on this host whose process is gone and frees their concurrency-pool slots (one log line
+per run; runs of builds on other hosts are left alone), with or without the Dagster daemon, on SQLite and
+PostgreSQL instances alike (:mod:`pipelines.dead_builds`). When ``$DAGSTER_HOME`` is full or not writable,
+the build stops with one sentence that says so and the summary, exit status 74 (:mod:`pipelines.dagster_home`).
 
 Usage::
 
@@ -21,6 +27,7 @@ import argparse
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 import uuid
@@ -33,16 +40,32 @@ import polars as pl
 import sqlalchemy.exc
 
 from assets.tables import EMPTY_REASON_KEY
+from pipelines.dagster_home import DagsterHomeUnwritable, check_dagster_home
+from pipelines.dead_builds import (
+    BUILD_TAG,
+    LAUNCHED_BY,
+    LAUNCHED_BY_TAG,
+    build_process_tags,
+    reclaim_dead_builds,
+)
 
 logger = logging.getLogger("spatial_build")
 
 EXIT_INTERRUPTED = 130
 """Exit status of a build stopped by Ctrl-C or SIGTERM (128 + SIGINT, as a shell reports it)."""
+EXIT_DAGSTER_HOME_UNWRITABLE = 74
+"""Exit status of a build stopped because ``$DAGSTER_HOME`` is full or not writable (EX_IOERR of sysexits.h)."""
 
 
 def make_parser() -> argparse.ArgumentParser:
     """Command-line flags of ``spatial-build``."""
-    parser = argparse.ArgumentParser(prog="spatial-build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="spatial-build",
+        description=__doc__.split("\n\n")[0],
+        epilog="Before it runs anything, a build marks failed the unfinished runs of earlier builds on this host "
+        "whose process is gone (killed) and frees their concurrency-pool slots. Exit status: 0 built, 1 a run "
+        "failed, 130 stopped by Ctrl-C or SIGTERM, 74 DAGSTER_HOME is full or not writable.",
+    )
     parser.add_argument(
         "--storage-root",
         default=None,
@@ -197,7 +220,8 @@ class Build:
         """Run ``job_name`` (restricted to ``keys`` when given) for one partition, a range or none.
 
         Logs the failed steps (unless ``log_failure`` is False); True on success. Raises
-        KeyboardInterrupt when Dagster ended the run because of Ctrl-C or SIGTERM.
+        KeyboardInterrupt when Dagster ended the run because of Ctrl-C or SIGTERM, and
+        :class:`DagsterHomeUnwritable` when a step failed because ``$DAGSTER_HOME`` is full or not writable.
         """
         tags = dict(self.tags)
         if partition_range is not None:
@@ -212,6 +236,11 @@ class Build:
         )
         if _interrupted(result):
             raise KeyboardInterrupt
+        if not result.success:
+            for event in result.get_step_failure_events():
+                unwritable = check_dagster_home(event.step_failure_data.error)
+                if unwritable is not None:
+                    raise unwritable
         if not result.success and log_failure:
             failed = [event.step_key for event in result.get_step_failure_events()]
             where = f" (partition {partition_key})" if partition_key else ""
@@ -355,7 +384,8 @@ def summarize(storage_root: Path, instance: dg.DagsterInstance | None = None) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Build everything, print the summary; exit status 1 when any run failed, 130 when stopped."""
+    """Build everything, print the summary; exit status 1 when any run failed, 130 when stopped by a signal,
+    74 when ``$DAGSTER_HOME`` is full or not writable."""
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
@@ -375,39 +405,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     selection = dg.AssetSelection.from_string(args.select) if args.select != "*" else dg.AssetSelection.all()
     waves = build_waves(ALL_ASSETS, selection)
-    build = Build(
-        defs=build_definitions(str(storage_root)),
-        instance=_instance(),
-        args=args,
-        tags={
-            "spatial/launched_by": "spatial-build",
-            "spatial/selection": args.select,
-            "spatial/build": uuid.uuid4().hex[:12],
-        },
-    )
+    tags = {
+        LAUNCHED_BY_TAG: LAUNCHED_BY,
+        "spatial/selection": args.select,
+        BUILD_TAG: uuid.uuid4().hex[:12],
+        **build_process_tags(),  # how the next build tells that this one died (pipelines/dead_builds.py)
+    }
     # SIGTERM stops the build as Ctrl-C does (Dagster handles both inside a run).
     previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
     started = time.perf_counter()
+    build: Build | None = None
     stopped = False
+    unwritable: DagsterHomeUnwritable | None = None
     try:
+        build = Build(defs=build_definitions(str(storage_root)), instance=_instance(), args=args, tags=tags)
+        reclaim_dead_builds(build.instance, this_build=tags[BUILD_TAG])
         build.run_waves(waves)
     except KeyboardInterrupt:
         stopped = True
-        _cancel_unfinished_runs(build.instance, {"spatial/build": build.tags["spatial/build"]})
+        if build is not None:
+            _cancel_unfinished_runs(build.instance, {BUILD_TAG: tags[BUILD_TAG]})
         logger.warning("stopped by a signal: the run in progress was ended and no further run started")
+    except DagsterHomeUnwritable as error:
+        unwritable = error
+    except (sqlalchemy.exc.OperationalError, sqlite3.OperationalError, OSError) as error:
+        unwritable = check_dagster_home(error)
+        if unwritable is None:  # not about DAGSTER_HOME
+            raise
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
     elapsed = time.perf_counter() - started
-    sys.stdout.write(summarize(storage_root, build.instance) + "\n")
-    failed = len(build.failed_partitions)
-    sys.stdout.write(
-        f"{'Stopped after building' if stopped else 'Built'} {build.unpartitioned_built} unpartitioned asset "
-        f"definitions and {build.partitions_ok} partitions ({failed} failed) in {elapsed:.1f} s "
-        f"({elapsed - build.sample_world_seconds:.1f} s after the sample world). Dagster UI: ./dev.sh dagster\n"
+    # The instance tells why an empty table is empty; not read from a home that cannot be written.
+    instance = build.instance if build is not None and unwritable is None else None
+    sys.stdout.write(summarize(storage_root, instance) + "\n")
+    unpartitioned, partitions_ok, failed, sample_world_seconds = (
+        (
+            build.unpartitioned_built,
+            build.partitions_ok,
+            len(build.failed_partitions),
+            build.sample_world_seconds,
+        )
+        if build is not None
+        else (0, 0, 0, 0.0)
     )
+    sys.stdout.write(
+        f"{'Stopped after building' if stopped or unwritable else 'Built'} {unpartitioned} unpartitioned asset "
+        f"definitions and {partitions_ok} partitions ({failed} failed) in {elapsed:.1f} s "
+        f"({elapsed - sample_world_seconds:.1f} s after the sample world). Dagster UI: ./dev.sh dagster\n"
+    )
+    if unwritable is not None:
+        sys.stdout.flush()  # the sentence comes last
+        logger.error(unwritable.sentence)
+        return EXIT_DAGSTER_HOME_UNWRITABLE
     if stopped:
         return EXIT_INTERRUPTED
-    return 0 if build.ok and not failed else 1
+    return 0 if build is not None and build.ok and not failed else 1
 
 
 if __name__ == "__main__":
