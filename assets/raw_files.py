@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -55,7 +56,12 @@ def rebuild_cron() -> str:
 
 
 class FileHashCache:
-    """SHA-256 of file contents, remembered by (absolute path, size, modification time)."""
+    """SHA-256 of file contents, remembered by (absolute path, size, modification time).
+
+    It also notes the files whose content is new or changed since they were last hashed
+    (:meth:`changed_under`), and keeps, per observable and partition, the last such list
+    (:meth:`record_changes`, :func:`last_changed_files`): the files that started a rebuild.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +69,11 @@ class FileHashCache:
         self._connection.execute(
             "CREATE TABLE IF NOT EXISTS hashes (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT)"
         )
+        self._connection.execute(
+            "CREATE TABLE IF NOT EXISTS changes (observable TEXT, partition TEXT, files TEXT, "
+            "PRIMARY KEY (observable, partition))"
+        )
+        self._changed: set[Path] = set()
 
     def __enter__(self) -> FileHashCache:
         return self
@@ -85,10 +96,44 @@ class FileHashCache:
             while chunk := handle.read(_CHUNK):
                 digest.update(chunk)
         value = digest.hexdigest()
+        if row is None or row[2] != value:
+            self._changed.add(path)
         self._connection.execute(
             "INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?)", (key, stat.st_size, stat.st_mtime_ns, value)
         )
         return value
+
+    def changed_under(self, root: Path | None) -> list[str]:
+        """The files under ``root`` hashed as new or changed content by this cache, relative to ``root``."""
+        if root is None:
+            return []
+        base = Path(root)
+        return sorted(
+            path.name if path == base else path.relative_to(base).as_posix()
+            for path in self._changed
+            if path == base or path.is_relative_to(base)
+        )
+
+    def record_changes(self, observable: str, partition: str | None, files: list[str]) -> None:
+        """Keep ``files`` as the last change of ``observable`` (and ``partition``); an empty list keeps the previous."""
+        if files:
+            self._connection.execute(
+                "INSERT OR REPLACE INTO changes VALUES (?, ?, ?)",
+                (observable, partition or "", json.dumps(files)),
+            )
+
+    def last_changes(self, observable: str, partition: str | None) -> list[str]:
+        """What :meth:`record_changes` kept for ``observable`` (and ``partition``)."""
+        row = self._connection.execute(
+            "SELECT files FROM changes WHERE observable = ? AND partition = ?", (observable, partition or "")
+        ).fetchone()
+        return json.loads(row[0]) if row else []
+
+
+def last_changed_files(storage_root: Path, observable: str, partition: str | None = None) -> list[str]:
+    """The files of the last observed change of ``observable`` (of ``partition``), relative to their root."""
+    with FileHashCache(Path(storage_root) / HASH_CACHE_NAME) as cache:
+        return cache.last_changes(observable, partition)
 
 
 def _files_under(root: Path) -> Iterator[tuple[str, Path]]:
@@ -141,8 +186,11 @@ def _hash_cache(storage: StorageResource) -> FileHashCache:
 )
 def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
     """Fingerprint the multiple-choice sources' files."""
+    roots = sources.raw_inputs(storage)["mcq_questions"]
     with _hash_cache(storage) as cache:
-        return dg.DataVersion(content_fingerprint(sources.raw_inputs(storage)["mcq_questions"], cache))
+        version = content_fingerprint(roots, cache)
+        cache.record_changes("raw_mcq_files", None, [f for root in roots for f in cache.changed_under(root)])
+    return dg.DataVersion(version)
 
 
 @dg.observable_source_asset(
@@ -152,8 +200,13 @@ def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.Data
 )
 def raw_scene_graph_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
     """Fingerprint the scene-graph source's files."""
+    roots = sources.raw_inputs(storage)["scene_graphs"]
     with _hash_cache(storage) as cache:
-        return dg.DataVersion(content_fingerprint(sources.raw_inputs(storage)["scene_graphs"], cache))
+        version = content_fingerprint(roots, cache)
+        cache.record_changes(
+            "raw_scene_graph_files", None, [f for root in roots for f in cache.changed_under(root)]
+        )
+    return dg.DataVersion(version)
 
 
 @dg.observable_source_asset(
@@ -168,10 +221,12 @@ def raw_scan_files(
     """Fingerprint every registered scan; a registered scan whose folder is gone versions as empty."""
     folders = scan_folders(sources, storage)
     registered = context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
+    versions = {}
     with _hash_cache(storage) as cache:
-        return dg.DataVersionsByPartition(
-            {scene: content_fingerprint([folders.get(scene)], cache) for scene in registered}
-        )
+        for scene in registered:
+            versions[scene] = content_fingerprint([folders.get(scene)], cache)
+            cache.record_changes("raw_scan_files", scene, cache.changed_under(folders.get(scene)))
+    return dg.DataVersionsByPartition(versions)
 
 
 RAW_FILE_ASSETS = [raw_mcq_files, raw_scene_graph_files, raw_scan_files]

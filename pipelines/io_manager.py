@@ -26,6 +26,7 @@ from pydantic import Field, PrivateAttr
 
 from data_contracts.storage import read_table, resolve_storage_root, table_path, write_table
 from pipelines.file_metadata import file_key_value_metadata
+from pipelines.run_triggers import tag_automation_run
 
 
 def _table_name(context: dg.OutputContext | dg.InputContext) -> str:
@@ -49,6 +50,8 @@ class ParquetIOManager(dg.ConfigurableIOManager):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._instance = context.instance  # where the raw files' observations are recorded
+        if context.instance is not None:
+            tag_automation_run(context.instance, context.run, resolve_storage_root(self.root))
 
     def handle_output(
         self, context: dg.OutputContext, obj: pl.DataFrame | Mapping[str, pl.DataFrame] | None

@@ -30,11 +30,13 @@ from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
 from pipelines.cli import build_waves, partition_range_tags
 from pipelines.definitions import ALL_ASSETS, build_definitions
 from pipelines.jobs import job_for
+from pipelines.run_triggers import AUTOMATION_RUN_TAG, CHANGED_FILES_TAG, TRIGGER_TAG
 
 pytestmark = pytest.mark.slow
 
 MONDAY = datetime.datetime(2026, 11, 30, 12, 0)  # far from the weekly observation cron (Sundays 03:00)
 RAW_FILE_KEYS = {"raw_mcq_files", "raw_scene_graph_files", "raw_scan_files"}
+AUTOMATION_TAGS = {AUTOMATION_RUN_TAG: "true"}  # what the sensor puts on the runs it launches
 
 
 def _stretches(ordered: list[str], wanted: set[str | None]) -> list[tuple[str, str]]:
@@ -68,6 +70,7 @@ class Automation:
         self.runs_by_tick: list[list[dg.RunRequest]] = []  # what the sensor would launch, per tick
         self.failed_runs: list[list[str]] = []
         self.allow_failures = False
+        self.run_tags: list[dict[str, str]] = []  # of every run executed, in order
 
     def tick(self) -> dict[str, set[str | None]]:
         """Evaluate once; execute what was requested; return it as {asset: {partitions}}."""
@@ -109,7 +112,7 @@ class Automation:
             job = self.defs.resolve_job_def(job_for(wave[0]))
             if wave[0].partitions_def is None:
                 result = job.execute_in_process(
-                    instance=self.instance, asset_selection=keys, raise_on_error=False
+                    instance=self.instance, asset_selection=keys, tags=AUTOMATION_TAGS, raise_on_error=False
                 )
                 self._check(result, keys, None)
                 continue
@@ -118,13 +121,14 @@ class Automation:
                 result = job.execute_in_process(
                     instance=self.instance,
                     asset_selection=keys,
-                    tags=partition_range_tags(first, last),
+                    tags={**AUTOMATION_TAGS, **partition_range_tags(first, last)},
                     raise_on_error=False,
                 )
                 self._check(result, keys, (first, last))
                 self.range_runs += first != last
 
     def _check(self, result: dg.ExecuteInProcessResult, keys: list[dg.AssetKey], stretch) -> None:
+        self.run_tags.append(self.instance.get_run_by_id(result.run_id).tags)
         if not result.success:
             assert self.allow_failures, f"requested run of {keys} ({stretch}) failed"
             self.failed_runs.append(sorted(key.to_user_string() for key in keys))
@@ -227,9 +231,12 @@ def test_2b_a_question_edit_is_one_backfill_and_boxes_follow_the_questions(autom
     questions[0]["question"] = questions[0]["question"].rstrip("?") + " from here?"
     questions_file.write_text(json.dumps(questions))
     automation.observe()
-    ticks_before = len(automation.runs_by_tick)
+    ticks_before, runs_before = len(automation.runs_by_tick), len(automation.run_tags)
     rebuilt = automation.settle()
     assert {"mcq_questions", "object_phrases", "pseudo_gt_boxes", "spatialcore_train"} <= set(rebuilt)
+    first_run = automation.run_tags[runs_before]
+    assert (first_run[TRIGGER_TAG], first_run[CHANGED_FILES_TAG]) == ("raw_mcq_files", "data.json")
+    assert "input:mcq_questions" in automation.run_tags[-1][TRIGGER_TAG]  # the tables built on the shards
     requested_by_tick = [
         {name for shape in _run_shapes(tick) for name in shape[1]}
         for tick in automation.runs_by_tick[ticks_before:]
@@ -257,6 +264,7 @@ def test_3_one_scan_rebuilds_that_scan_only_in_one_run(automation, built):
     instance, storage = built
     first, second = _scenes(instance)
     before = {table: _fingerprints(storage, table) for table in SCAN_CHAIN}
+    runs_before = len(automation.run_tags)
     pose = sorted((storage / "sample_world" / "scannet" / "scans" / first / "pose").glob("*.txt"))[0]
     pose.write_text(pose.read_text().replace("\n", " \n", 1))  # same pose, new bytes
     automation.observe()
@@ -269,6 +277,9 @@ def test_3_one_scan_rebuilds_that_scan_only_in_one_run(automation, built):
     kind, names, partition = _run_shapes([chain_run])[0]
     assert (kind, partition) == ("run", first)  # one run for the whole chain of that scan
     assert set(SCAN_CHAIN) <= names
+    (tags,) = automation.run_tags[runs_before:]  # the run says what started it
+    assert tags[TRIGGER_TAG] == f"raw_scan_files[{first}]"
+    assert tags[CHANGED_FILES_TAG] == f"pose/{pose.name}"
     after = {table: _fingerprints(storage, table) for table in SCAN_CHAIN}
     for table in SCAN_CHAIN:  # content-based provenance: the edited scan's files, and only them
         assert after[table][first] != before[table][first], table
