@@ -4,7 +4,7 @@
 |---|---|---|
 | ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`read_omnispatial`, :func:`read_spatialab` |
 | ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`read_scene_graphs` |
-| ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans | :func:`read_scannet` |
+| ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans, one ``scenes`` partition per scan | :func:`read_scannet_scene` |
 
 Every row carries its ``origin``: ``sample_world`` when its kind of source fell back to the built-in
 sample world, ``real`` when it was read from a configured data set. The sample world is used only
@@ -26,27 +26,35 @@ test images never reach the questions generated from it (STVQA, single-image DGE
 left out are counted in the metadata (``excluded_by_split``), not quarantined.
 """
 
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from assets.partition_ranges import SINGLE_RUN, run_partitions
+from assets.partitions import scenes_partitions
 from assets.previews import draw_boxes, gallery
 from assets.resources import SourcesResource, StorageResource
 from assets.tables import (
     contract_check_specs,
     finalize_table,
     input_failure,
+    json_metadata,
     quarantine_output,
     table_and_quarantine_outs,
     value_counts,
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
 from readers.common import EmptySourceError, MissingInputError, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
-from readers.scannet import read_scannet
+from readers.scannet import read_scannet_scene
 from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphRead, read_scene_graphs
+
+logger = logging.getLogger(__name__)
 
 GROUP = "sources"
 SOURCES_CODE_VERSION = "2"
@@ -255,11 +263,13 @@ def scene_graphs_asset(
 @dg.multi_asset(
     outs={
         "rgbd_frames": dg.AssetOut(
-            description="RGB-D frames of ScanNet-style scans: file paths, intrinsics, camera-to-world poses.",
+            description="RGB-D frames of ScanNet-style scans: file paths, intrinsics, camera-to-world poses "
+            "(one partition per scan).",
             code_version=SOURCES_CODE_VERSION,
         ),
         "rgbd_scenes": dg.AssetOut(
-            description="RGB-D scans: folder, mesh, segmentation, annotated objects, frame count.",
+            description="RGB-D scans: folder, mesh, segmentation, annotated objects, frame count "
+            "(one partition per scan).",
             code_version=SOURCES_CODE_VERSION,
         ),
         "rgbd_frames_quarantine": dg.AssetOut(
@@ -270,23 +280,48 @@ def scene_graphs_asset(
     check_specs=contract_check_specs("rgbd_frames", "rgbd_scenes"),
     group_name=GROUP,
     deps=["sample_world", "raw_scan_files"],
+    partitions_def=scenes_partitions,
+    backfill_policy=SINGLE_RUN,
 )
 def rgbd_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read every scene folder of a ScanNet SensReader export (frames sorted numerically)."""
+    """Read each scan folder (one partition per scan) of a ScanNet SensReader export (frames sorted numerically)."""
     root = sources.scannet(storage)
-    tables = read_scannet(root)
-    require_rows(
-        tables.scenes.height, tables.quarantine, what="ScanNet", location=root, config_field="scannet_root"
-    )
     origin = sources.scans_origin()
+    yield from run_partitions(context, lambda scene_id: _scan_tables(root / scene_id, origin))
+
+
+def _scan_tables(folder: Path, origin: str) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """One scan's ``rgbd_frames``, ``rgbd_scenes`` and quarantine rows, with their checks.
+
+    Raises:
+        dg.Failure: when the scan folder is gone or gave no usable frame (the previous tables are kept).
+    """
+    scene_id = folder.name
+    if not folder.is_dir():
+        raise dg.Failure(
+            description=f"scan {scene_id}: its folder {folder} is gone; restore it, or delete the partition "
+            f"{scene_id!r} of the `scenes` partitions if the scan was removed on purpose.",
+            metadata={"scan_folder": dg.MetadataValue.path(str(folder))},
+        )
+    frame_rows, scene_row, log = read_scannet_scene(folder)
+    if scene_row is None:
+        raise dg.Failure(
+            description=f"scan {scene_id} at {folder} gave no usable frame: "
+            + "; ".join(f"{row['reason']} ({row['source_file']})" for row in log.rows[:3]),
+            metadata={
+                "scan_folder": dg.MetadataValue.path(str(folder)),
+                "quarantined": len(log),
+                "quarantine_records": json_metadata(log.rows[:20]),
+            },
+        )
     frames = finalize_table(
-        with_origin(tables.frames, origin),
+        with_origin(pl.DataFrame(frame_rows, schema=polars_schema(rgbd_frames.RgbdFrames)), origin),
         rgbd_frames.RgbdFrames,
         rgbd_frames.CONTRACT_VERSION,
         asset_key="rgbd_frames",
-        quarantine=tables.quarantine,
+        quarantine=log,
         record_id_column="scene_id",
         preview_columns=[
             "scene_id",
@@ -299,7 +334,7 @@ def rgbd_asset(
     )
     scene_log = QuarantineLog("rgbd_scenes")
     scenes = finalize_table(
-        with_origin(tables.scenes, origin),
+        with_origin(pl.DataFrame([scene_row], schema=polars_schema(rgbd_scenes.RgbdScenes)), origin),
         rgbd_scenes.RgbdScenes,
         rgbd_scenes.CONTRACT_VERSION,
         asset_key="rgbd_scenes",
@@ -307,18 +342,13 @@ def rgbd_asset(
         preview_columns=["scene_id", "num_frames", "objects"],
         extra_metadata={"frames": frames.frame.height, "origin": origin},
     )
-    tables.quarantine.extend(scene_log)
-    context.log.info(
-        "rgbd: %d scenes, %d frames, %d quarantined",
-        scenes.frame.height,
-        frames.frame.height,
-        len(tables.quarantine),
-    )
+    log.extend(scene_log)
+    logger.info("rgbd %s: %d frames, %d quarantined", scene_id, frames.frame.height, len(log))
     yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata)
     yield frames.check
     yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata)
     yield scenes.check
-    quarantine, metadata = quarantine_output(tables.quarantine)
+    quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="rgbd_frames_quarantine", metadata=metadata)
 
 
