@@ -39,12 +39,13 @@ from typing import Any
 
 import dagster as dg
 
+from pipelines.run_triggers import TRIGGER_TAG
+
 RUN_FAILURE_SENSOR = "run_failure_alert_sensor"
 WEBHOOK_URL_ENV = "SPATIAL_ALERT_WEBHOOK_URL"
 UI_URL_ENV = "SPATIAL_DAGSTER_UI_URL"
 DEFAULT_UI_URL = "http://localhost:3000"
 WEBHOOK_TIMEOUT_S = 10.0
-TRIGGER_TAG = "spatial/trigger"
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
