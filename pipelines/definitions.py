@@ -5,6 +5,11 @@ default to the built-in sample world and the offline backends; the LLM resources
 environment variable of their key and read it only when an online backend is chosen, so an
 offline build needs no key. Point them at real data and real backends in the launchpad's run
 configuration (see the README).
+
+Every run executes its steps in the run's own process (``in_process_executor``), as ``spatial-build``
+does: an automation run of one scan or one table costs seconds instead of a Python process per step,
+and the steps that have much to compute spread their partitions over worker processes themselves
+(the ``workers`` resource, :mod:`assets.compute`).
 """
 
 import dagster as dg
@@ -76,6 +81,7 @@ def build_definitions(storage_root: str | None = None) -> dg.Definitions:
         jobs=[*build_jobs(ALL_ASSETS), *AUTOMATION_JOBS],
         sensors=[*SENSORS, run_failure_alert_sensor],
         resources=build_resources(storage_root),
+        executor=dg.in_process_executor,
     )
 
 

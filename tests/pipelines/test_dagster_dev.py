@@ -40,9 +40,6 @@ SMALL_WORLD_RUN_CONFIG = {
     "ops": {
         "sample_world_asset": {"config": {"num_scenes": 1, "views_per_scene": 2, "width": 64, "height": 48}}
     },
-    # The steps in the run worker: each step process of the default multiprocess executor would import
-    # the project again (the multiprocess executor is exercised by test_postgres.py).
-    "execution": {"config": {"in_process": {}}},
 }
 LAUNCH = """
 mutation Launch($params: ExecutionParams!) {

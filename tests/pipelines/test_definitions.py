@@ -27,7 +27,7 @@ def test_every_source_table_depends_on_its_raw_files():
         ("mcq_questions", "raw_mcq_files"),
         ("scene_graphs", "raw_scene_graph_files"),
         ("rgbd_frames", "raw_scan_files"),
-        ("scene_geometry", "raw_scan_files"),
+        ("rgbd_scenes", "raw_scan_files"),
     ]:
         assert dg.AssetKey(raw) in graph.get(dg.AssetKey(table)).parent_keys, table
 

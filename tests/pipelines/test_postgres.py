@@ -5,9 +5,9 @@ A PostgreSQL server is started from the system binaries (Debian's ``postgresql``
 as root it runs as the ``postgres`` user. The instance is the deployment file with its ``DAGSTER_PG_*``
 variables pointing at that server. The sample world and the sources are built into it with
 ``spatial-build``, then ``dge_job`` runs over a range of one scene (what a backfill or the automation
-launches for partitions that are not adjacent) through ``execute_job`` with the multiprocess executor at
-two concurrent steps, and over the range of both scenes in one process; the runs and materialisations
-are read back from the instance.
+launches for partitions that are not adjacent) through ``execute_job`` (a run worker as the daemon
+launches it, its steps in its own process), and over the range of both scenes in one process; the runs
+and materialisations are read back from the instance.
 """
 
 from __future__ import annotations
@@ -119,31 +119,24 @@ def test_instance_loads_postgres_storage(postgres_home):
 
 
 def test_partitioned_build_on_postgres(postgres_home):
-    """Sources into PostgreSQL with spatial-build, then dge_job over a one-scene range in a multiprocess run
-    (2 steps at once), then over both scenes in one range run.
-
-    One partition keeps the multiprocess run short (every step process imports the project); the other
-    scene's partition stays unbuilt until the range run of both.
+    """The sample world into PostgreSQL with spatial-build, then dge_job over a one-scene range through
+    execute_job, then over both scenes in one range run; the other scene's partitions stay unbuilt until
+    the range run of both.
     """
     from assets.partitions import SCENES_PARTITIONS_NAME
     from pipelines.cli import main, partition_range_tags
     from pipelines.jobs import DGE_JOB
 
-    # Everything upstream of the DGE tables: the sample world, the RGB-D sources, the scene partitions.
-    assert (
-        main(["--scenes", "2", "--views", "3", "--quiet", "--select", "+key:rgbd_frames or +key:rgbd_scenes"])
-        == 0
-    )
+    # The sample world and its scans as scene partitions.
+    assert main(["--scenes", "2", "--views", "3", "--quiet", "--select", "key:sample_world"]) == 0
     with dg.DagsterInstance.get() as instance:
         scenes = instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
         assert len(scenes) == 2
-        run_config = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}
         run_ids = []
         for scene in scenes[:1]:
             with dg.execute_job(
                 dg.reconstructable(dge_job),
                 instance=instance,
-                run_config=run_config,
                 tags=partition_range_tags(scene, scene),
             ) as result:
                 assert result.success, scene
@@ -154,11 +147,10 @@ def test_partitioned_build_on_postgres(postgres_home):
             assert run.status == dg.DagsterRunStatus.SUCCESS
             assert run.job_name == DGE_JOB
             assert run.tags["dagster/asset_partition_range_start"] == scene
-            assert run.run_config["execution"]["config"]["multiprocess"]["max_concurrent"] == 2
-            # Each step ran in its own process: the multiprocess executor, not in-process.
+            # Every step ran in the run's own process (the in-process executor), none in a process of its own.
             step_starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
             pids = {record.event_log_entry.dagster_event.pid for record in step_starts}
-            assert len(step_starts) >= 2 and len(pids) == len(step_starts)
+            assert len(step_starts) >= 4 and len(pids) == 1
 
         materialised = {
             key
@@ -168,7 +160,7 @@ def test_partitioned_build_on_postgres(postgres_home):
             ).records
             for key in [record.event_log_entry.asset_materialization.asset_key]
         }
-        assert dg.AssetKey("scene_geometry") in materialised
+        assert {dg.AssetKey("rgbd_frames"), dg.AssetKey("scene_geometry")} <= materialised
         for key in materialised:
             partitions = instance.get_materialized_partitions(key)
             assert partitions == {scenes[0]}, key

@@ -97,13 +97,13 @@ def _hashes(root: Path) -> dict[str, str]:
 
 
 def _contents(root: Path) -> dict[str, tuple]:
-    """Every file's rows and its key-value metadata, less the input versions (see the test)."""
+    """Every file's rows and its key-value metadata (input and content versions included)."""
     contents = {}
     for path in _files(root):
         metadata = {
             key.decode(): value.decode()
             for key, value in (pq.read_metadata(path).metadata or {}).items()
-            if key not in (b"input_data_versions", b"source_fingerprint", b"ARROW:schema")  # it repeats them
+            if key != b"ARROW:schema"  # it repeats them
         }
         frame = pl.read_parquet(path)
         contents[path.relative_to(root).as_posix()] = (frame.schema, frame.rows(), metadata)
@@ -159,9 +159,9 @@ def test_dagster_reads_the_range_tags_as_the_range_of_the_run():
 
 
 def test_runs_of_every_shape_write_the_same_files(built):
-    """Byte-equal files where the inputs are unpartitioned; elsewhere equal rows and key-value metadata
-    except the inputs' data versions (Dagster versions a partitioned input by the partitions the step
-    read: one in a partition's run, the whole range in a range run)."""
+    """Byte-equal files where the inputs are unpartitioned; elsewhere equal rows and key-value metadata,
+    the input and content versions included: a partition's file records what that partition read,
+    however the partitions were grouped into runs."""
     folder, ranged, one_partition_ranges, singles, subset = built
     assert all(result.success for result in [ranged, *one_partition_ranges, *singles, *subset])
     roots = [folder / name for name in ("range", "one_partition_ranges", "single", "subset")]

@@ -9,6 +9,7 @@ from assets.sources.assets import SOURCE_ASSETS
 from data_contracts import scene_graphs
 from data_contracts.storage import read_table, table_path
 from pipelines.io_manager import ParquetIOManager
+from tests.sources.materialize import materialize_sources
 
 
 def _resources(root, world):
@@ -20,13 +21,22 @@ def _resources(root, world):
 
 
 def test_materialize_sources(tmp_path, small_world):
-    result = dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, small_world))
-    assert result.success
-    for name in ("mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"):
+    result, scans = materialize_sources(SOURCE_ASSETS, _resources(tmp_path, small_world))
+    assert result.success and scans.success
+    for name in ("mcq_questions", "scene_graphs"):
         path = table_path(tmp_path, name)
         assert path.exists()
         assert pl.read_parquet(path).height > 0
-    checks = result.get_asset_check_evaluations()
+    scenes = sorted(path.name for path in (small_world / "scannet" / "scans").iterdir())
+    for name in ("rgbd_frames", "rgbd_scenes"):  # one file per scan
+        for scene in scenes:
+            assert set(pl.read_parquet(table_path(tmp_path, name, scene))["scene_id"]) == {scene}
+    checks = [
+        check
+        for run in (result, scans)
+        for check in run.get_asset_check_evaluations()
+        if check.check_name == "contract"
+    ]
     assert {c.asset_key.to_user_string() for c in checks} == {
         "mcq_questions",
         "scene_graphs",
@@ -44,7 +54,7 @@ def test_materialize_sources(tmp_path, small_world):
 def test_caches_load_with_datasets(tmp_path, small_world):
     import datasets
 
-    assert dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, small_world)).success
+    assert all(run.success for run in materialize_sources(SOURCE_ASSETS, _resources(tmp_path, small_world)))
     loaded = datasets.load_dataset(
         "parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train"
     )
@@ -58,8 +68,8 @@ def test_broken_world_keeps_good_rows(tmp_path, world_copy):
     records = json.loads(data.read_text())
     records[0]["answer"] = 17
     data.write_text(json.dumps(records))
-    result = dg.materialize(SOURCE_ASSETS, resources=_resources(tmp_path, world_copy))
-    assert result.success
+    result, scans = materialize_sources(SOURCE_ASSETS, _resources(tmp_path, world_copy))
+    assert result.success and scans.success
     quarantine = read_table(tmp_path, "mcq_questions_quarantine")
     assert quarantine.height == 1 and "out of range" in quarantine["reason"][0]
     questions = read_table(tmp_path, "mcq_questions")

@@ -3,7 +3,6 @@
 import json
 import shutil
 
-import dagster as dg
 import polars as pl
 import pytest
 
@@ -12,6 +11,7 @@ from assets.sources.assets import SOURCE_ASSETS
 from data_contracts.storage import read_table
 from pipelines.io_manager import ParquetIOManager
 from readers.common import MissingInputError
+from tests.sources.materialize import materialize_sources
 from tests.sources.test_release_layouts import _omnispatial_release, _spatialab_release
 
 SOURCE_TABLES = ("mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes")
@@ -24,7 +24,7 @@ def _build(root, world, assets=SOURCE_ASSETS, **fields) -> SourcesResource:
         "storage": StorageResource(root=str(root)),
         "sources": sources,
     }
-    assert dg.materialize(assets, resources=resources).success
+    assert all(run.success for run in materialize_sources(assets, resources))
     return sources
 
 
