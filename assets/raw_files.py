@@ -50,6 +50,12 @@ DEFAULT_REBUILD_CRON = "0 3 * * 0"
 _CHUNK = 1 << 20
 
 
+def _catalog_tags(method: str) -> dict[str, str]:
+    """The kind (``file``), method and stage tags the catalog shows (``pipelines.catalog`` gives the other
+    assets theirs; an observable source asset carries kinds as tags and has no owners)."""
+    return {"dagster/kind/file": "", "spatial/method": method, "spatial/stage": "raw"}
+
+
 def rebuild_cron() -> str:
     """The cron on which the raw folders are observed: ``$SPATIAL_REBUILD_CRON``, default Sundays 03:00 UTC."""
     return os.environ.get(REBUILD_CRON_ENV) or DEFAULT_REBUILD_CRON
@@ -183,6 +189,7 @@ def _hash_cache(storage: StorageResource) -> FileHashCache:
     group_name=GROUP,
     automation_condition=_observe_on_cron(),
     description="The raw OmniSpatial and SpatiaLab files (versioned by content, paths relative to their roots).",
+    tags=_catalog_tags("spatialcore"),
 )
 def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
     """Fingerprint the multiple-choice sources' files."""
@@ -197,6 +204,7 @@ def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.Data
     group_name=GROUP,
     automation_condition=_observe_on_cron(),
     description="The raw Visual Genome files (versioned by content, paths relative to their roots).",
+    tags=_catalog_tags("spatialthinker"),
 )
 def raw_scene_graph_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
     """Fingerprint the scene-graph source's files."""
@@ -214,6 +222,7 @@ def raw_scene_graph_files(sources: SourcesResource, storage: StorageResource) ->
     partitions_def=scenes_partitions,
     automation_condition=_observe_on_cron(),
     description="One RGB-D scan folder per scenes partition (versioned by content, paths relative to the scan).",
+    tags=_catalog_tags("dge"),
 )
 def raw_scan_files(
     context: dg.OpExecutionContext, sources: SourcesResource, storage: StorageResource

@@ -9,7 +9,9 @@ asset specs: see :func:`with_catalog`). What the UI's catalog then shows, and fi
   geometry (``scene_geometry``, ``frame_visibility``) and the sample world, ``openai`` / ``anthropic``
   for the assets that call those LLMs with the default resources (phrases, SFT reasoning, STVQA
   generation by Claude, pass@2 by GPT-4o), ``pytorch`` for Grounding DINO (``pseudo_gt_boxes``) and
-  the evaluated model (``eval_report``); ``file`` for the raw folders.
+  the evaluated model (``eval_report``). The observable raw folders (:mod:`assets.raw_files`) carry
+their own kind (``file``) and method and stage tags; they have no owners (an observable source
+asset cannot have any).
 - **owners**: ``$SPATIAL_ASSET_OWNERS`` (comma-separated, each ``team:name`` or an email), default
   ``team:spatial-data``; set here for every asset (an asset's own ``owners`` are replaced).
 - **tags**: ``spatial/method`` (``spatialcore``, ``spatialthinker``, ``dge``, ``eval``, or ``shared``
@@ -43,9 +45,6 @@ QUARANTINE_SUFFIX = "_quarantine"
 TABLE_KINDS = frozenset({"parquet", "polars"})
 """The kinds of every table the Parquet IO manager writes."""
 EXTRA_KINDS: dict[str, frozenset[str]] = {
-    "raw_mcq_files": frozenset({"file"}),
-    "raw_scene_graph_files": frozenset({"file"}),
-    "raw_scan_files": frozenset({"file"}),
     "sample_world": frozenset({"open3d"}),
     "scene_geometry": frozenset({"open3d"}),
     "frame_visibility": frozenset({"open3d"}),
@@ -58,8 +57,8 @@ EXTRA_KINDS: dict[str, frozenset[str]] = {
     "eval_report": frozenset({"pytorch"}),
 }
 """Kinds beyond :data:`TABLE_KINDS`, by asset: the engine or API its op uses."""
-NOT_TABLES = frozenset({"raw_mcq_files", "raw_scene_graph_files", "raw_scan_files", "sample_world"})
-"""Assets that are not Parquet tables (observed folders, the rendered sample world)."""
+NOT_TABLES = frozenset({"sample_world"})
+"""Assets that are not Parquet tables (the rendered sample world)."""
 
 METHOD_BY_GROUP = {"grounding": "spatialcore", "stvqa": "spatialthinker", "dge": "dge", "eval": "eval"}
 STAGE_BY_GROUP = {
@@ -70,20 +69,14 @@ STAGE_BY_GROUP = {
     "eval": "eval",
 }
 METHOD_BY_ASSET = {
-    "raw_mcq_files": "spatialcore",
     "mcq_questions": "spatialcore",
-    "raw_scene_graph_files": "spatialthinker",
     "scene_graphs": "spatialthinker",
-    "raw_scan_files": "dge",
     "rgbd_frames": "dge",
     "rgbd_scenes": "dge",
     "sample_world": "shared",
 }
 """The method of each asset of the ``sources`` group: the one whose tables read it."""
 STAGE_BY_ASSET = {
-    "raw_mcq_files": "raw",
-    "raw_scene_graph_files": "raw",
-    "raw_scan_files": "raw",
     "sample_world": "raw",
     "pseudo_gt_audit": "audit",
     "pseudo_gt_audit_precision": "audit",

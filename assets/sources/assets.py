@@ -36,6 +36,7 @@ import polars as pl
 from assets.partition_ranges import SINGLE_RUN, run_partitions
 from assets.partitions import scenes_partitions
 from assets.previews import draw_boxes, gallery
+from assets.raw_files import HASH_CACHE_NAME, FileHashCache, content_fingerprint
 from assets.resources import SourcesResource, StorageResource
 from assets.tables import (
     contract_check_specs,
@@ -289,11 +290,18 @@ def rgbd_asset(
     """Read each scan folder (one partition per scan) of a ScanNet SensReader export (frames sorted numerically)."""
     root = sources.scannet(storage)
     origin = sources.scans_origin()
-    yield from run_partitions(context, lambda scene_id: _scan_tables(root / scene_id, origin))
+    with FileHashCache(storage.path / HASH_CACHE_NAME) as hashes:
+        yield from run_partitions(context, lambda scene_id: _scan_tables(root / scene_id, origin, hashes))
 
 
-def _scan_tables(folder: Path, origin: str) -> Iterator[dg.Output | dg.AssetCheckResult]:
+def _scan_tables(
+    folder: Path, origin: str, hashes: FileHashCache
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """One scan's ``rgbd_frames``, ``rgbd_scenes`` and quarantine rows, with their checks.
+
+    Their data version is the scan's content version (as ``raw_scan_files`` observes it) with the code
+    version: Dagster does not read a partitioned observation's version for the partition, so the tables
+    say it themselves (for a run of one scan; a range run keeps each scan's in its metadata).
 
     Raises:
         dg.Failure: when the scan folder is gone or gave no usable frame (the previous tables are kept).
@@ -344,12 +352,13 @@ def _scan_tables(folder: Path, origin: str) -> Iterator[dg.Output | dg.AssetChec
     )
     log.extend(scene_log)
     logger.info("rgbd %s: %d frames, %d quarantined", scene_id, frames.frame.height, len(log))
-    yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata)
+    version = dg.DataVersion(f"{SOURCES_CODE_VERSION}-{content_fingerprint([folder], hashes)}")
+    yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata, data_version=version)
     yield frames.check
-    yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata)
+    yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata, data_version=version)
     yield scenes.check
     quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name="rgbd_frames_quarantine", metadata=metadata)
+    yield dg.Output(quarantine, output_name="rgbd_frames_quarantine", metadata=metadata, data_version=version)
 
 
 SOURCE_ASSETS = [mcq_questions_asset, scene_graphs_asset, rgbd_asset]

@@ -176,6 +176,16 @@ def _fingerprints(storage, table: str) -> dict[str | None, str]:
     return {None: read_table_metadata(storage, table)["source_fingerprint"]}
 
 
+def _dagster_versions(instance: dg.DagsterInstance, scan: str) -> dict[str, str]:
+    """The data version Dagster recorded on the latest materialization of each table of ``scan``."""
+    versions = {}
+    for table in SCAN_CHAIN:
+        scoped = dg.AssetRecordsFilter(asset_key=dg.AssetKey(table), asset_partitions=[scan])
+        (record,) = instance.fetch_materializations(scoped, limit=1).records
+        versions[table] = record.asset_materialization.tags["dagster/data_version"]
+    return versions
+
+
 SCAN_CHAIN = ("rgbd_frames", "rgbd_scenes", "scene_geometry", "frame_visibility", "dge_tasks")
 
 
@@ -264,6 +274,7 @@ def test_3_one_scan_rebuilds_that_scan_only_in_one_run(automation, built):
     instance, storage = built
     first, second = _scenes(instance)
     before = {table: _fingerprints(storage, table) for table in SCAN_CHAIN}
+    dagster_before = {scan: _dagster_versions(instance, scan) for scan in (first, second)}
     runs_before = len(automation.run_tags)
     pose = sorted((storage / "sample_world" / "scannet" / "scans" / first / "pose").glob("*.txt"))[0]
     pose.write_text(pose.read_text().replace("\n", " \n", 1))  # same pose, new bytes
@@ -284,6 +295,10 @@ def test_3_one_scan_rebuilds_that_scan_only_in_one_run(automation, built):
     for table in SCAN_CHAIN:  # content-based provenance: the edited scan's files, and only them
         assert after[table][first] != before[table][first], table
         assert after[table][second] == before[table][second], table
+    # Dagster's own data versions (what the UI compares) follow the scan's content too
+    dagster_after = _dagster_versions(instance, first)
+    assert all(dagster_after[table] != dagster_before[first][table] for table in SCAN_CHAIN), dagster_after
+    assert _dagster_versions(instance, second) == dagster_before[second]
 
 
 def test_3b_a_failed_scan_holds_back_its_chain_only(automation, built):

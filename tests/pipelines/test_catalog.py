@@ -34,7 +34,10 @@ def test_every_asset_has_kinds_owners_and_the_method_and_stage_tags():
     specs = _specs()
     assert len(specs) >= 40
     for name, spec in specs.items():
-        if spec.key in SOURCE_ASSET_KEYS:
+        assert spec.tags.get(METHOD_TAG) in METHODS, name
+        assert spec.tags.get(STAGE_TAG) in STAGES, name
+        if spec.key in SOURCE_ASSET_KEYS:  # an observable source asset: its kind as a tag, no owners
+            assert "dagster/kind/file" in spec.tags, name
             continue
         assert spec.kinds, name
         assert list(spec.owners) == list(DEFAULT_OWNERS), name
