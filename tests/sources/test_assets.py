@@ -85,3 +85,27 @@ def test_missing_folder_fails_with_one_clear_sentence(tmp_path):
     resources = _resources(tmp_path, tmp_path / "absent")
     with pytest.raises(Exception, match="set the config field `omnispatial_root`"):
         dg.materialize([SOURCE_ASSETS[0]], resources=resources)
+
+
+def test_a_scan_that_gives_no_frame_fails_its_partition_and_keeps_its_files(tmp_path, world_copy):
+    import shutil
+
+    resources = _resources(tmp_path, world_copy)
+    assert all(run.success for run in materialize_sources(SOURCE_ASSETS[2:], resources))
+    scans = world_copy / "scannet" / "scans"
+    broken, healthy = sorted(path.name for path in scans.iterdir())
+    kept = {name: table_path(tmp_path, name, broken).read_bytes() for name in ("rgbd_frames", "rgbd_scenes")}
+    shutil.rmtree(scans / broken)
+    (scans / broken).mkdir()  # the folder is there, its files are gone
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("scenes", [broken, healthy])
+    result = dg.materialize(
+        SOURCE_ASSETS[2:], resources=resources, instance=instance, partition_key=broken, raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = [event for event in result.all_events if event.is_step_failure]
+    message = failure.step_failure_data.user_failure_data.description
+    assert f"scan {broken} at {scans / broken} gave no usable frame" in message
+    assert "intrinsic" in message  # the first reason names what is missing
+    for name, data in kept.items():  # the previous files are untouched
+        assert table_path(tmp_path, name, broken).read_bytes() == data
