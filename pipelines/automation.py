@@ -22,8 +22,9 @@ How a change reaches the datasets:
    partitioned by scan) in one run, and leaves the other scans alone. A question edit takes three
    steps: the unpartitioned tables that read the questions directly, then the ``pseudo_gt_boxes``
    shards (one backfill), then the tables built on the shards.
-4. Every run the sensor launches is tagged ``spatial/trigger``: the observable source (and scan)
-   whose new version started it, or ``code`` when a code version changed (:func:`trigger_tags`).
+4. Every run the sensor launches is tagged, as it starts, with what started it: ``spatial/trigger``
+   (the observable and scan whose content changed, the input tables rebuilt since, or ``code or new
+   partition``) and ``spatial/changed_files`` (:mod:`pipelines.run_triggers`).
 
 Both sensors start stopped: turn them on in the UI (Automation tab), or with
 ``dagster sensor start datasets_automation_sensor`` and ``dagster sensor start raw_files_sensor``,
