@@ -67,13 +67,12 @@ LLM_POOL = "llm"
 
 @pytest.fixture(
     params=[
-        "no dagster.yaml",
-        "dagster.yaml",
+        "no dagster.yaml",  # SQLite as the shipped dagster.yaml has it, without its run monitoring
         pytest.param("dagster-postgres.yaml", marks=[pytest.mark.postgres, pytest.mark.slow]),
     ]
 )
 def dagster_home(request, tmp_path, monkeypatch) -> Path:
-    """``DAGSTER_HOME`` (in the environment) with no instance file, or one of the deployment files."""
+    """``DAGSTER_HOME`` (in the environment) with no instance file, or the PostgreSQL deployment file."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     if request.param != "no dagster.yaml":
