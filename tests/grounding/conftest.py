@@ -12,6 +12,10 @@ import pytest
 
 TEST_API_KEY = "sk-test-grounding-5c1d9e7a3b"
 """A key-shaped secret that must never reach an output, metadata, a log line or the cache file."""
+SELECTION = ["object_phrases", "object_phrases_quarantine"]
+"""The phrase step's tables."""
+FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.02, "max_retries": 1, "timeout_s": 2.0}
+"""LLM settings that give up quickly (the loopback servers answer at once or not at all)."""
 
 
 @pytest.fixture(autouse=True)
@@ -56,3 +60,9 @@ def grounding_resources(storage_root: Path, world: Path, **llm_settings) -> dict
         "phrase_llm": LLMResource(storage_root=str(storage_root), **llm_settings),
         "sft_reasoning_llm": LLMResource(storage_root=str(storage_root), **llm_settings),
     }
+
+
+def asset_metadata(result, asset: str = "object_phrases") -> dict:
+    """The metadata values of ``asset``'s (first) materialization in a `dg.materialize` result."""
+    event = next(e for e in result.get_asset_materialization_events() if e.asset_key.path == [asset])
+    return {name: value.value for name, value in event.materialization.metadata.items()}

@@ -13,7 +13,7 @@ from assets.grounding.shards import SHARD_KEYS
 from assets.partitions import grounding_shard_partitions
 from assets.sources.assets import SOURCE_ASSETS
 from data_contracts.storage import read_table, table_path
-from tests.grounding.conftest import grounding_resources
+from tests.grounding.conftest import asset_metadata, grounding_resources
 
 ALL_ASSETS = [*SOURCE_ASSETS, *GROUNDING_ASSETS]
 UPSTREAM = ["mcq_questions", "mcq_questions_quarantine", "object_phrases", "object_phrases_quarantine"]
@@ -42,11 +42,6 @@ def _materialize(selection, resources, run_config=None, partition_key=None) -> d
     assert result.success
     assert all(check.passed for check in result.get_asset_check_evaluations())
     return result
-
-
-def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
-    event = next(e for e in result.get_asset_materialization_events() if e.asset_key.path == [asset])
-    return {name: value.value for name, value in event.materialization.metadata.items()}
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +102,8 @@ def test_training_table_holds_every_omnispatial_question_with_true_boxes(built_c
 
 def test_coverage_is_reported_in_the_metadata(built_chain):
     _, _, first, shards, last = built_chain
-    metadata = _metadata(last, "spatialcore_train")
-    phrases = _metadata(first, "object_phrases")
+    metadata = asset_metadata(last, "spatialcore_train")
+    phrases = asset_metadata(first, "object_phrases")
     assert metadata["samples"] == phrases["dagster/row_count"]
     assert (
         metadata["samples_with_valid_box"]
@@ -118,7 +113,7 @@ def test_coverage_is_reported_in_the_metadata(built_chain):
     assert metadata["coverage_of_queried"] == 1.0  # human boxes ground every phrase of the sample world
     assert "data:image/png;base64" in metadata["preview_image"] and "validity_histogram_plot" in metadata
     assert sum(metadata["validity_histogram"].values()) == metadata["boxes"]
-    shard_samples = sum(_metadata(result, "pseudo_gt_boxes")["samples"] for result in shards)
+    shard_samples = sum(asset_metadata(result, "pseudo_gt_boxes")["samples"] for result in shards)
     assert shard_samples == metadata["samples"]
 
 
@@ -140,7 +135,7 @@ def test_audit_loop_through_the_assets(built_chain):
     assert read_table(root, "pseudo_gt_audit_precision_quarantine")["record_id"].to_list() == [
         rows[0]["audit_id"]
     ]
-    assert _metadata(result, "pseudo_gt_audit_precision")["reviewed_boxes"] == len(rows) - 1
+    assert asset_metadata(result, "pseudo_gt_audit_precision")["reviewed_boxes"] == len(rows) - 1
 
 
 def test_sft_and_corrupted_tables(built_chain):
@@ -182,7 +177,7 @@ def test_a_shard_with_grounding_dino(built_chain, tiny_grounding_dino):
     for row in boxes.iter_rows(named=True):
         assert {item["label"] for item in row["pseudo_gt"]} <= set(row["phrases"])
         assert all(item["validity"] >= 0.3 for item in row["pseudo_gt"])
-    assert _metadata(result, "pseudo_gt_boxes")["shard"] == shard
+    assert asset_metadata(result, "pseudo_gt_boxes")["shard"] == shard
     assert phrases.height > 0
 
 

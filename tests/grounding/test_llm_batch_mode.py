@@ -21,10 +21,8 @@ from data_contracts.storage import table_path
 from data_contracts.validation import polars_schema
 from model_clients import LLMClient, LLMClientConfig
 from tests.fakes.llm_servers import hide_cached_answers, request_text
-from tests.grounding.conftest import TEST_API_KEY, grounding_resources
+from tests.grounding.conftest import FAST, SELECTION, TEST_API_KEY, asset_metadata, grounding_resources
 
-SELECTION = ["object_phrases", "object_phrases_quarantine"]
-FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.02, "max_retries": 1, "timeout_s": 2.0}
 BATCH = {"mode": "batch", "batch_poll_interval_s": 0.02, "batch_sync_reask_max": 0}
 """Batch mode with re-asks in new batches too (the default sends up to 20 re-asks one by one)."""
 
@@ -53,15 +51,6 @@ def _materialize(root, world, **llm_settings) -> dg.ExecuteInProcessResult:
     )
 
 
-def _metadata(result: dg.ExecuteInProcessResult) -> dict:
-    event = next(
-        event
-        for event in result.get_asset_materialization_events()
-        if event.asset_key.path == ["object_phrases"]
-    )
-    return {name: value.value for name, value in event.materialization.metadata.items()}
-
-
 def test_object_phrases_in_batch_mode_writes_the_tables_of_sync_mode(
     tmp_path, small_world, llm_server_factory
 ):
@@ -78,7 +67,7 @@ def test_object_phrases_in_batch_mode_writes_the_tables_of_sync_mode(
     assert (
         server.calls("/chat/completions") == 0 and len(server.batches.batches) == 2
     )  # answers, then the re-ask
-    metadata, sync_metadata = _metadata(batch), _metadata(sync)
+    metadata, sync_metadata = asset_metadata(batch), asset_metadata(sync)
     assert metadata["llm_mode"] == "batch" and metadata["llm_batches_submitted"] == 2
     assert metadata["llm_expected_finish"].endswith("UTC")
     assert metadata["llm_batch_completed"] >= metadata["llm_estimated_requests"]  # every request answered

@@ -16,10 +16,7 @@ from assets.grounding.assets import GROUNDING_ASSETS
 from assets.sources.assets import SOURCE_ASSETS
 from data_contracts.storage import table_path
 from tests.fakes.llm_servers import Fault, LoopbackLLMServer, request_text
-from tests.grounding.conftest import TEST_API_KEY, grounding_resources
-
-SELECTION = ["object_phrases", "object_phrases_quarantine"]
-FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.02, "max_retries": 1, "timeout_s": 2.0}
+from tests.grounding.conftest import FAST, SELECTION, TEST_API_KEY, asset_metadata, grounding_resources
 
 
 def _store_questions(root, world_questions: pl.DataFrame, count: int) -> list[str]:
@@ -59,15 +56,6 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     assert not result.success
     (event,) = result.get_step_failure_events()
     return event.step_failure_data.user_failure_data.description
-
-
-def _metadata(result: dg.ExecuteInProcessResult) -> dict:
-    event = next(
-        event
-        for event in result.get_asset_materialization_events()
-        if event.asset_key.path == ["object_phrases"]
-    )
-    return {name: value.value for name, value in event.materialization.metadata.items()}
 
 
 @pytest.fixture
@@ -128,7 +116,7 @@ def test_three_percent_failures_pass_and_are_counted(
     )
     result = _materialize(tmp_path, small_world, base_url=server.base_url, api_key=TEST_API_KEY)
     assert result.success
-    metadata = _metadata(result)
+    metadata = asset_metadata(result)
     assert metadata["llm_failures"] == 3 and metadata["llm_rejected"] == 3
     assert metadata["llm_failure_fraction"] == 0.03 and metadata["max_failure_fraction"] == 0.05
     assert "image too large" in metadata["llm_first_errors"]
@@ -148,5 +136,5 @@ def test_three_percent_failures_pass_and_are_counted(
     server.fault_policy = None
     result = _materialize(tmp_path, small_world, base_url=server.base_url, api_key=TEST_API_KEY)
     assert result.success and server.hits == hits + 6
-    assert _metadata(result)["llm_cache_hits"] == 97
+    assert asset_metadata(result)["llm_cache_hits"] == 97
     assert pl.read_parquet(table_path(tmp_path, "object_phrases")).height == 100

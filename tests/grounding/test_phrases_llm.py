@@ -23,7 +23,7 @@ from assets.sources.assets import SOURCE_ASSETS
 from data_contracts.storage import table_path
 from model_clients import LLMClient, LLMClientConfig
 from tests.fakes.llm_servers import Fault, LoopbackLLMServer, request_images, request_schema, request_text
-from tests.grounding.conftest import TEST_API_KEY, grounding_resources
+from tests.grounding.conftest import TEST_API_KEY, asset_metadata, grounding_resources
 
 ANSWERS = {
     "Is the red mug left of the laptop?": ["the red mug", "left side", "camera", "laptop"],
@@ -243,12 +243,8 @@ def test_the_asset_with_the_openai_backend_never_leaks_the_key(
     )
     assert phrases.height + quarantine.height == questions.filter(pl.col("split") == "train").height
     assert quarantine.height == 1 and quarantine["reason"][0].startswith("rejected")
-    metadata = next(
-        event.materialization.metadata
-        for event in result.get_asset_materialization_events()
-        if event.asset_key.path == ["object_phrases"]
-    )
-    assert metadata["llm_api_calls"].value >= phrases.height and metadata["llm_provider"].value == "openai"
+    metadata = asset_metadata(result)
+    assert metadata["llm_api_calls"] >= phrases.height and metadata["llm_provider"] == "openai"
     key = TEST_API_KEY.encode()
     assert key not in _bytes_under(tmp_path)  # Parquet tables, previews, the response cache
     assert TEST_API_KEY not in str(result.all_events)

@@ -1,4 +1,4 @@
-"""Small scene-graph rows for the STVQA tests, built in code."""
+"""Small scene-graph rows and generated questions for the STVQA tests, built in code."""
 
 from __future__ import annotations
 
@@ -10,6 +10,25 @@ from PIL import Image
 from data_contracts.boxes import pixels_to_grid
 
 WIDTH, HEIGHT = 200, 100
+
+RELATION_ITEM = {
+    "question": "Where is the chair with respect to the table?",
+    "options": ["left of", "right of"],
+    "answer": "A",
+    "category": "relation",
+    "level": "easy",
+    "rating": 7,
+}
+"""A valid generated relation question (as the generation model answers it)."""
+COUNT_ITEM = {
+    "question": "How many chairs are there in the image?",
+    "options": ["0", "1", "2", "3"],
+    "answer": "A",
+    "category": "count",
+    "level": "medium",
+    "rating": 5,
+}
+"""A valid generated count question."""
 
 
 def png_bytes(width: int = WIDTH, height: int = HEIGHT) -> bytes:

@@ -13,23 +13,8 @@ from assets.stvqa.generate import QuestionGenerationSettings, generate_candidate
 from assets.stvqa.prompts import GENERATION_PROMPT_VERSION
 from tests.fakes.llm_servers import Fault, request_schema, request_text
 from tests.stvqa.conftest import TEST_API_KEY
+from tests.stvqa.helpers import COUNT_ITEM, RELATION_ITEM
 
-RELATION_ITEM = {
-    "question": "Where is the chair with respect to the table?",
-    "options": ["left of", "right of"],
-    "answer": "A",
-    "category": "relation",
-    "level": "easy",
-    "rating": 7,
-}
-COUNT_ITEM = {
-    "question": "How many chairs are there in the image?",
-    "options": ["0", "1", "2", "3"],
-    "answer": "A",
-    "category": "count",
-    "level": "medium",
-    "rating": 5,
-}
 REASK_MARKER = "Your previous answer for this scene had these problems"
 
 

@@ -20,24 +20,9 @@ from assets.stvqa.generate import QuestionGenerationSettings, generate_candidate
 from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
 from model_clients import BudgetExceededError
 from tests.fakes.llm_servers import hide_cached_answers, request_text
+from tests.stvqa.helpers import COUNT_ITEM, RELATION_ITEM
 
 BATCH = {"mode": "batch", "batch_poll_interval_s": 0.02, "batch_sync_reask_max": 0}
-RELATION_ITEM = {
-    "question": "Where is the chair with respect to the table?",
-    "options": ["left of", "right of"],
-    "answer": "A",
-    "category": "relation",
-    "level": "easy",
-    "rating": 7,
-}
-COUNT_ITEM = {
-    "question": "How many chairs are there in the image?",
-    "options": ["0", "1", "2", "3"],
-    "answer": "A",
-    "category": "count",
-    "level": "medium",
-    "rating": 5,
-}
 GENERATION = QuestionGenerationSettings(backend="anthropic", questions_per_image=2, chunk_size=2)
 
 
