@@ -12,6 +12,8 @@ import polars as pl
 import pytest
 
 from assets.dge.geometry import ScanGeometry, SceneGeometrySettings, build_scan_geometry
+from assets.dge.tasks import GenerationReport, build_scene_tasks
+from assets.dge.tasks.facts import ObjectFact
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
@@ -20,7 +22,7 @@ from tests.conftest import build_once_per_run
 from tests.dge.scans import read_sample_scans
 
 
-def _world(tmp_path_factory: pytest.TempPathFactory, name: str, **config) -> Path:
+def generated_world(tmp_path_factory: pytest.TempPathFactory, name: str, **config) -> Path:
     """Root of a sample world generated once per test run (shared by the xdist workers; do not modify it)."""
 
     def build(folder: Path) -> None:
@@ -29,16 +31,48 @@ def _world(tmp_path_factory: pytest.TempPathFactory, name: str, **config) -> Pat
     return build_once_per_run(tmp_path_factory, name, build) / "sample_world"
 
 
+def truth_by_scene(root: Path) -> dict[str, dict]:
+    """The generator's truth of the world at ``root`` (``truth/world.json``), per scene id."""
+    truth = json.loads((root / "truth" / "world.json").read_text())
+    return {scene["scene_id"]: scene for scene in truth["scenes"]}
+
+
+def scene_tasks(
+    frames: pl.DataFrame, scene: dict, source: str, report: GenerationReport
+) -> tuple[ScanGeometry, pl.DataFrame, pl.DataFrame]:
+    """One scene's geometry (objects from ``source``), frame visibility and tasks, as the DGE assets build them."""
+    geometry = build_scan_geometry(frames, scene, SceneGeometrySettings(object_points_source=source))
+    visibility = build_frame_visibility(geometry, frames, scene=scene)
+    return geometry, visibility, build_scene_tasks(geometry.to_row(), visibility, frames, report=report)
+
+
+def object_fact(obj) -> ObjectFact:
+    """A measured object as the questions read it (its box and measurement confidence)."""
+    return ObjectFact(
+        object_id=obj.object_id,
+        label=obj.label,
+        centroid=obj.centroid,
+        extents=obj.obb_extents,
+        observed_views=obj.observed_views,
+        extent_coverage=obj.extent_coverage,
+        depth_noise_m=obj.depth_noise_m,
+        position_uncertainty_m=obj.position_uncertainty_m,
+        size_uncertainty_m=obj.size_uncertainty_m,
+    )
+
+
 @pytest.fixture(scope="session")
 def sample_world(tmp_path_factory) -> Path:
     """Root of a two-scene sample world."""
-    return _world(tmp_path_factory, "dge", seed=0, num_scenes=2, views_per_scene=6, scan_realism="exact")
+    return generated_world(
+        tmp_path_factory, "dge", seed=0, num_scenes=2, views_per_scene=6, scan_realism="exact"
+    )
 
 
 @pytest.fixture(scope="session")
 def long_scan_world(tmp_path_factory) -> Path:
     """A one-scene world with a 36-frame camera loop (every task type, camera motion included, has clear cases)."""
-    return _world(
+    return generated_world(
         tmp_path_factory,
         "dge_long",
         seed=5,
@@ -53,7 +87,7 @@ def long_scan_world(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def realistic_world(tmp_path_factory) -> Path:
     """Root of a two-scene realistic sample world (the default mode) with 12 views per scene."""
-    return _world(tmp_path_factory, "dge_realistic", seed=0, num_scenes=2, views_per_scene=12)
+    return generated_world(tmp_path_factory, "dge_realistic", seed=0, num_scenes=2, views_per_scene=12)
 
 
 @pytest.fixture(scope="session")

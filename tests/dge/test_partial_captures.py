@@ -8,7 +8,6 @@ is whole, one that every frame cuts off (or whose base no frame saw) is too unce
 visibility comes from the objects' points, and the share of an object inside a frame is not overstated.
 """
 
-import json
 import logging
 
 import numpy as np
@@ -17,13 +16,12 @@ import pytest
 
 from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
 from assets.dge.room import measure_room
-from assets.dge.tasks import GenerationReport, build_scene_tasks
+from assets.dge.tasks import GenerationReport
 from assets.dge.tasks.answers import position_problem, size_problem
-from assets.dge.tasks.facts import ROOM_NOT_WALLED, ObjectFact
+from assets.dge.tasks.facts import ROOM_NOT_WALLED
 from assets.dge.tasks.settings import TaskSettings
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
-from assets.sample_world.config import SampleWorldConfig
-from assets.sample_world.generator import generate_sample_world
+from tests.dge.conftest import generated_world, object_fact, scene_tasks, truth_by_scene
 from tests.dge.oracle import AccuracyTable, SceneTruth
 from tests.dge.scans import read_sample_scans
 
@@ -69,23 +67,17 @@ def test_a_room_is_walled_only_where_walls_were_seen():
 @pytest.fixture(scope="module")
 def partial_world(tmp_path_factory):
     """Tables and truth of a realistic world (2 scenes, 6 frames at 256 x 192) captured along a third of the loop."""
-    root = tmp_path_factory.mktemp("dge_partial") / "sample_world"
-    generate_sample_world(
-        SampleWorldConfig(
-            root=root,
-            seed=0,
-            num_scenes=2,
-            views_per_scene=6,
-            width=256,
-            height=192,
-            camera_path="partial",
-            show_progress=False,
-        )
+    root = generated_world(
+        tmp_path_factory,
+        "dge_partial",
+        seed=0,
+        num_scenes=2,
+        views_per_scene=6,
+        width=256,
+        height=192,
+        camera_path="partial",
     )
-    truth = json.loads((root / "truth" / "world.json").read_text())
-    return read_sample_scans(root / "scannet" / "scans"), {
-        scene["scene_id"]: scene for scene in truth["scenes"]
-    }
+    return read_sample_scans(root / "scannet" / "scans"), truth_by_scene(root)
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +92,7 @@ def partial_runs(partial_world) -> dict:
                 frames = tables.frames.filter(pl.col("scene_id") == scene["scene_id"])
                 if frame_indices is not None:
                     frames = frames.filter(pl.col("frame_index").is_in(frame_indices))
-                geometry = build_scan_geometry(
-                    frames, scene, SceneGeometrySettings(object_points_source=source)
-                )
-                visibility = build_frame_visibility(geometry, frames, scene=scene)
-                tasks = build_scene_tasks(geometry.to_row(), visibility, frames, report=report)
+                geometry, _, tasks = scene_tasks(frames, scene, source, report)
                 table.add(tasks.iter_rows(named=True), SceneTruth.from_truth(truth[scene["scene_id"]]))
                 geometries.append(geometry)
             table.add_withheld(report.withheld)
@@ -128,21 +116,6 @@ def test_every_answer_on_a_partial_capture_agrees_with_the_oracle(partial_runs, 
     table, _, _ = partial_runs[(capture, source)]
     assert sum(table.rows.values()) >= LEAST_ROWS[capture], (capture, source, table.rows)
     assert not any(table.wrong.values()), (capture, source, table.wrong, table.examples)
-
-
-def _fact(obj) -> ObjectFact:
-    """The measured object as the questions read it (its box and measurement confidence)."""
-    return ObjectFact(
-        object_id=obj.object_id,
-        label=obj.label,
-        centroid=obj.centroid,
-        extents=obj.obb_extents,
-        observed_views=obj.observed_views,
-        extent_coverage=obj.extent_coverage,
-        depth_noise_m=obj.depth_noise_m,
-        position_uncertainty_m=obj.position_uncertainty_m,
-        size_uncertainty_m=obj.size_uncertainty_m,
-    )
 
 
 def _errors(obj, item: dict, geometry) -> tuple[float, np.ndarray]:
@@ -190,7 +163,7 @@ def test_objects_from_masks_are_withheld_or_right(partial_runs, partial_world, c
     for geometry in geometries:
         items = {item["object_id"]: item for item in truth[geometry.scene_id]["objects"]}
         for obj in geometry.objects:
-            fact = _fact(obj)
+            fact = object_fact(obj)
             centre_error, extent_errors = _errors(obj, items[obj.object_id], geometry)
             measured = np.array([max(obj.obb_extents[:2]), min(obj.obb_extents[:2]), obj.obb_extents[2]])
             where = (capture, geometry.scene_id, items[obj.object_id]["name"], centre_error, extent_errors)
@@ -261,8 +234,7 @@ def test_visibility_from_points_on_the_loop(realistic_world):
     """The same on the realistic test world's loop (2 scenes, 12 frames), where a ball's underside, a shelf's far
     end and a chair below the image were 0.5-0.8 in frame for a truth of 0.2-0.3."""
     tables = read_sample_scans(realistic_world / "scannet" / "scans")
-    truth = json.loads((realistic_world / "truth" / "world.json").read_text())
-    truth = {scene["scene_id"]: scene for scene in truth["scenes"]}
+    truth = truth_by_scene(realistic_world)
     scenes = {scene["scene_id"]: scene for scene in tables.scenes.iter_rows(named=True)}
     geometries = [
         build_scan_geometry(

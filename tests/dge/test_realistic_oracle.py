@@ -5,20 +5,16 @@ annotated room surfaces; truth is the generator's exact scene description. Both 
 are checked: the segmented mesh and the instance masks.
 """
 
-import json
 import logging
 
 import numpy as np
 import pytest
 
 from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
-from assets.dge.tasks import GenerationReport, build_scene_tasks
+from assets.dge.tasks import GenerationReport
 from assets.dge.tasks.answers import size_problem
-from assets.dge.tasks.facts import ObjectFact
 from assets.dge.tasks.settings import TaskSettings
-from assets.dge.visibility import build_frame_visibility
-from assets.sample_world.config import SampleWorldConfig
-from assets.sample_world.generator import generate_sample_world
+from tests.dge.conftest import generated_world, object_fact, scene_tasks, truth_by_scene
 from tests.dge.oracle import COVERED, AccuracyTable, SceneTruth
 from tests.dge.scans import read_sample_scans
 
@@ -37,18 +33,12 @@ def realistic_run(request, realistic_world):
     """Per object source: geometry, visibility and tasks of every realistic scene, with the truth."""
     source = request.param
     tables = read_sample_scans(realistic_world / "scannet" / "scans")
-    truth = json.loads((realistic_world / "truth" / "world.json").read_text())
     scenes = {}
     report = GenerationReport()
     for scene in tables.scenes.iter_rows(named=True):
-        geometry = build_scan_geometry(
-            tables.frames, scene, SceneGeometrySettings(object_points_source=source)
-        )
-        visibility = build_frame_visibility(geometry, tables.frames, scene=scene)
-        tasks = build_scene_tasks(geometry.to_row(), visibility, tables.frames, report=report)
-        scenes[scene["scene_id"]] = (geometry, visibility, tasks)
+        scenes[scene["scene_id"]] = scene_tasks(tables.frames, scene, source, report)
     GENERATION_REPORTS[source] = report
-    return source, scenes, {scene["scene_id"]: scene for scene in truth["scenes"]}
+    return source, scenes, truth_by_scene(realistic_world)
 
 
 THIN_CATEGORIES = ("lamp", "chair", "shelf")
@@ -165,14 +155,14 @@ MORE_WORLD_SEEDS = (1, 2)
 @pytest.fixture(scope="module", params=MORE_WORLD_SEEDS)
 def more_world(request, tmp_path_factory):
     """Root and truth of a realistic world like ``realistic_world`` (two scenes, 12 views), seeded ``request.param``."""
-    root = tmp_path_factory.mktemp(f"dge_realistic_seed{request.param}") / "sample_world"
-    generate_sample_world(
-        SampleWorldConfig(
-            root=root, seed=request.param, num_scenes=2, views_per_scene=12, show_progress=False
-        )
+    root = generated_world(
+        tmp_path_factory,
+        f"dge_realistic_seed{request.param}",
+        seed=request.param,
+        num_scenes=2,
+        views_per_scene=12,
     )
-    truth = json.loads((root / "truth" / "world.json").read_text())
-    return request.param, root, {scene["scene_id"]: scene for scene in truth["scenes"]}
+    return request.param, root, truth_by_scene(root)
 
 
 @pytest.mark.parametrize("source", ["mesh", "instance_masks"])
@@ -198,17 +188,7 @@ def test_thin_objects_on_more_worlds_measure_within_5_percent_or_are_withheld(mo
             if np.all(np.abs(error) <= THIN_TOLERANCE):
                 within.append(item["name"])
                 continue
-            fact = ObjectFact(
-                object_id=obj.object_id,
-                label=obj.label,
-                centroid=obj.centroid,
-                extents=obj.obb_extents,
-                observed_views=obj.observed_views,
-                extent_coverage=obj.extent_coverage,
-                depth_noise_m=obj.depth_noise_m,
-                position_uncertainty_m=obj.position_uncertainty_m,
-                size_uncertainty_m=obj.size_uncertainty_m,
-            )
+            fact = object_fact(obj)
             assert source == "instance_masks", (seed, scene["scene_id"], item["name"], error)
             assert size_problem(fact, float(extents.max()), settings), (
                 seed,
@@ -263,10 +243,7 @@ def _assert_necks_measured(errors: dict[str, tuple[float, float]], where: str) -
 def test_bottle_necks_the_depth_misses_are_measured_from_the_masks(realistic_world):
     """From the instance masks, a bottle's height and centre come from its masks' tops where the fused depth lost
     the neck (before: the test world's bottle 30% short, its centre 3.3 cm low)."""
-    truth = json.loads((realistic_world / "truth" / "world.json").read_text())
-    errors = _necked_errors(
-        realistic_world, {scene["scene_id"]: scene for scene in truth["scenes"]}, "instance_masks"
-    )
+    errors = _necked_errors(realistic_world, truth_by_scene(realistic_world), "instance_masks")
     assert len(errors) == 1
     _assert_necks_measured(errors, "seed 0")
 
@@ -293,21 +270,17 @@ ANSWERS_ONLY_A_HANDHELD_PATH_ASKS = {
 @pytest.fixture(scope="module")
 def handheld_world(tmp_path_factory):
     """Root and truth of a realistic world whose cameras follow the hand-held path (pans in place, walks across)."""
-    root = tmp_path_factory.mktemp("dge_handheld") / "sample_world"
-    generate_sample_world(
-        SampleWorldConfig(
-            root=root,
-            seed=HANDHELD_SEED,
-            num_scenes=2,
-            views_per_scene=24,
-            width=256,
-            height=192,
-            camera_path="handheld",
-            show_progress=False,
-        )
+    root = generated_world(
+        tmp_path_factory,
+        "dge_handheld",
+        seed=HANDHELD_SEED,
+        num_scenes=2,
+        views_per_scene=24,
+        width=256,
+        height=192,
+        camera_path="handheld",
     )
-    truth = json.loads((root / "truth" / "world.json").read_text())
-    return root, {scene["scene_id"]: scene for scene in truth["scenes"]}
+    return root, truth_by_scene(root)
 
 
 @pytest.mark.parametrize("source", ["mesh", "instance_masks"])
@@ -319,11 +292,7 @@ def test_handheld_turns_and_cameras_behind_are_asked_and_agree_with_the_oracle(h
     table, report = AccuracyTable(), GenerationReport()
     asked: dict[str, set[str]] = {task_type: set() for task_type in ANSWERS_ONLY_A_HANDHELD_PATH_ASKS}
     for scene in tables.scenes.iter_rows(named=True):
-        geometry = build_scan_geometry(
-            tables.frames, scene, SceneGeometrySettings(object_points_source=source)
-        )
-        visibility = build_frame_visibility(geometry, tables.frames, scene=scene)
-        tasks = build_scene_tasks(geometry.to_row(), visibility, tables.frames, report=report)
+        _, _, tasks = scene_tasks(tables.frames, scene, source, report)
         table.add(tasks.iter_rows(named=True), SceneTruth.from_truth(truth[scene["scene_id"]]))
         for row in tasks.iter_rows(named=True):
             if row["task_type"] in asked:
