@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 import dagster as dg
@@ -93,8 +94,6 @@ def _observed_version(instance: dg.DagsterInstance, key: dg.AssetKey, partition:
     records = instance.fetch_observations(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None), limit=1
     ).records
-    if not records and partition is not None:  # an unpartitioned source read by a partitioned asset
-        records = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
     return records[0].asset_observation.data_version if records else None
 
 
@@ -104,18 +103,19 @@ def _materialized_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> str
 
 
 def input_data_versions(
-    context: dg.OutputContext, instance: dg.DagsterInstance, root: Path, partition: str | None
+    instance: dg.DagsterInstance, root: Path, upstream: Iterable[dg.AssetKey], partition: str | None
 ) -> dict[str, str | None]:
-    """``{upstream asset: version}`` of the file of ``partition`` of the output (see the module docstring)."""
+    """``{upstream asset: version}`` for a file of ``partition`` built now from ``upstream`` (see the module
+    docstring)."""
     versions: dict[str, str | None] = {}
-    for dep in sorted(context.asset_spec.deps, key=lambda dep: dep.asset_key.to_user_string()):
-        if dep.asset_key in RAW_FILE_KEYS:
-            version = _observed_version(instance, dep.asset_key, partition)
+    for key in sorted(upstream, key=lambda key: key.to_user_string()):
+        if key in RAW_FILE_KEYS:
+            version = _observed_version(instance, key, partition)
         else:
-            version = _table_version(root, "__".join(dep.asset_key.path), partition)
+            version = _table_version(root, "__".join(key.path), partition)
             if version is None:
-                version = _materialized_version(instance, dep.asset_key)
-        versions[dep.asset_key.to_user_string()] = version
+                version = _materialized_version(instance, key)
+        versions[key.to_user_string()] = version
     return versions
 
 
@@ -138,7 +138,9 @@ def file_key_value_metadata(
     code_version = context.asset_spec.code_version
     if code_version is not None:
         metadata["code_version"] = code_version
-    versions = input_data_versions(context, instance, root, partition)
+    versions = input_data_versions(
+        instance, root, [dep.asset_key for dep in context.asset_spec.deps], partition
+    )
     metadata["input_data_versions"] = json.dumps(versions, sort_keys=True)
     metadata["source_fingerprint"] = fingerprint(versions)
     metadata[DATA_VERSION_KEY] = fingerprint(

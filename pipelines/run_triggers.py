@@ -24,8 +24,9 @@ from pathlib import Path
 import dagster as dg
 
 from assets.raw_files import RAW_FILE_KEYS, last_changed_files
-from data_contracts.parquet_files import DATA_VERSION_KEY, read_file_metadata
+from data_contracts.parquet_files import read_file_metadata
 from data_contracts.storage import table_path
+from pipelines.file_metadata import input_data_versions
 
 TRIGGER_TAG = "spatial/trigger"
 CHANGED_FILES_TAG = "spatial/changed_files"
@@ -34,79 +35,44 @@ _SHOWN_FILES = 5
 _RAW_NAMES = {key.to_user_string() for key in RAW_FILE_KEYS}
 
 
-def run_partitions(tags: dict[str, str]) -> tuple[str, str] | None:
-    """The first and last partition key of a run from its tags (None: an unpartitioned run)."""
+def run_partitions(tags: dict[str, str]) -> list[str | None]:
+    """The partitions of a run whose files say what the run rebuilds: its partition, or the first and last
+    of its range; ``[None]`` for an unpartitioned run."""
     if "dagster/partition" in tags:
-        return tags["dagster/partition"], tags["dagster/partition"]
-    start, end = (
-        tags.get("dagster/asset_partition_range_start"),
-        tags.get("dagster/asset_partition_range_end"),
-    )
-    return (start, end) if start and end else None
-
-
-def _files(root: Path, table: str, partitions: tuple[str, str] | None) -> list[tuple[str | None, Path]]:
-    if partitions is None:
-        return [(None, table_path(root, table))]
-    first, last = partitions
-    folder = root / table
-    keys = sorted(path.stem for path in folder.glob("*.parquet")) if folder.is_dir() else []
-    return [(key, table_path(root, table, key)) for key in keys if first <= key <= last]
-
-
-def _upstream_file(root: Path, table: str, partition: str | None) -> Path | None:
-    """The one file of ``table`` a file of ``partition`` reads: the same partition's, or the table's only file."""
-    for path in (table_path(root, table, partition) if partition else None, table_path(root, table)):
-        if path is not None and path.is_file():
-            return path
-    return None
-
-
-def _observed(instance: dg.DagsterInstance, name: str, partition: str | None) -> str | None:
-    scoped = dg.AssetRecordsFilter(
-        asset_key=dg.AssetKey(name), asset_partitions=[partition] if partition else None
-    )
-    records = instance.fetch_observations(scoped, limit=1).records
-    return records[0].asset_observation.data_version if records else None
+        return [tags["dagster/partition"]]
+    ends = [tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")]
+    return sorted({key for key in ends if key}) or [None]
 
 
 def trigger_tags(
-    instance: dg.DagsterInstance,
-    asset_keys: Iterable[dg.AssetKey],
-    partitions: tuple[str, str] | None,
-    root: Path,
+    instance: dg.DagsterInstance, asset_keys: Iterable[dg.AssetKey], partitions: list[str | None], root: Path
 ) -> dict[str, str]:
-    """The two tags of a run of ``asset_keys`` over ``partitions`` (see the module docstring)."""
-    raw_changes: set[tuple[str, str | None]] = set()
-    rebuilt_inputs: set[str] = set()
+    """The two tags of a run of ``asset_keys`` over ``partitions``: the inputs whose version differs between
+    what the run's files recorded and what a file built now would record (see the module docstring)."""
+    changed: set[tuple[str, str | None]] = set()  # (upstream, scan)
     for key in asset_keys:
-        for partition, path in _files(root, "__".join(key.path), partitions):
+        for partition in partitions:
+            path = table_path(root, "__".join(key.path), partition)
             if not path.is_file():
                 continue
             recorded = json.loads(read_file_metadata(path).get("input_data_versions", "{}"))
-            for upstream, version in recorded.items():
-                if upstream in _RAW_NAMES:
-                    scan = partition if upstream == "raw_scan_files" else None
-                    if _observed(instance, upstream, scan) != version:
-                        raw_changes.add((upstream, scan))
-                else:
-                    source = _upstream_file(root, upstream, partition)
-                    if source is not None and read_file_metadata(source).get(DATA_VERSION_KEY) != version:
-                        rebuilt_inputs.add(upstream)
-    if raw_changes:
-        trigger = ", ".join(
-            f"{name}[{scan}]" if scan else name for name, scan in sorted(raw_changes, key=str)
-        )
-        files = [
-            f for name, scan in sorted(raw_changes, key=str) for f in last_changed_files(root, name, scan)
-        ]
+            upstream = [dg.AssetKey.from_user_string(name) for name in recorded]
+            current = input_data_versions(instance, root, upstream, partition)
+            changed |= {
+                (name, partition if name == "raw_scan_files" else None)
+                for name, version in recorded.items()
+                if current[name] != version
+            }
+    raw = sorted((name, scan or "") for name, scan in changed if name in _RAW_NAMES)
+    if raw:
+        files = [f for name, scan in raw for f in last_changed_files(root, name, scan or None)]
         shown = ", ".join(files[:_SHOWN_FILES]) + (
             f" and {len(files) - _SHOWN_FILES} more" if len(files) > _SHOWN_FILES else ""
         )
+        trigger = ", ".join(f"{name}[{scan}]" if scan else name for name, scan in raw)
         return {TRIGGER_TAG: trigger, **({CHANGED_FILES_TAG: shown} if files else {})}
-    if rebuilt_inputs:
-        return {TRIGGER_TAG: ", ".join(f"input:{name}" for name in sorted(rebuilt_inputs))}
-    return {TRIGGER_TAG: "code or new partition"}
+    inputs = sorted(name for name, _ in changed)
+    return {TRIGGER_TAG: ", ".join(f"input:{name}" for name in inputs) if inputs else "code or new partition"}
 
 
 def tag_automation_run(instance: dg.DagsterInstance, run: dg.DagsterRun | None, root: Path) -> None:
