@@ -1,31 +1,7 @@
-"""Run-failure alerts: ``run_failure_alert_sensor`` posts a JSON summary of every failed run to a webhook.
-
-For each run of this code location that fails (launched from the UI, a backfill, a schedule or
-``datasets_automation_sensor``), the sensor logs one line on its tick and, when
-``$SPATIAL_ALERT_WEBHOOK_URL`` is set, POSTs this JSON object to that URL (:func:`run_failure_summary`):
-
-```json
-{"event": "run_failure", "run_id": "...", "job": "dge_job", "partition": "scene_0003",
- "failed_steps": ["scene_geometry_asset"], "failed_assets": ["scene_geometry", "scene_geometry_quarantine"],
- "error": "dagster._core.definitions.events.Failure: scan scene_0003 ...", "trigger": "raw_scan_files",
- "run_path": "/runs/...", "run_url": "http://localhost:3000/runs/...", "text": "<the log line>"}
-```
-
-``partition`` is the run's partition, or ``first...last`` for a range run; ``error`` is the first line
-of the first failed step's error (of the run's failure message when no step failed: a run whose process
-died); ``trigger`` is the run's ``spatial/trigger`` tag (what started an automation run);
-``run_url`` is ``$SPATIAL_DAGSTER_UI_URL`` (default ``http://localhost:3000``, where ``dagster dev``
-serves) followed by ``run_path``. ``text`` repeats the log line, so a chat webhook that shows a ``text``
-field (Slack, Mattermost) shows the summary as it is.
-
-A webhook that does not answer, refuses, or answers with an error status is logged as a warning and
-the sensor goes on: the run is not reported again. Without the URL the sensor only logs.
-
-The sensor starts running (``DefaultSensorStatus.RUNNING``): it has nothing to do until a run fails,
-and an alert that must first be switched on is one nobody receives. Stop it in the UI's Automation tab
-or with ``dagster sensor stop run_failure_alert_sensor``. Runs made by ``spatial-build`` are executed in
-its own process and report in its summary instead; the sensor reports the runs that the daemon sees
-launched from this code location.
+"""Run-failure alerts: ``run_failure_alert_sensor`` logs a one-line summary of every failed run of this code
+location and POSTs it as JSON (:func:`run_failure_summary`) to ``$SPATIAL_ALERT_WEBHOOK_URL`` when set (README,
+"Operator signals"). A webhook that fails is logged as a warning and not retried. The sensor starts running: it
+has nothing to do until a run fails, and an alert that must first be switched on is one nobody receives.
 """
 
 from __future__ import annotations
@@ -45,7 +21,6 @@ RUN_FAILURE_SENSOR = "run_failure_alert_sensor"
 WEBHOOK_URL_ENV = "SPATIAL_ALERT_WEBHOOK_URL"
 UI_URL_ENV = "SPATIAL_DAGSTER_UI_URL"
 DEFAULT_UI_URL = "http://localhost:3000"
-WEBHOOK_TIMEOUT_S = 10.0
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
@@ -67,8 +42,8 @@ def run_partition(tags: dict[str, str]) -> str | None:
     if PARTITION_TAG in tags:
         return tags[PARTITION_TAG]
     if RANGE_START_TAG in tags:
-        start, end = tags[RANGE_START_TAG], tags.get(RANGE_END_TAG, tags[RANGE_START_TAG])
-        return start if start == end else f"{start}...{end}"
+        start, end = tags[RANGE_START_TAG], tags.get(RANGE_END_TAG)
+        return start if end in (None, start) else f"{start}...{end}"
     return None
 
 
@@ -86,8 +61,11 @@ def step_error_line(event: dg.DagsterEvent) -> str:
     return _first_line(error.message)
 
 
-def run_failure_summary(context: dg.RunFailureSensorContext, ui_url: str | None = None) -> dict[str, Any]:
-    """The JSON object posted for a failed run (see the module docstring)."""
+def run_failure_summary(context: dg.RunFailureSensorContext) -> dict[str, Any]:
+    """The JSON object posted for a failed run: ``event``, ``run_id``, ``job``, ``partition`` (``first...last``
+    for a range run), ``failed_steps``, ``failed_assets``, ``error`` (the first line of the first failed step's
+    error, else of the run's failure message), ``trigger``, ``run_path``, ``run_url`` and ``text`` (the log line,
+    which chat webhooks show)."""
     run = context.dagster_run
     step_failures = context.get_step_failure_events()
     failed_steps = sorted({event.step_key for event in step_failures if event.step_key})
@@ -105,7 +83,7 @@ def run_failure_summary(context: dg.RunFailureSensorContext, ui_url: str | None 
     )
     error = step_error_line(step_failures[0]) if step_failures else _first_line(context.failure_event.message)
     run_path = f"/runs/{run.run_id}"
-    base = (ui_url if ui_url is not None else os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
+    base = (os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
     summary = {
         "event": "run_failure",
         "run_id": run.run_id,
@@ -152,13 +130,13 @@ def webhook_url() -> str | None:
     return url
 
 
-def post_json(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT_S) -> int:
+def post_json(url: str, payload: dict[str, Any]) -> int:
     """POST ``payload`` as JSON to ``url``; the response's status code.
 
     Raises:
         urllib.error.URLError: the server is unreachable or answered with an error status (``HTTPError``).
         http.client.HTTPException, ConnectionError: the server broke the exchange off.
-        TimeoutError: no answer within ``timeout`` seconds.
+        TimeoutError: no answer within 10 seconds.
     """
     request = urllib.request.Request(
         url,
@@ -166,7 +144,7 @@ def post_json(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOU
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with urllib.request.urlopen(request, timeout=10) as response:
         return response.status
 
 

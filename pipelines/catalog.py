@@ -1,30 +1,6 @@
-"""The catalog attributes of every asset: kinds, owners, the method and stage tags, freshness.
-
-:func:`with_catalog` maps every asset spec (as :func:`pipelines.automation.with_rebuild_policy` does) and
-is applied to every asset of the Definitions (the observable raw folders once they are declared with
-asset specs: see :func:`with_catalog`). What the UI's catalog then shows, and filters by:
-
-- **kinds**: ``parquet`` and ``polars`` on every table the Parquet IO manager writes (quarantines
-  included), plus the engine of the op that builds it (:data:`EXTRA_KINDS`): ``open3d`` for the DGE
-  geometry (``scene_geometry``, ``frame_visibility``) and the sample world, ``openai`` / ``anthropic``
-  for the assets that call those LLMs with the default resources (phrases, SFT reasoning, STVQA
-  generation by Claude, pass@2 by GPT-4o), ``pytorch`` for Grounding DINO (``pseudo_gt_boxes``) and
-  the evaluated model (``eval_report``). The observable raw folders (:mod:`assets.raw_files`) carry
-their own kind (``file``) and method and stage tags; they have no owners (an observable source
-asset cannot have any).
-- **owners**: ``$SPATIAL_ASSET_OWNERS`` (comma-separated, each ``team:name`` or an email), default
-  ``team:spatial-data``; set here for every asset (an asset's own ``owners`` are replaced).
-- **tags**: ``spatial/method`` (``spatialcore``, ``spatialthinker``, ``dge``, ``eval``, or ``shared``
-  for the sample world) and ``spatial/stage`` (``raw``, ``source``, ``annotation``, ``audit``,
-  ``training``, ``eval``); by the asset's group, with the exceptions named in :data:`METHOD_BY_ASSET`
-  and :data:`STAGE_BY_ASSET`. A quarantine table takes the attributes of its table.
-- **freshness**: no table is rebuilt on a clock. The raw folders are observed on the cron
-  ``$SPATIAL_REBUILD_CRON``, but an observation that finds the same files rebuilds nothing, so a table
-  of a data set that does not change would look stale. Where the raw data does change on a cadence,
-  set ``$SPATIAL_SOURCE_FRESHNESS_DAYS=N``: the source tables (``mcq_questions``, ``scene_graphs``,
-  ``rgbd_frames``, ``rgbd_scenes``) then carry ``dg.FreshnessPolicy.time_window(fail_window=N days)``
-  (for the weekly default cron, 8 leaves a day for the rebuild). The Dagster daemon evaluates freshness
-  when the instance's ``dagster.yaml`` has ``freshness: {enabled: true}``.
+"""The catalog attributes of every asset (README, "Operator signals"): kinds, owners, the ``spatial/method`` and
+``spatial/stage`` tags, and the source tables' freshness policy, set by :func:`with_catalog` on every asset spec
+of the Definitions. A quarantine table takes the attributes of its table.
 """
 
 from __future__ import annotations
@@ -44,19 +20,19 @@ QUARANTINE_SUFFIX = "_quarantine"
 
 TABLE_KINDS = frozenset({"parquet", "polars"})
 """The kinds of every table the Parquet IO manager writes."""
-EXTRA_KINDS: dict[str, frozenset[str]] = {
-    "sample_world": frozenset({"open3d"}),
-    "scene_geometry": frozenset({"open3d"}),
-    "frame_visibility": frozenset({"open3d"}),
-    "object_phrases": frozenset({"openai"}),
-    "sft_cold_start": frozenset({"openai"}),
-    "stvqa_candidates": frozenset({"anthropic"}),
-    "stvqa_validated": frozenset({"openai"}),
-    "stvqa_pass_at_2_attempts": frozenset({"openai"}),
-    "pseudo_gt_boxes": frozenset({"pytorch"}),
-    "eval_report": frozenset({"pytorch"}),
+EXTRA_KINDS = {
+    "sample_world": "open3d",
+    "scene_geometry": "open3d",
+    "frame_visibility": "open3d",
+    "object_phrases": "openai",
+    "sft_cold_start": "openai",
+    "stvqa_candidates": "anthropic",
+    "stvqa_validated": "openai",
+    "stvqa_pass_at_2_attempts": "openai",
+    "pseudo_gt_boxes": "pytorch",
+    "eval_report": "pytorch",
 }
-"""Kinds beyond :data:`TABLE_KINDS`, by asset: the engine or API its op uses."""
+"""The kind beyond :data:`TABLE_KINDS`, by asset: the engine or API its op uses."""
 NOT_TABLES = frozenset({"sample_world"})
 """Assets that are not Parquet tables (the rendered sample world)."""
 
@@ -134,7 +110,9 @@ def _attributes(name: str, group: str | None) -> tuple[set[str], dict[str, str]]
             f"asset {name} (group {group}) has no method or stage in pipelines/catalog.py: add its group to "
             "METHOD_BY_GROUP and STAGE_BY_GROUP, or the asset to METHOD_BY_ASSET / STAGE_BY_ASSET"
         )
-    kinds = set(EXTRA_KINDS.get(table, ())) | (set() if table in NOT_TABLES else set(TABLE_KINDS))
+    kinds = set() if table in NOT_TABLES else set(TABLE_KINDS)
+    if table in EXTRA_KINDS:
+        kinds.add(EXTRA_KINDS[table])
     return kinds, {METHOD_TAG: method, STAGE_TAG: stage}
 
 

@@ -22,8 +22,6 @@ from pipelines.definitions import ALL_ASSETS, defs
 from pipelines.io_manager import ParquetIOManager
 from pipelines.signals import (
     FRAMES_USED_DROP_CHECK,
-    MAX_QUARANTINE_SHARE,
-    MIN_ROW_RATIO,
     QUARANTINE_SHARE_CHECK,
     ROW_COUNT_DROP_CHECK,
     build_signal_checks,
@@ -135,7 +133,7 @@ def test_an_unpartitioned_table_warns_on_a_row_drop_and_on_quarantine(tmp_path):
             "rows": 4,
             "previous_rows": 10,
             "ratio": 0.4,
-            "min_ratio": MIN_ROW_RATIO,
+            "min_ratio": 0.5,
             "previous_run_id": first.run_id,
         }
         assert _values(share) == {
@@ -143,7 +141,7 @@ def test_an_unpartitioned_table_warns_on_a_row_drop_and_on_quarantine(tmp_path):
             "quarantined": 2,
             "share": pytest.approx(2 / 6, abs=1e-4),
             "previous_share": 0.0,
-            "max_share": MAX_QUARANTINE_SHARE,
+            "max_share": 0.1,
             "previous_run_id": first.run_id,
         }
         assert signals["contract"].passed
@@ -191,7 +189,7 @@ def test_a_scan_partition_with_fewer_rows_or_frames_warns_in_range_and_single_ru
             "rows": 3,
             "previous_rows": 10,
             "ratio": 0.3,
-            "min_ratio": MIN_ROW_RATIO,
+            "min_ratio": 0.5,
             "previous_run_id": first.run_id,
         }
         assert by_scene["scene_c"]["ratio"] == 0.8
@@ -210,7 +208,7 @@ def test_a_scan_partition_with_fewer_rows_or_frames_warns_in_range_and_single_ru
                 "rows": 10,
                 "previous_rows": 3,
                 "ratio": pytest.approx(10 / 3, abs=1e-4),
-                "min_ratio": MIN_ROW_RATIO,
+                "min_ratio": 0.5,
                 "previous_run_id": second.run_id,
             }
         }
