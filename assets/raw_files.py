@@ -181,6 +181,13 @@ def _observe_on_cron() -> dg.AutomationCondition:
     )
 
 
+def _observe(cache: FileHashCache, observable: str, partition: str | None, roots: list[Path | None]) -> str:
+    """The content version of ``roots``; the files whose content changed are kept as the observable's last change."""
+    version = content_fingerprint(roots, cache)
+    cache.record_changes(observable, partition, [f for root in roots for f in cache.changed_under(root)])
+    return version
+
+
 def _hash_cache(storage: StorageResource) -> FileHashCache:
     return FileHashCache(storage.path / HASH_CACHE_NAME)
 
@@ -193,11 +200,10 @@ def _hash_cache(storage: StorageResource) -> FileHashCache:
 )
 def raw_mcq_files(sources: SourcesResource, storage: StorageResource) -> dg.DataVersion:
     """Fingerprint the multiple-choice sources' files."""
-    roots = sources.raw_inputs(storage)["mcq_questions"]
     with _hash_cache(storage) as cache:
-        version = content_fingerprint(roots, cache)
-        cache.record_changes("raw_mcq_files", None, [f for root in roots for f in cache.changed_under(root)])
-    return dg.DataVersion(version)
+        return dg.DataVersion(
+            _observe(cache, "raw_mcq_files", None, sources.raw_inputs(storage)["mcq_questions"])
+        )
 
 
 @dg.observable_source_asset(
@@ -210,11 +216,7 @@ def raw_scene_graph_files(sources: SourcesResource, storage: StorageResource) ->
     """Fingerprint the scene-graph source's files."""
     roots = sources.raw_inputs(storage)["scene_graphs"]
     with _hash_cache(storage) as cache:
-        version = content_fingerprint(roots, cache)
-        cache.record_changes(
-            "raw_scene_graph_files", None, [f for root in roots for f in cache.changed_under(root)]
-        )
-    return dg.DataVersion(version)
+        return dg.DataVersion(_observe(cache, "raw_scene_graph_files", None, roots))
 
 
 @dg.observable_source_asset(
@@ -230,12 +232,10 @@ def raw_scan_files(
     """Fingerprint every registered scan; a registered scan whose folder is gone versions as empty."""
     folders = scan_folders(sources, storage)
     registered = context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
-    versions = {}
     with _hash_cache(storage) as cache:
-        for scene in registered:
-            versions[scene] = content_fingerprint([folders.get(scene)], cache)
-            cache.record_changes("raw_scan_files", scene, cache.changed_under(folders.get(scene)))
-    return dg.DataVersionsByPartition(versions)
+        return dg.DataVersionsByPartition(
+            {scene: _observe(cache, "raw_scan_files", scene, [folders.get(scene)]) for scene in registered}
+        )
 
 
 RAW_FILE_ASSETS = [raw_mcq_files, raw_scene_graph_files, raw_scan_files]
