@@ -42,17 +42,15 @@ from assets.tables import (
     contract_check_specs,
     finalize_table,
     input_failure,
-    json_metadata,
     quarantine_output,
     table_and_quarantine_outs,
     value_counts,
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.quarantine import QuarantineLog
-from data_contracts.validation import polars_schema
 from readers.common import EmptySourceError, MissingInputError, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
-from readers.scannet import read_scannet_scene
+from readers.scannet import read_scannet
 from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphRead, read_scene_graphs
 
 logger = logging.getLogger(__name__)
@@ -313,19 +311,20 @@ def _scan_tables(
             f"{scene_id!r} of the `scenes` partitions if the scan was removed on purpose.",
             metadata={"scan_folder": dg.MetadataValue.path(str(folder))},
         )
-    frame_rows, scene_row, log = read_scannet_scene(folder)
-    if scene_row is None:
-        raise dg.Failure(
-            description=f"scan {scene_id} at {folder} gave no usable frame: "
-            + "; ".join(f"{row['reason']} ({row['source_file']})" for row in log.rows[:3]),
-            metadata={
-                "scan_folder": dg.MetadataValue.path(str(folder)),
-                "quarantined": len(log),
-                "quarantine_records": json_metadata(log.rows[:20]),
-            },
+    tables = read_scannet(folder)
+    log = tables.quarantine
+    try:
+        require_rows(
+            tables.scenes.height,
+            log,
+            what=f"ScanNet scan {scene_id}",
+            location=folder,
+            config_field="scannet_root",
         )
+    except EmptySourceError as error:
+        raise input_failure(error, scan=scene_id) from None
     frames = finalize_table(
-        with_origin(pl.DataFrame(frame_rows, schema=polars_schema(rgbd_frames.RgbdFrames)), origin),
+        with_origin(tables.frames, origin),
         rgbd_frames.RgbdFrames,
         rgbd_frames.CONTRACT_VERSION,
         asset_key="rgbd_frames",
@@ -342,7 +341,7 @@ def _scan_tables(
     )
     scene_log = QuarantineLog("rgbd_scenes")
     scenes = finalize_table(
-        with_origin(pl.DataFrame([scene_row], schema=polars_schema(rgbd_scenes.RgbdScenes)), origin),
+        with_origin(tables.scenes, origin),
         rgbd_scenes.RgbdScenes,
         rgbd_scenes.CONTRACT_VERSION,
         asset_key="rgbd_scenes",
