@@ -57,17 +57,15 @@ def _dagster(environment: dict, *arguments: str) -> None:
     )
 
 
-def _runs(instance, since: float) -> list:
-    import dagster as dg
-
-    runs = instance.get_runs(filters=dg.RunsFilter(created_after=_utc(since)))
-    return sorted(runs, key=lambda run: instance.get_run_record_by_id(run.run_id).create_timestamp)
-
-
-def _utc(timestamp: float):
+def _records(instance, since: float) -> list:
+    """The run records created since ``since``, oldest first."""
     import datetime
 
-    return datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
+    import dagster as dg
+
+    after = datetime.datetime.fromtimestamp(since, tz=datetime.UTC)
+    records = instance.get_run_records(filters=dg.RunsFilter(created_after=after))
+    return sorted(records, key=lambda record: record.create_timestamp)
 
 
 def _settle(instance, since: float, timeout: float) -> float:
@@ -75,32 +73,26 @@ def _settle(instance, since: float, timeout: float) -> float:
     return the end time of the last automation run (or ``since``)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        runs = _runs(instance, since)
-        unfinished = [run for run in runs if not run.is_finished]
-        last_created = max(
-            (instance.get_run_record_by_id(run.run_id).create_timestamp.timestamp() for run in runs),
-            default=since,
-        )
-        if not unfinished and time.time() - last_created > SETTLE_SECONDS:
-            ends = [
-                instance.get_run_record_by_id(run.run_id).end_time or since
-                for run in runs
-                if AUTOMATION_TAG in run.tags
-            ]
-            return max(ends, default=since)
+        records = _records(instance, since)
+        last_created = max((record.create_timestamp.timestamp() for record in records), default=since)
+        if (
+            all(record.dagster_run.is_finished for record in records)
+            and time.time() - last_created > SETTLE_SECONDS
+        ):
+            automation = [record for record in records if AUTOMATION_TAG in record.dagster_run.tags]
+            return max((record.end_time or since for record in automation), default=since)
         time.sleep(5)
     raise SystemExit(f"the automation did not settle within {timeout:.0f} s")
 
 
 def _describe(instance, since: float) -> list[dict]:
     rows = []
-    for run in _runs(instance, since):
-        record = instance.get_run_record_by_id(run.run_id)
-        keys = sorted(key.to_user_string() for key in run.asset_selection or [])
+    for record in _records(instance, since):
+        run = record.dagster_run
         rows.append(
             {
                 "job": run.job_name,
-                "assets": keys,
+                "assets": sorted(key.to_user_string() for key in run.asset_selection or []),
                 "partition": run.tags.get("dagster/partition")
                 or run.tags.get("dagster/asset_partition_range_start"),
                 "status": run.status.value,
