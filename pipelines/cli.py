@@ -6,14 +6,12 @@ run over the range of its partitions, as a single-run backfill launches it (:fun
 and a failed range is built again one run per partition so the failures are named. Ctrl-C or SIGTERM
 ends the run in progress, starts no other and prints the summary (exit status 130). Runs go to the
 instance of ``$DAGSTER_HOME`` (its ``dagster.yaml`` decides the storage), else a temporary one, tagged
-``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process (``spatial/build_pid``,
-``spatial/build_host``). See the README's "How ``spatial-build`` runs the graph".
+``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process. See the README's
+"How ``spatial-build`` runs the graph".
 
-A killed build never blocks the next one: before it runs anything, a build marks failed the unfinished runs
-of earlier builds on this host whose process is gone and frees their concurrency-pool slots (one log line
-per run; runs of builds on other hosts are left alone), with or without the Dagster daemon, on SQLite and
-PostgreSQL instances alike (:mod:`pipelines.dead_builds`). When ``$DAGSTER_HOME`` is full or not writable,
-the build stops with one sentence that says so and the summary, exit status 74 (:mod:`pipelines.dagster_home`).
+Before it runs anything, a build gives back what killed builds left (:mod:`pipelines.dead_builds`). When
+``$DAGSTER_HOME`` is full or not writable, it stops with one sentence and the summary, exit status 74
+(:mod:`pipelines.dagster_home`).
 
 Usage::
 
@@ -27,7 +25,6 @@ import argparse
 import logging
 import os
 import signal
-import sqlite3
 import sys
 import time
 import uuid
@@ -62,9 +59,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spatial-build",
         description=__doc__.split("\n\n")[0],
-        epilog="Before it runs anything, a build marks failed the unfinished runs of earlier builds on this host "
-        "whose process is gone (killed) and frees their concurrency-pool slots. Exit status: 0 built, 1 a run "
-        "failed, 130 stopped by Ctrl-C or SIGTERM, 74 DAGSTER_HOME is full or not writable.",
+        epilog="Exit status: 0 built, 1 a run failed, 130 stopped by Ctrl-C or SIGTERM, 74 DAGSTER_HOME is "
+        "full or not writable.",
     )
     parser.add_argument(
         "--storage-root",
@@ -236,11 +232,9 @@ class Build:
         )
         if _interrupted(result):
             raise KeyboardInterrupt
-        if not result.success:
-            for event in result.get_step_failure_events():
-                unwritable = check_dagster_home(event.step_failure_data.error)
-                if unwritable is not None:
-                    raise unwritable
+        for event in result.get_step_failure_events():
+            if unwritable := check_dagster_home(event.step_failure_data.error):
+                raise unwritable
         if not result.success and log_failure:
             failed = [event.step_key for event in result.get_step_failure_events()]
             where = f" (partition {partition_key})" if partition_key else ""
@@ -428,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.warning("stopped by a signal: the run in progress was ended and no further run started")
     except DagsterHomeUnwritable as error:
         unwritable = error
-    except (sqlalchemy.exc.OperationalError, sqlite3.OperationalError, OSError) as error:
+    except Exception as error:
         unwritable = check_dagster_home(error)
         if unwritable is None:  # not about DAGSTER_HOME
             raise

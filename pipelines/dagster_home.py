@@ -1,12 +1,9 @@
 """Tell a ``DAGSTER_HOME`` that cannot be written (disk full, read-only, no permission) from other failures.
 
-With the SQLite instance, every run, event and materialization is written under ``$DAGSTER_HOME``; when its
-disk fills up, SQLite answers ``database or disk is full`` or ``disk I/O error``, raised from wherever
-Dagster was writing: opening the instance, creating a run, or inside a step (the step then fails with the
-storage's error). :func:`storage_error_text` recognises such errors (an exception, or the error of a failed
-step); :func:`dagster_home_problem` then checks ``DAGSTER_HOME`` itself by writing a probe file there, so an
-error about another disk (the storage root, a full ``/tmp``) is not blamed on it. ``spatial-build`` stops
-with :class:`DagsterHomeUnwritable`'s one sentence instead of a traceback.
+:func:`check_dagster_home` takes an error (an exception, or the error of a failed step) that looks like a
+refused storage write (:data:`STORAGE_ERROR_SIGNS`) and writes a probe file under ``$DAGSTER_HOME``, so that
+an error about another disk is not blamed on it; ``spatial-build`` then stops with
+:class:`DagsterHomeUnwritable`'s one sentence.
 """
 
 from __future__ import annotations
@@ -33,8 +30,6 @@ STORAGE_ERROR_SIGNS = (
 
 PROBE_BYTES = 1 << 20
 """Size of the probe file: a disk with less free space than this is full for a build."""
-
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def storage_error_text(error: BaseException | SerializableErrorInfo | None) -> str | None:
@@ -68,7 +63,7 @@ def dagster_home_problem(home: Path) -> str | None:
             handle.flush()
             os.fsync(handle.fileno())
     except OSError as error:
-        if error.errno in FULL_ERRNOS:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
             return "is full"
         return f"is not writable ({error.strerror or error})"
     finally:

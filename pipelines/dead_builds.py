@@ -1,22 +1,12 @@
-"""What a ``spatial-build`` that died left on the instance, found and given back by the next build.
+"""What a killed ``spatial-build`` left on the instance, given back by the next build.
 
-``spatial-build`` executes its runs in its own process (``execute_in_process``), so no run launcher watches
-them and Dagster's run monitoring cannot tell that their process is gone: a build killed with SIGKILL (or
-by the out-of-memory killer, or a reboot) leaves its run ``STARTED`` for good, and a step of a pool-limited
-asset (``object_phrases`` in the ``llm`` pool) keeps its pool slot, so the next build's step waits for it
-forever. Every build therefore records its process in the tags of its runs (:func:`build_process_tags`:
-pid, process start time, host, PID namespace), and at its start :func:`reclaim_dead_builds` looks at the unfinished runs
-of earlier builds:
-
-- the build runs on this host and its process is gone (no such pid, a zombie, or the pid now belongs to
-  a process started at another time): the run's pool slots and pending slot claims are freed and the run
-  is marked failed, with an engine event and the failure message saying why; one log line per run;
-- the build runs on another host, or in another container (PID namespace): left alone (its processes
-  cannot be seen from here), said in the log;
-- the run records no build process (a build from before these tags): left alone, said in the log.
-
-Slots still held by finished runs of builds (one that was marked failed or canceled from the Dagster UI
-while its step held a slot) are freed too. Runs that other tools launched are not touched.
+``spatial-build`` executes its runs in its own process (``execute_in_process``), which Dagster's run monitoring
+does not watch: a build killed outright leaves its runs unfinished and its concurrency-pool slots claimed, so
+the next build's pooled step would wait forever. Every run therefore names its build's process
+(:func:`build_process_tags`), and before it runs anything a build calls :func:`reclaim_dead_builds`: the
+unfinished runs of builds on this host whose process is gone are marked failed and their slots freed, and so
+are the slots that finished build runs still hold. Runs of builds on other hosts, runs that name no build
+process and runs that other tools launched are left alone.
 """
 
 from __future__ import annotations
@@ -26,10 +16,11 @@ import logging
 import os
 import socket
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import dagster as dg
 import psutil
+from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
 
 logger = logging.getLogger("spatial_build.dead_builds")
 
@@ -37,23 +28,12 @@ LAUNCHED_BY_TAG = "spatial/launched_by"
 LAUNCHED_BY = "spatial-build"
 BUILD_TAG = "spatial/build"
 BUILD_PID_TAG = "spatial/build_pid"
-BUILD_HOST_TAG = "spatial/build_host"
 BUILD_PROCESS_STARTED_TAG = "spatial/build_process_started"
-"""Start time of the build's process (seconds since the epoch): tells a pid from its reuse by another process."""
-BUILD_PID_NAMESPACE_TAG = "spatial/build_pid_namespace"
-"""The PID namespace of the build's process (Linux): a container that shares the host's name does not share it."""
-
+"""Start time of the build's process (seconds since the epoch): tells its pid from a later process's."""
+BUILD_HOST_TAG = "spatial/build_host"
+"""The build's host and PID namespace: its pid means something only where both are this process's."""
 START_TIME_TOLERANCE_S = 1.0
 """How far two readings of one process's start time may differ (psutil computes it from the boot time)."""
-
-UNFINISHED_STATUSES = (
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-)
-FINISHED_STATUSES = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
 class BuildProcess(enum.Enum):
@@ -65,28 +45,24 @@ class BuildProcess(enum.Enum):
     UNKNOWN = "not recorded"
 
 
-def _pid_namespace() -> str:
-    """This process's PID namespace (``pid:[4026531836]``), or "" where ``/proc`` does not say."""
+def _host() -> str:
     try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
+        return f"{socket.gethostname()} ({os.readlink('/proc/self/ns/pid')})"
+    except OSError:  # no /proc
+        return socket.gethostname()
 
 
 def build_process_tags() -> dict[str, str]:
-    """The run tags that name this process as the build's: pid, start time, host and PID namespace."""
+    """The run tags that name this process as the build's: pid, start time, host."""
     return {
         BUILD_PID_TAG: str(os.getpid()),
         BUILD_PROCESS_STARTED_TAG: repr(psutil.Process().create_time()),
-        BUILD_HOST_TAG: socket.gethostname(),
-        BUILD_PID_NAMESPACE_TAG: _pid_namespace(),
+        BUILD_HOST_TAG: _host(),
     }
 
 
-def build_process_state(tags: Mapping[str, str], host: str | None = None) -> BuildProcess:
-    """Whether the build process that ``tags`` (a run's tags) name still runs, seen from ``host`` (this one).
-
-    A process in another PID namespace (a container that has the host's name) counts as on another host.
+def build_process_state(tags: Mapping[str, str]) -> BuildProcess:
+    """Whether the build process that ``tags`` (a run's tags) name still runs, as this host sees it.
 
     >>> build_process_state(build_process_tags())
     <BuildProcess.ALIVE: 'alive'>
@@ -95,9 +71,7 @@ def build_process_state(tags: Mapping[str, str], host: str | None = None) -> Bui
     """
     if not {BUILD_PID_TAG, BUILD_PROCESS_STARTED_TAG, BUILD_HOST_TAG} <= tags.keys():
         return BuildProcess.UNKNOWN
-    if tags[BUILD_HOST_TAG] != (host or socket.gethostname()):
-        return BuildProcess.OTHER_HOST
-    if tags.get(BUILD_PID_NAMESPACE_TAG, "") != _pid_namespace():  # a container with the host's name
+    if tags[BUILD_HOST_TAG] != _host():
         return BuildProcess.OTHER_HOST
     try:
         process = psutil.Process(int(tags[BUILD_PID_TAG]))
@@ -130,90 +104,44 @@ def held_by_run(instance: dg.DagsterInstance) -> dict[str, list[str]]:
     return dict(held)
 
 
-def _free(instance: dg.DagsterInstance, run: dg.DagsterRun, holds: Sequence[str], why: str) -> None:
-    if not holds:
-        return
-    instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-    instance.report_engine_event(f"{why}: freed its pool slots and slot claims ({', '.join(holds)})", run)
-
-
-def _describe(run: dg.DagsterRun) -> str:
-    return f"run {run.run_id} of {run.job_name} (build {run.tags.get(BUILD_TAG, '?')})"
-
-
 def reclaim_dead_builds(instance: dg.DagsterInstance, this_build: str | None = None) -> list[str]:
-    """Free what dead builds hold and mark their unfinished runs failed (see the module docstring).
-
-    ``this_build`` (the ``spatial/build`` tag of the calling build) is never touched. Returns the ids of the
-    runs whose slots were freed or that were marked failed.
-    """
+    """Free what dead builds hold and mark their unfinished runs failed (see the module docstring); one log
+    line per run. ``this_build`` (the calling build's ``spatial/build`` tag) is never touched. Returns the ids
+    of the runs whose slots were freed or that were marked failed."""
     held = held_by_run(instance)
+    builds = {LAUNCHED_BY_TAG: LAUNCHED_BY}
     reclaimed: list[str] = []
-    other_hosts: dict[str, list[str]] = defaultdict(list)
-    unrecorded: list[str] = []
-    unfinished = instance.get_runs(
-        filters=dg.RunsFilter(tags={LAUNCHED_BY_TAG: LAUNCHED_BY}, statuses=list(UNFINISHED_STATUSES))
-    )
-    for run in unfinished:
-        if this_build is not None and run.tags.get(BUILD_TAG) == this_build:
-            continue
+    for run in instance.get_runs(filters=dg.RunsFilter(tags=builds, statuses=list(NOT_FINISHED_STATUSES))):
         state = build_process_state(run.tags)
-        if state is BuildProcess.OTHER_HOST:
-            host = run.tags[BUILD_HOST_TAG]
-            if host == socket.gethostname():
-                host += " (in another PID namespace: another container)"
-            other_hosts[host].append(run.run_id)
+        if run.tags.get(BUILD_TAG) == this_build or state is BuildProcess.ALIVE:
             continue
-        if state is BuildProcess.UNKNOWN:
-            unrecorded.append(run.run_id)
-            continue
-        if state is BuildProcess.ALIVE:
+        if state is not BuildProcess.GONE:
+            logger.info("left alone: run %s, its build process is %s", run.run_id, state.value)
             continue
         where = f"pid {run.tags[BUILD_PID_TAG]} on {run.tags[BUILD_HOST_TAG]}"
-        why = f"the spatial-build process of this run ({where}) is gone"
         holds = held.pop(run.run_id, [])
-        _free(instance, run, holds, why)
+        if holds:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         instance.report_run_failed(
             run,
-            message=f"{why} (killed, or its machine restarted), so the run cannot finish: marked failed by "
-            "the next spatial-build",
+            message=f"the spatial-build process of this run ({where}) is gone: marked failed by the next build",
         )
         reclaimed.append(run.run_id)
         logger.warning(
-            "%s was %s but its build process (%s) is gone: marked failed%s",
-            _describe(run),
-            run.status.value,
-            where,
+            "run %s of %s (build %s) was %s but its build process (%s) is gone: marked failed%s",
+            *(run.run_id, run.job_name, run.tags.get(BUILD_TAG), run.status.value, where),
             f", freed {', '.join(holds)}" if holds else "",
         )
-    for host, run_ids in sorted(other_hosts.items()):
-        logger.info(
-            "left alone: unfinished runs of spatial-builds on host %s (only that host can tell whether they "
-            "still run): %s",
-            host,
-            ", ".join(run_ids),
-        )
-    if unrecorded:
-        logger.warning(
-            "left as they are: unfinished spatial-build runs that record no build process (from builds before "
-            "%s was recorded); terminate them in the Dagster UI if their build is gone: %s",
-            BUILD_PID_TAG,
-            ", ".join(unrecorded),
-        )
-    finished = (
-        instance.get_runs(
-            filters=dg.RunsFilter(
-                run_ids=sorted(held), tags={LAUNCHED_BY_TAG: LAUNCHED_BY}, statuses=list(FINISHED_STATUSES)
-            )
-        )
-        if held
-        else []
-    )
-    for run in finished:
-        holds = held[run.run_id]
-        _free(instance, run, holds, f"this run ended ({run.status.value}) with pool slots still held")
+    finished = list(FINISHED_STATUSES)
+    for run in (
+        instance.get_runs(dg.RunsFilter(run_ids=sorted(held), tags=builds, statuses=finished)) if held else []
+    ):
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reclaimed.append(run.run_id)
         logger.warning(
-            "%s ended (%s) but still held %s: freed", _describe(run), run.status.value, ", ".join(holds)
+            "run %s ended (%s) but still held %s: freed",
+            run.run_id,
+            run.status.value,
+            ", ".join(held[run.run_id]),
         )
     return reclaimed
