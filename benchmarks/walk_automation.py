@@ -59,12 +59,9 @@ def _dagster(environment: dict, *arguments: str) -> None:
 
 def _records(instance, since: float) -> list:
     """The run records created since ``since``, oldest first."""
-    import datetime
-
-    import dagster as dg
-
-    after = datetime.datetime.fromtimestamp(since, tz=datetime.UTC)
-    records = instance.get_run_records(filters=dg.RunsFilter(created_after=after))
+    records = [
+        record for record in instance.get_run_records() if record.create_timestamp.timestamp() >= since
+    ]
     return sorted(records, key=lambda record: record.create_timestamp)
 
 

@@ -25,6 +25,7 @@ import argparse
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 import uuid
@@ -422,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.warning("stopped by a signal: the run in progress was ended and no further run started")
     except DagsterHomeUnwritable as error:
         unwritable = error
-    except Exception as error:
+    except (sqlalchemy.exc.OperationalError, sqlite3.OperationalError, OSError) as error:  # storage errors
         unwritable = check_dagster_home(error)
         if unwritable is None:  # not about DAGSTER_HOME
             raise
