@@ -83,6 +83,11 @@ class EmptySourceError(ValueError):
         self.first_reasons = list(first_reasons or [])
 
 
+class MalformedInputError(EmptySourceError):
+    """A configured input file cannot be parsed at all (a truncated or corrupt annotation file): the whole input
+    fails, naming the file, rather than building a table from part of it."""
+
+
 @dataclass(frozen=True)
 class HubLocation:
     """A data set (or a file or folder inside it) on the Hugging Face Hub."""
@@ -354,12 +359,14 @@ class ImageCache:
 
 
 def image_problem(
-    cache: ImageCache, path: Path | None, record_id: str
+    cache: ImageCache | None, path: Path | None, record_id: str
 ) -> tuple[tuple[dict, int, int] | None, str]:
+    """``((cell, width, height), "")`` of an image file, or ``(None, reason)`` when it is missing or corrupt;
+    through ``cache`` when images are shared by several records, else read once and not kept."""
     if path is None or not path.exists():
         return None, f"missing image: {path if path is not None else 'no file for ' + record_id}"
     try:
-        return cache.get(path), ""
+        return (cache.get(path) if cache is not None else read_image_file(path)), ""
     except ImageDecodeError as error:
         return None, f"corrupt image: {error}"
 

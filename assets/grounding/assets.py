@@ -29,7 +29,7 @@ Running order: ``pseudo_gt_boxes`` is partitioned, so a full build runs the unpa
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -67,6 +67,7 @@ from assets.grounding.training_table import (
 from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, restore_events, run_partitions
 from assets.partitions import DETECTOR_POOL, LLM_POOL, grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
+from assets.provenance import TableFilePlan, table_file_plans, write_outputs
 from assets.resources import LLMResource, SourcesResource, StorageResource, llm_stage_client
 from assets.tables import (
     contract_check_specs,
@@ -230,6 +231,7 @@ def pseudo_gt_boxes_asset(
     task per shard, each loading its own detector)."""
     settings = PseudoGtSettings.model_validate(config.model_dump(include=set(PseudoGtSettings.model_fields)))
     shards = object_phrases["question_id"].map_elements(shard_of, return_dtype=pl.String)
+    plans = table_file_plans(context, storage.path)
     arguments = {}
     for shard in context.partition_keys:
         phrases = object_phrases.filter(shards == shard)
@@ -237,10 +239,10 @@ def pseudo_gt_boxes_asset(
         coco = None
         if config.backend == "annotations" and phrases.height:
             coco = (sources.coco_instances(storage), sources.omnispatial(storage))
-        arguments[shard] = (shard, questions, phrases, settings, coco, storage.path)
+        arguments[shard] = (shard, questions, phrases, settings, coco, storage.path, plans)
     # A detector per process: locally the shards run one after another in the run's process.
     with partition_results(pseudo_gt_boxes_shard, arguments, 1, compute_settings(config)) as result:
-        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)), plans)
 
 
 def pseudo_gt_boxes_shard(
@@ -250,10 +252,11 @@ def pseudo_gt_boxes_shard(
     config: PseudoGtSettings,
     coco_paths: tuple[Path, Path | None] | None,
     storage_path: Path,
+    plans: Mapping[str, TableFilePlan],
 ) -> list[PortableEvent]:
-    """One shard of ``pseudo_gt_boxes`` as :func:`portable_events`: ``questions`` are its ``mcq_questions``
-    rows, ``phrases`` its ``object_phrases`` rows, ``coco_paths`` the COCO instances file and the images'
-    root (annotations backend)."""
+    """One shard of ``pseudo_gt_boxes``: its files written, its events as :func:`portable_events`.
+    ``questions`` are its ``mcq_questions`` rows, ``phrases`` its ``object_phrases`` rows, ``coco_paths``
+    the COCO instances file and the images' root (annotations backend)."""
     coco = CocoInstances.load(coco_paths[0], images_root=coco_paths[1]) if coco_paths is not None else None
     started = time.perf_counter()
     frame, log = build_pseudo_gt(questions, phrases, shard, config, coco=coco)
@@ -292,13 +295,12 @@ def pseudo_gt_boxes_shard(
         len(log),
     )
     quarantine, metadata = quarantine_output(log)
-    return portable_events(
-        [
-            dg.Output(checked.frame, output_name="pseudo_gt_boxes", metadata=checked.metadata),
-            checked.check,
-            dg.Output(quarantine, output_name="pseudo_gt_boxes_quarantine", metadata=metadata),
-        ]
-    )
+    events = [
+        dg.Output(checked.frame, output_name="pseudo_gt_boxes", metadata=checked.metadata),
+        checked.check,
+        dg.Output(quarantine, output_name="pseudo_gt_boxes_quarantine", metadata=metadata),
+    ]
+    return portable_events(write_outputs(events, plans, shard))
 
 
 # --------------------------------------------------------------------------------------------------

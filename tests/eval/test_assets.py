@@ -77,7 +77,7 @@ def test_configured_model_fills_the_report(tmp_path, small_world, tiny_model_dir
     metadata = _metadata(result, "eval_report")
     assert "Evaluated runs" in metadata["paper_tables"].value
     assert set(metadata["accuracy_by_benchmark"].value) == {"omnispatial", "spatialab"}
-    assert "data:image/png;base64" in metadata["figure4_iou_by_entropy_quartile"].value
+    assert "data:image/jpeg;base64" in metadata["figure4_iou_by_entropy_quartile"].value
     assert (tmp_path / "eval" / "report.md").is_file()
 
 

@@ -111,7 +111,7 @@ def test_coverage_is_reported_in_the_metadata(built_chain):
         <= metadata["localizable_samples"]
     )
     assert metadata["coverage_of_queried"] == 1.0  # human boxes ground every phrase of the sample world
-    assert "data:image/png;base64" in metadata["preview_image"] and "validity_histogram_plot" in metadata
+    assert "data:image/jpeg;base64" in metadata["preview_image"] and "validity_histogram_plot" in metadata
     assert sum(metadata["validity_histogram"].values()) == metadata["boxes"]
     shard_samples = sum(asset_metadata(result, "pseudo_gt_boxes")["samples"] for result in shards)
     assert shard_samples == metadata["samples"]

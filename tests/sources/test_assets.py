@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.resources import SourcesResource, StorageResource
+from assets.resources import SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import SOURCE_ASSETS
 from data_contracts import scene_graphs
 from data_contracts.storage import read_table, table_path
@@ -17,6 +17,7 @@ def _resources(root, world):
         "io_manager": ParquetIOManager(root=str(root)),
         "storage": StorageResource(root=str(root)),
         "sources": SourcesResource(sample_world_root=str(world)),
+        "workers": WorkersResource(max_workers=1),
     }
 
 
@@ -48,7 +49,7 @@ def test_materialize_sources(tmp_path, small_world):
     metadata = materializations["scene_graphs"].materialization.metadata
     assert metadata["contract_version"].value == scene_graphs.CONTRACT_VERSION
     assert metadata["dagster/row_count"].value == read_table(tmp_path, "scene_graphs").height
-    assert "preview_image" in metadata and "data:image/png;base64" in metadata["preview_image"].value
+    assert "preview_image" in metadata and "data:image/jpeg;base64" in metadata["preview_image"].value
 
 
 def test_caches_load_with_datasets(tmp_path, small_world):
