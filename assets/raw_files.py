@@ -7,12 +7,15 @@ an observable source asset standing for the raw files it reads:
 |---|---|---|
 | ``raw_mcq_files`` | the OmniSpatial folder, the SpatiaLab table's folder and images | ``mcq_questions`` |
 | ``raw_scene_graph_files`` | the Visual Genome folder (and its images folder) | ``scene_graphs`` |
-| ``raw_scan_files`` | one RGB-D scan folder per ``scenes`` partition | ``rgbd_frames``, the DGE assets |
+| ``raw_scan_files`` | one RGB-D scan per ``scenes`` partition (ScanNet, ARKitScenes, ScanNet++) | ``rgbd_frames``, the DGE assets |
 
 An observation records a data version: a hash of every file's path *relative to its configured
 root* and of its content. Moving or copying a data folder (``cp -a``, ``cp -r``, ``mv``) changes no
 version; editing one file changes exactly the version of the observable that holds it (for scans,
-of that scan's partition), so Dagster's automation rebuilds exactly what lies downstream of it.
+of that scan's partition), so Dagster's automation rebuilds exactly what lies downstream of it. A scan's
+version covers what its reader reads (:attr:`readers.scans.ScanFolder.inputs`: a ScanNet or ARKitScenes
+scan's folder, a ScanNet++ scene's extracted iPhone frames, poses, mesh and annotation) and, for an
+ARKitScenes video, its ``metadata.csv`` row.
 
 Hashing a large folder is paid once: content hashes are kept in ``<storage root>/raw_file_hashes.sqlite``
 keyed by absolute path, size and modification time, so a later observation reads a file again only
@@ -42,6 +45,7 @@ import dagster as dg
 
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.resources import SourcesResource, StorageResource
+from readers.scans import ScanFolder, list_scans
 
 GROUP = "sources"
 HASH_CACHE_NAME = "raw_file_hashes.sqlite"
@@ -208,10 +212,32 @@ def content_fingerprint(roots: Iterable[Path | None], cache: FileHashCache) -> s
     return observe_roots(roots, cache)[0]
 
 
-def scan_folders(sources: SourcesResource, storage: StorageResource) -> dict[str, Path]:
-    """Every scan folder of the configured ScanNet root, by scene id (its folder name)."""
-    root = sources.scannet(storage)
-    return {path.name: path for path in sorted(root.iterdir()) if path.is_dir()} if root.is_dir() else {}
+def scan_folders(sources: SourcesResource, storage: StorageResource) -> dict[str, ScanFolder]:
+    """Every scan of the configured scan roots (ScanNet, ARKitScenes, ScanNet++), by partition key.
+
+    Raises:
+        ValueError: when two scans have the same key (a ScanNet folder named like another data set's key, an
+            ARKitScenes video in two folds).
+    """
+    scans: dict[str, ScanFolder] = {}
+    for dataset, root in sources.scan_roots(storage).items():
+        for scan in list_scans(dataset, root):
+            if scan.key in scans:
+                raise ValueError(
+                    f"two scans have the partition key {scan.key}: {scans[scan.key].folder} and {scan.folder}"
+                )
+            scans[scan.key] = scan
+    return dict(sorted(scans.items()))
+
+
+def observe_scan(scan: ScanFolder | None, cache: FileHashCache) -> tuple[str, list[str]]:
+    """The content version of a scan (what its reader reads, and an ARKitScenes video's metadata row; a scan
+    that is gone versions as empty) and its files whose content is new or changed."""
+    version, changed = observe_roots(list(scan.inputs) if scan is not None else [None], cache)
+    if scan is not None and scan.metadata:
+        row = json.dumps(scan.metadata, sort_keys=True)
+        version = hashlib.sha256(f"{version}\0{row}".encode()).hexdigest()[:16]
+    return version, changed
 
 
 def _observe_on_cron() -> dg.AutomationCondition:
@@ -271,12 +297,14 @@ def raw_scan_files(
     context: dg.OpExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> dg.DataVersionsByPartition:
     """Fingerprint every registered scan; a registered scan whose folder is gone versions as empty."""
-    folders = scan_folders(sources, storage)
+    scans = scan_folders(sources, storage)
     registered = context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
+    versions = {}
     with _hash_cache(storage) as cache:
-        return dg.DataVersionsByPartition(
-            {scene: _observe(cache, "raw_scan_files", scene, [folders.get(scene)]) for scene in registered}
-        )
+        for scene in registered:
+            versions[scene], changed = observe_scan(scans.get(scene), cache)
+            cache.record_changes("raw_scan_files", scene, changed)
+    return dg.DataVersionsByPartition(versions)
 
 
 RAW_FILE_ASSETS = [raw_mcq_files, raw_scene_graph_files, raw_scan_files]

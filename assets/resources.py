@@ -43,6 +43,7 @@ from pydantic import Field, field_validator
 from assets.compute import default_workers
 from data_contracts.origin import REAL as REAL_ORIGIN
 from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
+from data_contracts.scan_datasets import ARKITSCENES, SCANNET, SCANNETPP
 from data_contracts.storage import llm_cache_path, resolve_storage_root
 from model_clients.client import BudgetExceededError, LLMClient, LLMClientConfig, LLMClientSettings
 from model_clients.estimate import CostEstimate
@@ -126,7 +127,8 @@ class SourcesResource(dg.ConfigurableResource):
       `omnispatial_root` or `spatialab_path` is set, the sample world gives no questions: the other
       one is simply left out (its rows would be synthetic questions labelled as the real benchmark).
     - scene graphs (`scene_graphs`): `visual_genome_root`.
-    - RGB-D scans (`rgbd_frames`, `rgbd_scenes`): `scannet_root`.
+    - RGB-D scans (`rgbd_frames`, `rgbd_scenes`): `scannet_root`, `arkitscenes_root`, `scannetpp_root` (any of
+      them, several in one build; the sample world's scans, in all three layouts, only when none is set).
     - COCO boxes of the OmniSpatial images (`coco_instances_path`): they describe the questions' images,
       so the sample world's boxes are used only while the questions are the sample world's; with real
       questions and no `coco_instances_path`, asking for them fails with one sentence.
@@ -192,6 +194,15 @@ class SourcesResource(dg.ConfigurableResource):
     scannet_root: str | None = Field(
         default=None, description="ScanNet 'scans' folder with one folder per scene."
     )
+    arkitscenes_root: str | None = Field(
+        default=None,
+        description="ARKitScenes '3dod' folder: Training/ and Validation/ (one folder per video) and metadata.csv.",
+    )
+    scannetpp_root: str | None = Field(
+        default=None,
+        description="ScanNet++ folder holding data/ (one folder per scene, the iPhone stream extracted with the "
+        "toolkit) and splits/.",
+    )
     coco_instances_path: str | None = Field(
         default=None, description="COCO instances JSON with human boxes for the OmniSpatial images."
     )
@@ -242,9 +253,13 @@ class SourcesResource(dg.ConfigurableResource):
         """``origin`` of the rows of ``scene_graphs``."""
         return REAL_ORIGIN if self.visual_genome_root else SAMPLE_WORLD_ORIGIN
 
+    def real_scans(self) -> bool:
+        """True when a real scan data set (ScanNet, ARKitScenes or ScanNet++) is configured."""
+        return bool(self.scannet_root or self.arkitscenes_root or self.scannetpp_root)
+
     def scans_origin(self) -> str:
         """``origin`` of the rows of ``rgbd_frames`` and ``rgbd_scenes``."""
-        return REAL_ORIGIN if self.scannet_root else SAMPLE_WORLD_ORIGIN
+        return REAL_ORIGIN if self.real_scans() else SAMPLE_WORLD_ORIGIN
 
     def omnispatial(self, storage: StorageResource) -> Path | None:
         """OmniSpatial folder; the sample world's when no real question source is configured, else None
@@ -282,11 +297,26 @@ class SourcesResource(dg.ConfigurableResource):
             return resolve_location(self.visual_genome_images_dir, "visual_genome_images_dir")
         return None
 
-    def scannet(self, storage: StorageResource) -> Path:
-        """ScanNet scans folder (the sample world's when unset)."""
-        if self.scannet_root:
-            return resolve_location(self.scannet_root, "scannet_root")
-        return self.sample_world(storage) / "scannet" / "scans"
+    def scan_roots(self, storage: StorageResource) -> dict[str, Path]:
+        """The root of each configured scan data set, by data set (``scannet``, ``arkitscenes``, ``scannetpp``);
+        when none is configured, the sample world's three layouts."""
+        if not self.real_scans():
+            world = self.sample_world(storage)
+            return {
+                SCANNET: world / "scannet" / "scans",
+                ARKITSCENES: world / "arkitscenes" / "3dod",
+                SCANNETPP: world / "scannetpp",
+            }
+        configured = {
+            SCANNET: (self.scannet_root, "scannet_root"),
+            ARKITSCENES: (self.arkitscenes_root, "arkitscenes_root"),
+            SCANNETPP: (self.scannetpp_root, "scannetpp_root"),
+        }
+        return {
+            dataset: resolve_location(location, field)
+            for dataset, (location, field) in configured.items()
+            if location
+        }
 
     def coco_instances(self, storage: StorageResource) -> Path:
         """COCO instances file (the sample world's when unset and the questions are the sample world's).
@@ -322,12 +352,12 @@ class SourcesResource(dg.ConfigurableResource):
             + [path for path in [self.spatialab_images()] if path is not None],
             "scene_graphs": [self.visual_genome(storage)]
             + [path for path in [self.visual_genome_images()] if path is not None],
-            "rgbd_frames": [self.scannet(storage)],
+            "rgbd_frames": list(self.scan_roots(storage).values()),
         }
 
     def uses_sample_world(self) -> bool:
         """True when at least one kind of source falls back to the sample world."""
-        return not (self.real_questions() and self.visual_genome_root and self.scannet_root)
+        return not (self.real_questions() and self.visual_genome_root and self.real_scans())
 
 
 class ModelPriceConfig(dg.Config):

@@ -8,7 +8,9 @@ JSON with the geometric facts that justify the answer (for audit), including the
 ``spec`` from which the answer can be recomputed. ``geometry_source`` says whether the answer
 comes from a scan (``scanned``) or from one image's estimated depth (``estimated``); the two are
 never mixed in one row. ``origin`` (1.1.0) is the scan's (``rgbd_scenes.origin``) or, for an
-estimated row, the image's (``scene_graphs.origin``): 'sample_world' or 'real'.
+estimated row, the image's (``scene_graphs.origin``): 'sample_world' or 'real'. ``dataset`` (1.2.0) is
+the data set of the scan (``rgbd_scenes.source``: 'scannet', 'arkitscenes', 'scannetpp') or, for an
+estimated row, 'visual_genome'.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import polars as pl
 from data_contracts.columns import image_column
 from data_contracts.mcq_questions import LETTERS
 from data_contracts.origin import origin_column
+from data_contracts.scan_datasets import IMAGE_DATASET, dataset_column
 
-CONTRACT_VERSION = "1.1.0"  # 1.1: origin
+CONTRACT_VERSION = "1.2.0"  # 1.2: dataset; 1.1: origin
 
 TASK_TYPES = [
     "object_count",
@@ -132,6 +135,9 @@ class DgeTasks(dy.Schema):
     )
     origin = origin_column(
         "questions (the scan's rgbd_scenes.origin; an estimated row's scene_graphs.origin)"
+    )
+    dataset = dataset_column(
+        "the question's scan (rgbd_scenes.source) or, for an estimated row, its image", (IMAGE_DATASET,)
     )
 
     @dy.rule()

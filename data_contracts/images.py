@@ -17,6 +17,7 @@ import hashlib
 import io
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 from PIL import Image, UnidentifiedImageError
@@ -60,6 +61,24 @@ def encode_image(image: Image.Image | str | Path | bytes, path: str | None = Non
     buffer = io.BytesIO()
     image.save(buffer, format=fmt)
     return {"bytes": buffer.getvalue(), "path": path}
+
+
+def upright(pixels: np.ndarray, turns: int) -> np.ndarray:
+    """An image array (rows first) turned ``turns`` quarter turns clockwise: ``rgbd_frames.upright_turns``
+    makes a frame stored rotated (ARKitScenes' sky_direction) upright.
+
+    >>> upright(np.array([[1, 2, 3], [4, 5, 6]]), 1).tolist()
+    [[4, 1], [5, 2], [6, 3]]
+    >>> upright(np.array([[1, 2, 3], [4, 5, 6]]), 2).tolist()
+    [[6, 5, 4], [3, 2, 1]]
+    """
+    turns %= 4
+    return np.ascontiguousarray(np.rot90(pixels, -turns)) if turns else pixels
+
+
+def upright_image(image: Image.Image, turns: int) -> Image.Image:
+    """A PIL image turned ``turns`` quarter turns clockwise (see :func:`upright`)."""
+    return Image.fromarray(upright(np.asarray(image), turns)) if turns % 4 else image
 
 
 def decode_image(cell: dict, mode: str | None = "RGB") -> Image.Image:

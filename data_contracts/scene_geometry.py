@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-CONTRACT_VERSION = "1.2.0"
+CONTRACT_VERSION = "1.3.0"  # 1.3: annotated_boxes
 
 GEOMETRY_SOURCES = ["scanned", "estimated"]
-OBJECT_POINT_SOURCES = ["mesh", "instance_masks", "none"]
+OBJECT_POINT_SOURCES = ["mesh", "instance_masks", "annotated_boxes", "none"]
 FLOOR_SOURCES = ["ransac", "fallback"]
 
 
@@ -118,9 +118,10 @@ class SceneGeometry(dy.Schema):
     )
     object_points_source = dy.String(
         nullable=False,
-        description="Where the objects' points come from: 'mesh' (sampled on the segmented ScanNet mesh, every "
-        "surface), 'instance_masks' (fused frame points labelled by the instance images, only what the cameras "
-        "saw) or 'none' (neither is available: no objects).",
+        description="Where the objects' points come from: 'mesh' (sampled on the segmented mesh, every "
+        "surface: ScanNet, ScanNet++), 'instance_masks' (fused frame points labelled by the instance images, only "
+        "what the cameras saw), 'annotated_boxes' (the points of the mesh, or of the fused cloud, inside each "
+        "annotated oriented box: ARKitScenes) or 'none' (none is available: no objects).",
     )
     world_to_gravity = _vector(
         16,

@@ -13,25 +13,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import polars as pl
-from PIL import Image, UnidentifiedImageError
 
-from data_contracts import rgbd_frames, rgbd_scenes
-from data_contracts.images import truncation_problem
 from data_contracts.quarantine import QuarantineLog
-from data_contracts.validation import polars_schema
-from readers.common import (
-    load_json,
-    require_path,
+from data_contracts.scan_datasets import SCANNET
+from readers.common import load_json, require_path
+from readers.scan_tables import (
+    ScanTables,
+    frame_row,
+    image_size,
+    rigid_pose_problem,
+    scan_tables,
+    scene_row,
 )
 
-logger = logging.getLogger(__name__)
+__all__ = ["list_scannet_scenes", "read_matrix", "read_scannet", "read_scannet_scene", "rigid_pose_problem"]
 
-RIGID_TOLERANCE = 1e-3
+logger = logging.getLogger(__name__)
 
 
 def read_matrix(path: Path, size: int) -> np.ndarray:
@@ -42,37 +42,6 @@ def read_matrix(path: Path, size: int) -> np.ndarray:
     return values.reshape(size, size)
 
 
-def rigid_pose_problem(pose: np.ndarray, tolerance: float = RIGID_TOLERANCE) -> str:
-    """Empty string when ``pose`` is a finite rigid 4x4 transform, else why it is not.
-
-    >>> rigid_pose_problem(np.eye(4))
-    ''
-    >>> rigid_pose_problem(np.diag([2.0, 1.0, 1.0, 1.0]))
-    'pose is not rigid: rotation part is not orthonormal'
-    """
-    if pose.shape != (4, 4):
-        return f"pose has shape {pose.shape}, expected 4x4"
-    if not np.all(np.isfinite(pose)):
-        return "pose is not finite (ScanNet marks invalid poses with -inf)"
-    rotation = pose[:3, :3]
-    if not np.allclose(rotation.T @ rotation, np.eye(3), atol=tolerance):
-        return "pose is not rigid: rotation part is not orthonormal"
-    if abs(np.linalg.det(rotation) - 1.0) > tolerance:
-        return "pose is not rigid: rotation has determinant != 1"
-    if not np.allclose(pose[3], [0.0, 0.0, 0.0, 1.0], atol=1e-6):
-        return "pose is not rigid: last row is not [0, 0, 0, 1]"
-    return ""
-
-
-@dataclass
-class ScanNetTables:
-    """What :func:`read_scannet` returns."""
-
-    frames: pl.DataFrame
-    scenes: pl.DataFrame
-    quarantine: QuarantineLog
-
-
 def _numeric_frames(folder: Path, suffixes: Iterable[str]) -> dict[int, Path]:
     found: dict[int, Path] = {}
     if not folder.is_dir():
@@ -81,18 +50,6 @@ def _numeric_frames(folder: Path, suffixes: Iterable[str]) -> dict[int, Path]:
         if path.suffix.lower() in suffixes and path.stem.isdigit():
             found[int(path.stem)] = path
     return found
-
-
-def _image_size(path: Path) -> tuple[tuple[int, int] | None, str]:
-    """The size of an image file from its header, and ``""``; or ``None`` and why the file is unusable
-    (a header PIL cannot read, or a JPEG or PNG cut short)."""
-    try:
-        with Image.open(path) as image:
-            size = image.size
-    except (UnidentifiedImageError, OSError, SyntaxError) as error:
-        return None, f"corrupt image: {path}: {error}"
-    problem = truncation_problem(path)
-    return (None, problem) if problem else (size, "")
 
 
 FRAME_FILES = {
@@ -111,7 +68,7 @@ def _expected_file(scene_dir: Path, name: str, index: int) -> Path:
 
 
 def read_scannet_scene(
-    scene_dir: Path, *, source: str = "scannet", depth_scale: float = 1000.0
+    scene_dir: Path, *, source: str = SCANNET, depth_scale: float = 1000.0
 ) -> tuple[list[dict], dict | None, QuarantineLog]:
     """Read one ScanNet-style scene folder into frame rows and a scene row (None when unusable)."""
     scene_id = scene_dir.name
@@ -158,11 +115,11 @@ def read_scannet_scene(
         if problem:
             log.add(record_id, problem, source_file=str(poses[index]), payload=pose.tolist())
             continue
-        color_size, problem = _image_size(colors[index])
+        color_size, problem = image_size(colors[index])
         if color_size is None:
             log.add(record_id, problem, source_file=str(colors[index]))
             continue
-        depth_size, problem = _image_size(depths[index])
+        depth_size, problem = image_size(depths[index])
         if depth_size is None:
             log.add(record_id, problem, source_file=str(depths[index]))
             continue
@@ -173,22 +130,20 @@ def read_scannet_scene(
             continue
         sizes = {"color": color_size, "depth": depth_size}
         frames.append(
-            {
-                "scene_id": scene_id,
-                "frame_index": index,
-                "color_path": str(colors[index]),
-                "depth_path": str(depths[index]),
-                "instance_path": str(instances[index]) if index in instances else None,
-                "depth_scale": depth_scale,
-                "color_width": color_size[0],
-                "color_height": color_size[1],
-                "depth_width": depth_size[0],
-                "depth_height": depth_size[1],
-                "color_intrinsics": color_k.reshape(-1).tolist(),
-                "depth_intrinsics": depth_k.reshape(-1).tolist(),
-                "pose": pose.reshape(-1).tolist(),
-                "source": source,
-            }
+            frame_row(
+                scene_id=scene_id,
+                frame_index=index,
+                color_path=colors[index],
+                depth_path=depths[index],
+                instance_path=instances.get(index),
+                depth_scale=depth_scale,
+                color_size=color_size,
+                depth_size=depth_size,
+                color_intrinsics=color_k,
+                depth_intrinsics=depth_k,
+                pose=pose,
+                source=source,
+            )
         )
     if not frames:
         log.add(scene_id, "scene has no usable frame", source_file=str(scene_dir))
@@ -206,16 +161,16 @@ def read_scannet_scene(
             )
     mesh = scene_dir / f"{scene_id}_vh_clean_2.ply"
     segs = scene_dir / f"{scene_id}_vh_clean_2.0.010000.segs.json"
-    scene = {
-        "scene_id": scene_id,
-        "scene_dir": str(scene_dir),
-        "mesh_path": str(mesh) if mesh.exists() else None,
-        "segs_path": str(segs) if segs.exists() else None,
-        "aggregation_path": str(aggregation) if aggregation.exists() else None,
-        "objects": objects,
-        "num_frames": len(frames),
-        "source": source,
-    }
+    scene = scene_row(
+        scene_id=scene_id,
+        scene_dir=scene_dir,
+        mesh_path=mesh if mesh.exists() else None,
+        segs_path=segs if segs.exists() else None,
+        aggregation_path=aggregation if aggregation.exists() else None,
+        objects=objects,
+        num_frames=len(frames),
+        source=source,
+    )
     return frames, scene, log
 
 
@@ -235,8 +190,8 @@ def list_scannet_scenes(root: str | Path, config_field: str = "scannet_root") ->
 
 
 def read_scannet(
-    root: str | Path, *, source: str = "scannet", config_field: str = "scannet_root"
-) -> ScanNetTables:
+    root: str | Path, *, source: str = SCANNET, config_field: str = "scannet_root"
+) -> ScanTables:
     """Read every scan under a ScanNet ``scans`` folder, or the one scan whose folder ``root`` is.
 
     Every problem of a scan (an empty folder, bad intrinsics, a frame's missing, cut-short or non-rigid
@@ -252,8 +207,4 @@ def read_scannet(
             scenes.append(scene)
         log.extend(scene_log)
     logger.info("ScanNet %s: %d scenes, %d frames, %d quarantined", root, len(scenes), len(frames), len(log))
-    return ScanNetTables(
-        frames=pl.DataFrame(frames, schema=polars_schema(rgbd_frames.RgbdFrames)),
-        scenes=pl.DataFrame(scenes, schema=polars_schema(rgbd_scenes.RgbdScenes)),
-        quarantine=log,
-    )
+    return scan_tables(frames, scenes, log)

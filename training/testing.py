@@ -515,6 +515,7 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
                 "geometry_source": "scanned",
                 "split": "train",
                 "origin": "sample_world",
+                "dataset": "scannet",
             }
         )
     pseudo_gt_dtype = pl.List(

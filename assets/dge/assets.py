@@ -30,6 +30,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from PIL import Image
 
 from assets.compute import ComputeSettings, compute_settings, partition_results
 from assets.dge.geometry import (
@@ -74,7 +75,7 @@ from assets.tables import (
 from data_contracts import dge_tasks as dge_tasks_contract
 from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
-from data_contracts.images import encode_image
+from data_contracts.images import encode_image, upright_image
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema
 
@@ -274,10 +275,16 @@ def _visibility_preview(frames: pl.DataFrame):
         for (frame_index,), rows in visibility.filter(pl.col("bbox").is_not_null()).group_by(
             ["frame_index"], maintain_order=True
         ):
-            path = frames.filter(pl.col("frame_index") == frame_index)["color_path"]
-            if path.len() == 0 or colour_problem(path[0]):
+            frame = frames.filter(pl.col("frame_index") == frame_index)
+            if frame.height == 0 or colour_problem(frame["color_path"][0]):
                 continue  # a frame whose colour image is gone has no preview (dge_tasks quarantines it)
-            images.append(draw_boxes(encode_image(path[0]), rows["bbox"].to_list(), rows["label"].to_list()))
+            path, turns = frame["color_path"][0], int(frame["upright_turns"][0])
+            if turns:  # a frame stored rotated is shown upright
+                with Image.open(path) as stored:
+                    cell = encode_image(upright_image(stored.convert("RGB"), turns))
+            else:
+                cell = encode_image(path)
+            images.append(draw_boxes(cell, rows["bbox"].to_list(), rows["label"].to_list()))
             if len(images) == 3:
                 break
         return gallery(images) if images else None

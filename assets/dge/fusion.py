@@ -46,7 +46,8 @@ from assets.dge.camera import (
     rotate_vectors,
     transform_points,
 )
-from readers.scannet import rigid_pose_problem
+from data_contracts.images import upright
+from readers.scan_tables import rigid_pose_problem
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,9 @@ class FrameError(ValueError):
 class FrameRecord:
     """One row of ``rgbd_frames`` with its matrices parsed.
 
+    ``upright_turns``: the clockwise quarter turns that make the stored images upright (sizes, intrinsics and
+    pose are the upright images'); every image of the frame is read through it.
+
     >>> record = FrameRecord.from_row({"scene_id": "s", "frame_index": 3, "color_path": "c.jpg",
     ...     "depth_path": "d.png", "instance_path": None, "depth_scale": 1000.0, "color_width": 8,
     ...     "color_height": 6, "depth_width": 8, "depth_height": 6,
@@ -205,6 +209,7 @@ class FrameRecord:
     color_intrinsics: np.ndarray
     depth_intrinsics: np.ndarray
     pose: np.ndarray
+    upright_turns: int = 0
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> FrameRecord:
@@ -221,6 +226,7 @@ class FrameRecord:
             color_intrinsics=intrinsics_matrix(row["color_intrinsics"]),
             depth_intrinsics=intrinsics_matrix(row["depth_intrinsics"]),
             pose=pose_matrix(row["pose"]),
+            upright_turns=int(row.get("upright_turns") or 0),
         )
 
     @property
@@ -229,11 +235,12 @@ class FrameRecord:
         return f"{self.scene_id}/{self.frame_index}"
 
 
-def read_depth_m(path: str | Path, depth_scale: float) -> np.ndarray:
-    """Read a depth image and return metres as float32 (0 or NaN where missing).
+def read_depth_m(path: str | Path, depth_scale: float, upright_turns: int = 0) -> np.ndarray:
+    """Read a depth image and return metres as float32 (0 or NaN where missing), turned upright.
 
-    16-bit PNGs (ScanNet: millimetres, ``depth_scale`` 1000) and 32-bit float images are accepted;
-    both are divided by ``depth_scale``. Raises :class:`FrameError` when the file is unreadable.
+    16-bit PNGs (millimetres, ``depth_scale`` 1000) and 32-bit float images are accepted; both are divided
+    by ``depth_scale``. ``upright_turns``: clockwise quarter turns that make the stored image upright
+    (``rgbd_frames.upright_turns``). Raises :class:`FrameError` when the file is unreadable.
     """
     try:
         with Image.open(path) as image:
@@ -245,7 +252,7 @@ def read_depth_m(path: str | Path, depth_scale: float) -> np.ndarray:
     if raw.ndim != 2:
         raise FrameError(f"depth image has shape {raw.shape}, expected one channel", str(path))
     # One pass: each stored value is converted to float32 and divided in float32.
-    return np.divide(raw, np.float32(depth_scale), dtype=np.float32)
+    return upright(np.divide(raw, np.float32(depth_scale), dtype=np.float32), upright_turns)
 
 
 def depth_problem(depth_m: np.ndarray, min_valid_fraction: float = 0.01) -> str:
@@ -274,9 +281,9 @@ def depth_problem(depth_m: np.ndarray, min_valid_fraction: float = 0.01) -> str:
     return ""
 
 
-def read_instance_labels(path: str | Path) -> np.ndarray:
-    """Read a ScanNet instance image as stored: ``objectId + 1`` per pixel, 0 where no object (integers, first
-    channel of a colour image); raises :class:`FrameError` when the file is unreadable."""
+def read_instance_labels(path: str | Path, upright_turns: int = 0) -> np.ndarray:
+    """Read a ScanNet instance image: ``objectId + 1`` per pixel, 0 where no object (integers, first channel of
+    a colour image), turned upright; raises :class:`FrameError` when the file is unreadable."""
     try:
         with Image.open(path) as image:
             raw = np.asarray(image)
@@ -288,15 +295,15 @@ def read_instance_labels(path: str | Path) -> np.ndarray:
         raw = raw[..., 0]
     if not np.issubdtype(raw.dtype, np.integer):
         raw = raw.astype(np.int32)
-    return raw
+    return upright(raw, upright_turns)
 
 
-def read_instance_ids(path: str | Path, erode_boundaries: bool = True) -> np.ndarray:
-    """Read a ScanNet instance image as object ids (``value - 1``; -1 where no object).
+def read_instance_ids(path: str | Path, erode_boundaries: bool = True, upright_turns: int = 0) -> np.ndarray:
+    """Read a ScanNet instance image as object ids (``value - 1``; -1 where no object), turned upright.
 
     With ``erode_boundaries`` the pixels whose 4-neighbourhood holds another id become -1.
     """
-    ids = read_instance_labels(path).astype(np.int32)
+    ids = read_instance_labels(path, upright_turns).astype(np.int32)
     ids -= 1
     if erode_boundaries:
         boundary = np.zeros(ids.shape, dtype=bool)
@@ -389,10 +396,10 @@ def bled_labels(
     return bled
 
 
-def _read_color(path: str) -> np.ndarray:
+def _read_color(path: str, upright_turns: int = 0) -> np.ndarray:
     try:
         with Image.open(path) as image:
-            return np.asarray(image.convert("RGB"))
+            return upright(np.asarray(image.convert("RGB")), upright_turns)
     except FileNotFoundError as error:
         raise FrameError(f"missing colour image: {error}", path) from error
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
@@ -493,7 +500,7 @@ def _usable_depth(record: FrameRecord, config: FusionSettings) -> np.ndarray:
     if not Path(record.color_path).is_file():
         # A frame without its colour image can show no question; leave it out of the scan from the start.
         raise FrameError(f"missing colour image: {record.color_path}", record.color_path)
-    depth = read_depth_m(record.depth_path, record.depth_scale)
+    depth = read_depth_m(record.depth_path, record.depth_scale, record.upright_turns)
     if depth.shape != (record.depth_size[1], record.depth_size[0]):
         raise FrameError(
             f"depth image is {depth.shape[1]}x{depth.shape[0]}, the table says "
@@ -538,7 +545,7 @@ def _grid_points(
         pixel_rows = np.clip(np.round(uv[:, 1]).astype(np.int64), 0, height - 1)
         inside = (uv[:, 0] > -0.5) & (uv[:, 0] < width - 0.5) & (uv[:, 1] > -0.5) & (uv[:, 1] < height - 0.5)
         if with_colors:
-            color_image = _read_color(record.color_path)
+            color_image = _read_color(record.color_path, record.upright_turns)
             if color_image.shape[:2] != (height, width):
                 raise FrameError(
                     f"colour image is {color_image.shape[1]}x{color_image.shape[0]}, the table says {width}x{height}",
@@ -547,11 +554,13 @@ def _grid_points(
             colors = color_image[pixel_rows, pixel_cols]
         if with_instances:
             if config.erode_instance_boundaries:
-                ids = read_instance_ids(record.instance_path, erode_boundaries=True)
+                ids = read_instance_ids(
+                    record.instance_path, erode_boundaries=True, upright_turns=record.upright_turns
+                )
                 labels = np.maximum(ids + 1, 0)
             else:
                 ids = read_instance_labels(
-                    record.instance_path
+                    record.instance_path, record.upright_turns
                 )  # objectId + 1: shifted below, at the points only
                 labels = ids
             if ids.shape != (height, width):

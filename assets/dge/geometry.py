@@ -7,10 +7,13 @@ the quarantine log, and a scene with no usable frame raises :class:`SceneBuildEr
 ``scene_geometry`` row, so later stages never redo the fusion.
 
 Object points come from an :class:`ObjectSource`: :class:`MeshObjects` (points sampled on the
-segmented mesh), :class:`InstanceMaskObjects` (fused frame points labelled by the instance masks)
+segmented mesh), :class:`InstanceMaskObjects` (fused frame points labelled by the instance masks),
+:class:`AnnotatedBoxObjects` (the mesh's or the fused cloud's points inside each annotated oriented box)
 or :class:`NoObjects`; :func:`choose_object_source` picks one from the settings and what the scan
-has. :class:`SceneGeometrySettings` holds every knob: its fields are the asset's run configuration
-(what a user sets per data set: the object source, the pixel stride, the depth range, colours, object
+has. Where the data set says which way is up (``rgbd_scenes.world_up``: ARKitScenes, ScanNet++), the
+floor's normal is that axis and only its height is found.
+
+:class:`SceneGeometrySettings` holds every knob: its fields are the asset's run configuration (what a user sets per data set: the object source, the pixel stride, the depth range, colours, object
 point counts, the seed), its ``ClassVar`` attributes (and those of the stage settings it extends) the
 method's constants (voxel sizes, RANSAC, outlier tests, faces, margins), which are not run
 configuration.
@@ -19,7 +22,7 @@ configuration.
 >>> settings.object_points_source, settings.pixel_stride, settings.floor_distance_threshold_m
 ('auto', 0, 0.02)
 >>> sorted(SceneGeometrySettings.model_fields)  # the run configuration
-['max_depth_m', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
+['max_depth_m', 'max_keyframes', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
 """
 
 from __future__ import annotations
@@ -60,13 +63,17 @@ from assets.dge.fusion import (
 )
 from assets.dge.keyframes import KeyframeSettings, keyframe_indices
 from assets.dge.objects import (
+    AnnotatedBox,
     MeshSegmentationError,
     ObjectGeometry,
     ObjectRejectedError,
     ObjectSettings,
     measure_object,
     mesh_object_samples,
+    mesh_samples_near_box,
+    points_in_box,
     raise_top_to_masks,
+    read_mesh,
     statistical_inliers,
     voxel_point_areas,
 )
@@ -95,9 +102,11 @@ class SceneGeometrySettings(
     overrides them (``class FewSamples(SceneGeometrySettings): mesh_min_samples = 100``).
     """
 
-    object_points_source: Literal["auto", "mesh", "instance_masks"] = Field(
+    object_points_source: Literal["auto", "mesh", "instance_masks", "annotated_boxes"] = Field(
         default="auto",
-        description="Object points from the segmented mesh, the frames' instance masks, or auto (mesh when present).",
+        description="Object points from the segmented mesh, the frames' instance masks, the annotated oriented "
+        "boxes (the mesh's or the fused cloud's points inside each), or auto (the first the scan has, in that "
+        "order).",
     )
     seed: int = Field(
         default=0,
@@ -340,6 +349,8 @@ class ObjectSource(Protocol):
     """Whether listed objects that got no points are dropped one by one with a reason."""
     complete_objects: bool
     """Whether an object's points are the whole object (a segmented mesh), not what the frames saw of it."""
+    noisy_points: bool
+    """Whether the points are fused from depth frames (settled onto their surface and trimmed when measured)."""
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """The objects' points before cleaning, in object id order."""
@@ -357,6 +368,7 @@ class MeshObjects:
     reads_instance_masks = False
     reports_unseen_objects = True
     complete_objects = True
+    noisy_points = False
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """Mesh samples in the gravity frame; an unusable segmentation is logged and gives no object."""
@@ -396,6 +408,7 @@ class InstanceMaskObjects:
     reads_instance_masks = True
     reports_unseen_objects = True
     complete_objects = False
+    noisy_points = True
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """Per-object fused clouds in the gravity frame; instance ids missing from the object list are dropped."""
@@ -425,6 +438,67 @@ class InstanceMaskObjects:
         return scene.get("scene_dir")
 
 
+class AnnotatedBoxObjects:
+    """The points inside each annotated oriented box (ARKitScenes): sampled on the scan's mesh when it has one
+    (every surface the mesh holds), else the fused cloud's (what the frames saw); surfaces that only pass through
+    a box (the floor or a support under it, a wall beside it) are left out (:func:`assets.dge.objects.points_in_box`)."""
+
+    name = "annotated_boxes"
+    reads_instance_masks = False
+    reports_unseen_objects = True
+
+    def __init__(self, mesh_path: str | None) -> None:
+        self.mesh_path = mesh_path
+        self.complete_objects = mesh_path is not None
+        self.noisy_points = mesh_path is None
+
+    def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
+        """Each box's points in the gravity frame; objects without a box are dropped."""
+        settings = context.settings
+        up = context.world_to_gravity[2, :3]  # the gravity frame's z axis in world coordinates
+        mesh = None
+        if self.mesh_path is not None:
+            try:
+                mesh = read_mesh(self.mesh_path)
+            except MeshSegmentationError as error:
+                logger.warning(
+                    "scene %s: %s; the boxes take the fused cloud's points", context.scene_id, error
+                )
+                context.log.add(
+                    f"{context.scene_id}/mesh", f"unusable mesh: {error}", source_file=self.mesh_path
+                )
+        candidates = []
+        for item in context.scene.get("objects") or []:
+            object_id, label = int(item["object_id"]), str(item["label"])
+            if item.get("box") is None:
+                dropped.drop(object_id, label, "no annotated box", context.scene.get("aggregation_path"))
+                continue
+            box = AnnotatedBox.from_struct(object_id, label, item["box"])
+            if mesh is not None:
+                points, normals, areas = mesh_samples_near_box(*mesh, box, settings)
+            else:
+                points = np.asarray(context.fused.points, dtype=np.float64)
+                normals = np.asarray(context.fused.normals, dtype=np.float64)
+                areas = voxel_point_areas(normals, settings.object_voxel_size_m)
+            keep = (
+                points_in_box(points, normals, box, up, settings) if len(points) else np.zeros(0, dtype=bool)
+            )
+            candidates.append(
+                ObjectCandidate(
+                    object_id,
+                    label,
+                    transform_points(context.world_to_gravity, points[keep]),
+                    rotate_vectors(context.world_to_gravity, normals[keep]),
+                    areas[keep],
+                )
+            )
+        return candidates
+
+    def source_file(self, scene: Mapping[str, Any]) -> str | None:
+        """The annotation."""
+        return scene.get("aggregation_path")
+
+
 class NoObjects:
     """A scan with neither a segmented mesh nor instance masks: the room is measured, no object is."""
 
@@ -432,6 +506,7 @@ class NoObjects:
     reads_instance_masks = False
     reports_unseen_objects = False
     complete_objects = False
+    noisy_points = False
 
     def candidates(self, context: ScanContext, dropped: DroppedObjects) -> list[ObjectCandidate]:
         """No object."""
@@ -447,23 +522,37 @@ def _has_mesh_segmentation(scene: Mapping[str, Any]) -> bool:
     return all(path is not None and Path(path).exists() for path in paths)
 
 
+def _box_source(scene: Mapping[str, Any]) -> AnnotatedBoxObjects | None:
+    """The annotated-box source when an object of the scan has a box (on its mesh when the file exists)."""
+    if not any(item.get("box") is not None for item in scene.get("objects") or []):
+        return None
+    mesh = scene.get("mesh_path")
+    return AnnotatedBoxObjects(mesh if mesh is not None and Path(mesh).exists() else None)
+
+
 def choose_object_source(
     scene: Mapping[str, Any], records: list[FrameRecord], preference: str
 ) -> ObjectSource:
-    """Where object points come from: the preferred source when the scan has it, else none; ``auto``: the mesh first.
+    """Where object points come from: the preferred source when the scan has it, else none; ``auto``: the
+    segmented mesh, then the instance masks, then the annotated boxes.
 
     >>> choose_object_source({"scene_id": "s"}, [], "auto").name
     'none'
     """
     has_mesh = _has_mesh_segmentation(scene)
     has_masks = any(record.instance_path is not None for record in records)
+    boxes = _box_source(scene)
     if preference == "mesh":
         return MeshObjects() if has_mesh else NoObjects()
     if preference == "instance_masks":
         return InstanceMaskObjects() if has_masks else NoObjects()
+    if preference == "annotated_boxes":
+        return boxes or NoObjects()
     if has_mesh:
         return MeshObjects()
-    return InstanceMaskObjects() if has_masks else NoObjects()
+    if has_masks:
+        return InstanceMaskObjects()
+    return boxes or NoObjects()
 
 
 def voxel_groups(points: np.ndarray, voxel_size: float) -> tuple[np.ndarray, np.ndarray]:
@@ -523,14 +612,50 @@ def _fuse_scan(
     return fused
 
 
+def level_floor(
+    plane: FloorPlane, up: np.ndarray, points: np.ndarray, normals: np.ndarray | None, window_m: float
+) -> FloorPlane:
+    """The floor plane with its normal set to the data set's ``up`` and its height the median height (along
+    ``up``) of the upward-facing points within ``window_m`` of the fitted plane's height there.
+
+    >>> rng = np.random.default_rng(0)
+    >>> floor = np.column_stack([rng.uniform(0, 4, (500, 2)), rng.normal(-1.3, 0.005, 500)])
+    >>> tilted = FloorPlane(np.array([0.02, 0.0, 1.0]) / np.linalg.norm([0.02, 0.0, 1.0]), 1.3, 500, 0.0)
+    >>> level = level_floor(tilted, np.array([0.0, 0.0, 1.0]), floor, None, 0.06)
+    >>> level.normal.tolist(), bool(abs(level.offset - 1.3) < 0.003)
+    ([0.0, 0.0, 1.0], True)
+    """
+    up = np.asarray(up, dtype=np.float64) / np.linalg.norm(up)
+    candidates = np.asarray(points, dtype=np.float64)
+    if normals is not None and len(normals) == len(candidates):
+        with np.errstate(invalid="ignore"):
+            candidates = candidates[np.nan_to_num(np.asarray(normals) @ up, nan=0.0) > 0.9]
+    heights = candidates @ up
+    near = np.abs(plane.height(candidates)) <= window_m
+    if near.sum() < 3:
+        return FloorPlane(up, plane.offset, plane.inlier_count, plane.inlier_rmse)
+    floor_height = float(np.median(heights[near]))
+    residual = heights[near] - floor_height
+    return FloorPlane(up, -floor_height, int(near.sum()), float(np.sqrt(np.mean(residual**2))))
+
+
 def _find_floor(
-    scene_id: str, fused: FusedScene, records: list[FrameRecord], settings: SceneGeometrySettings
+    scene_id: str,
+    fused: FusedScene,
+    records: list[FrameRecord],
+    settings: SceneGeometrySettings,
+    world_up: np.ndarray | None = None,
 ) -> tuple[FloorPlane, str]:
-    """The floor plane and how it was found (``ransac``, or ``fallback``: the lowest points along the cameras' up)."""
+    """The floor plane and how it was found (``ransac``, or ``fallback``: the lowest points along the up
+    direction). ``world_up``, the data set's up axis, is the floor's normal when given (the floor's height is
+    still found); else the cameras' mean up is the prior of a fitted plane."""
     used_poses = [record.pose for record in records if record.frame_index in set(fused.used_frames)]
-    up = up_prior_from_poses(used_poses)
+    up = world_up if world_up is not None else up_prior_from_poses(used_poses)
     try:
-        return fit_floor_plane(fused.points, fused.normals, up, settings), "ransac"
+        plane = fit_floor_plane(fused.points, fused.normals, up, settings)
+        if world_up is not None:
+            plane = level_floor(plane, world_up, fused.points, fused.normals, settings.floor_settle_window_m)
+        return plane, "ransac"
     except FloorNotFoundError as error:
         logger.warning(
             "scene %s: %s; using the lowest points along the cameras' up direction", scene_id, error
@@ -563,7 +688,7 @@ def _measure_objects(
                     candidate.normals,
                     candidate.point_areas,
                     context.settings,
-                    noisy=source.reads_instance_masks,
+                    noisy=source.noisy_points,
                 )
             )
         except ObjectRejectedError as error:
@@ -682,7 +807,10 @@ def build_scan_geometry(
     records = [records[i] for i in keyframe_indices([record.pose for record in records], config)]
     source = choose_object_source(scene, records, config.object_points_source)
     fused = _fuse_scan(scene_id, records, source, config, log, progress)
-    floor, floor_source = _find_floor(scene_id, fused, records, config)
+    world_up = scene.get("world_up")
+    floor, floor_source = _find_floor(
+        scene_id, fused, records, config, None if world_up is None else np.asarray(world_up, dtype=np.float64)
+    )
     world_to_gravity = gravity_transform(floor)
     cloud = transform_points(world_to_gravity, fused.points)
     cloud, colors = _remove_cloud_outliers(cloud, fused.colors, config)

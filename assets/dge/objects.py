@@ -1,12 +1,16 @@
 """Per-object geometry: points from instance segmentation, cleaning, 3D boxes, centroid and size.
 
-Object points come from one of two sources:
+Object points come from one of three sources:
 
 - the scan's mesh segmentation (ScanNet ``*_vh_clean_2.ply`` + ``*.segs.json`` +
-  ``*.aggregation.json``): the triangles whose vertices all belong to one object's segments,
-  sampled uniformly by area, so every surface of the object is covered;
+  ``*.aggregation.json``, ScanNet++ ``mesh_aligned_0.05.ply`` + ``segments.json`` + ``segments_anno.json``):
+  the triangles whose vertices all belong to one object's segments, sampled uniformly by area, so every
+  surface of the object is covered;
 - the frames' instance masks (:mod:`assets.dge.fusion`): the fused points labelled with the object,
-  which cover only what the cameras saw.
+  which cover only what the cameras saw;
+- annotated oriented boxes (ARKitScenes): the points of the mesh (sampled by area near each box) or of the
+  fused cloud inside each box (:func:`points_in_box`), without the surfaces that only pass through it: a
+  floor or support under the object, a wall beside it.
 
 Either way the points are cleaned (open3d statistical outlier removal, then every DBSCAN cluster
 that holds a fair share of the points, so disconnected parts of one object stay) and measured in the gravity-aligned frame: the axis-aligned box, a yaw-only oriented box
@@ -159,6 +163,16 @@ class ObjectSettings(pydantic.BaseModel):
     mask_top_min_raise_m: ClassVar[float] = 0.02
     """Objects from instance masks: the top of the box is raised only when the masks put it at least this much
     higher than the fused points do."""
+    box_face_band_m: ClassVar[float] = 0.05
+    """Annotated boxes: a surface parallel to a box face and within this distance inside it (the box's looseness)
+    is tested for passing through the box."""
+    box_shell_m: ClassVar[float] = 0.1
+    """Annotated boxes: a surface passes through the box when it continues at most this far outside its sides."""
+    box_plane_tolerance_m: ClassVar[float] = 0.015
+    """Annotated boxes: points outside the box within this distance of a face-parallel surface's plane continue it."""
+    box_parallel_min_cos: ClassVar[float] = 0.9
+    """Annotated boxes: a surface is parallel to a box face when its normal is within about 25 degrees of the face's
+    (cosine)."""
 
 
 DEFAULT_OBJECT_SETTINGS = ObjectSettings()
@@ -1092,3 +1106,129 @@ def mesh_object_samples(
         )
         results.append(MeshObjectSamples(object_id, labels[object_id], points, normals, area))
     return results
+
+
+# --------------------------------------------------------------------------------------------------
+# Annotated oriented boxes (ARKitScenes)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotatedBox:
+    """An annotated oriented box in the world frame: centre, unit axes (rows) and full lengths along them."""
+
+    object_id: int
+    label: str
+    centroid: np.ndarray
+    axes: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def from_struct(cls, object_id: int, label: str, box: dict) -> AnnotatedBox:
+        """From ``rgbd_scenes.objects[*].box`` (``{centroid, axes, lengths}``)."""
+        return cls(
+            object_id,
+            label,
+            np.asarray(box["centroid"], dtype=np.float64),
+            np.asarray(box["axes"], dtype=np.float64).reshape(3, 3),
+            np.asarray(box["lengths"], dtype=np.float64),
+        )
+
+    def local(self, points: np.ndarray) -> np.ndarray:
+        """Points in the box's frame: coordinates along its axes from its centre."""
+        return (np.asarray(points, dtype=np.float64) - self.centroid) @ self.axes.T
+
+    def bounds(self, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The world-axis-aligned bounds of the box grown by ``margin`` on every side."""
+        half = np.abs(self.axes.T) @ (self.lengths / 2.0 + margin)
+        return self.centroid - half, self.centroid + half
+
+
+def points_in_box(
+    points: np.ndarray, normals: np.ndarray, box: AnnotatedBox, up: np.ndarray, config: ObjectSettings
+) -> np.ndarray:
+    """Which of ``points`` are the annotated object's: inside the box, and not on a surface that only passes
+    through it.
+
+    An annotated box is a little loose, so it also holds slices of what surrounds the object: the floor or a
+    table top under it, a wall beside it. Such a surface is parallel to a box face, lies within
+    ``box_face_band_m`` inside it, and continues outside the box's other sides (within ``box_shell_m``, on the
+    same plane within ``box_plane_tolerance_m``); its points are left out. The face under the box is the one
+    facing down along ``up`` (the support), the side faces are tested against surfaces continuing sideways (a
+    wall), so an object's own faces, which end at its box, stay.
+
+    >>> box = AnnotatedBox(0, "box", np.array([0.0, 0.0, 0.5]), np.eye(3), np.array([1.0, 1.0, 1.04]))
+    >>> grid = np.stack(np.meshgrid(np.linspace(-1, 1, 41), np.linspace(-1, 1, 41)), -1).reshape(-1, 2)
+    >>> floor = np.column_stack([grid, np.zeros(len(grid))])  # the floor runs under and around the box
+    >>> top = np.column_stack([grid[(np.abs(grid) <= 0.4).all(1)], np.full(((np.abs(grid) <= 0.4).all(1).sum()), 1.0)])
+    >>> points = np.vstack([floor, top]); normals = np.tile([0.0, 0.0, 1.0], (len(points), 1))
+    >>> inside = points_in_box(points, normals, box, np.array([0.0, 0.0, 1.0]), ObjectSettings())
+    >>> int(inside[: len(floor)].sum()), int(inside[len(floor):].sum()) == len(top)
+    (0, True)
+    """
+    local = box.local(points)
+    half = box.lengths / 2.0
+    inside = np.all(np.abs(local) <= half, axis=1)
+    if not inside.any():
+        return inside
+    grown = np.all(np.abs(local) <= half + config.box_shell_m, axis=1)
+    shell = grown & ~inside
+    unit = np.nan_to_num(np.asarray(normals, dtype=np.float64), nan=0.0)
+    along = unit @ box.axes.T  # each normal's cosine with each box axis
+    up = np.asarray(up, dtype=np.float64) / np.linalg.norm(up)
+    vertical = int(np.argmax(np.abs(box.axes @ up)))
+    sign_up = 1.0 if box.axes[vertical] @ up > 0 else -1.0
+    passing = np.zeros(len(points), dtype=bool)
+    for axis in range(3):
+        lateral = [other for other in range(3) if other != axis and (axis == vertical or other != vertical)]
+        beyond = shell & np.any(np.abs(local[:, lateral]) > half[lateral], axis=1)
+        parallel = np.abs(along[:, axis]) >= config.box_parallel_min_cos
+        faces = (-sign_up,) if axis == vertical else (-1.0, 1.0)
+        for face in faces:  # the bottom face (the support), or both side faces (walls)
+            band = inside & parallel & (half[axis] - face * local[:, axis] <= config.box_face_band_m)
+            if not band.any():
+                continue
+            outside = np.sort(local[beyond & parallel, axis])
+            if not len(outside):
+                continue
+            values = local[band, axis]
+            position = np.clip(np.searchsorted(outside, values), 1, len(outside) - 1)
+            nearest = np.minimum(np.abs(outside[position] - values), np.abs(outside[position - 1] - values))
+            if len(outside) == 1:
+                nearest = np.abs(outside[0] - values)
+            passing[np.flatnonzero(band)[nearest <= config.box_plane_tolerance_m]] = True
+    return inside & ~passing
+
+
+def read_mesh(mesh_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """A mesh's ``(vertices, triangles)``; raises :class:`MeshSegmentationError` when it has no triangle."""
+    import open3d as o3d
+
+    mesh = o3d.io.read_triangle_mesh(str(mesh_path))
+    vertices = np.asarray(mesh.vertices, dtype=np.float64)
+    triangles = np.asarray(mesh.triangles, dtype=np.int64)
+    if len(vertices) == 0 or len(triangles) == 0:
+        raise MeshSegmentationError(f"mesh {mesh_path} has no triangles")
+    return vertices, triangles
+
+
+def mesh_samples_near_box(
+    vertices: np.ndarray, triangles: np.ndarray, box: AnnotatedBox, config: ObjectSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points sampled by area on the triangles near a box (whose bounds meet the box grown by ``box_shell_m``),
+    as ``(points, normals, the area each point stands for)``."""
+    low, high = box.bounds(config.box_shell_m)
+    corners = vertices[triangles]
+    near = np.all(corners.max(axis=1) >= low, axis=1) & np.all(corners.min(axis=1) <= high, axis=1)
+    if not near.any():
+        return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0)
+    rng = np.random.default_rng([config.seed, box.object_id])
+    points, normals, area = sample_triangles(
+        vertices,
+        triangles[near],
+        config.mesh_sample_spacing_m,
+        rng,
+        config.mesh_min_samples,
+        4 * config.mesh_max_samples,
+    )
+    return points, normals, np.full(len(points), area / max(len(points), 1))

@@ -49,6 +49,7 @@ from data_contracts.boxes import BoxError, pixels_to_grid
 from data_contracts.dge_tasks import DgeTasks
 from data_contracts.images import decode_image
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.scan_datasets import IMAGE_DATASET
 from data_contracts.validation import polars_schema
 
 logger = logging.getLogger(__name__)
@@ -309,6 +310,7 @@ def image_scene_facts(
         },
         geometry_source="estimated",
         origin=origin,
+        dataset=IMAGE_DATASET,
         provenance={
             "depth_kind": depth_kind,
             "validity": {item.name: round(item.validity, 4) for item in estimated},

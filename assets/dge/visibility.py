@@ -574,7 +574,7 @@ def frame_visibility(
     segmented mesh) one ray cast decides every object's visibility; without it each object's
     points are projected and tested against the depth image.
     """
-    depth = read_depth_m(record.depth_path, record.depth_scale)
+    depth = read_depth_m(record.depth_path, record.depth_scale, record.upright_turns)
     problem = depth_problem(depth)
     if problem:
         raise FrameError(problem, record.depth_path)
@@ -585,7 +585,7 @@ def frame_visibility(
         )
     instance_boxes = None
     if config.boxes_from_instance_masks and record.instance_path is not None:
-        instance_labels = read_instance_labels(record.instance_path)
+        instance_labels = read_instance_labels(record.instance_path, record.upright_turns)
         if instance_labels.shape != (record.color_size[1], record.color_size[0]):
             raise FrameError(
                 f"instance mask is {instance_labels.shape[1]}x{instance_labels.shape[0]}, the colour image is "

@@ -4,7 +4,7 @@
 |---|---|---|
 | ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`read_omnispatial`, :func:`read_spatialab` |
 | ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`readers.scene_graphs.stream_scene_graphs` (streamed) |
-| ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans, one ``scenes`` partition per scan | :func:`read_scannet_scene` |
+| ``rgbd_frames`` / ``rgbd_scenes`` | RGB-D scans of ScanNet, ARKitScenes and ScanNet++, one ``scenes`` partition per scan | :func:`readers.scans.read_scan` |
 
 Every row carries its ``origin``: ``sample_world`` when its kind of source fell back to the built-in
 sample world, ``real`` when it was read from a configured data set. The sample world is used only
@@ -42,7 +42,7 @@ from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, 
 from assets.partitions import scenes_partitions
 from assets.previews import draw_boxes, gallery
 from assets.provenance import TableFilePlan, table_file_plans, write_outputs
-from assets.raw_files import HASH_CACHE_NAME, FileHashCache, content_fingerprint
+from assets.raw_files import HASH_CACHE_NAME, FileHashCache, observe_scan, scan_folders
 from assets.resources import SourcesResource, StorageResource, WorkersResource
 from assets.stvqa.shards import shard_of
 from assets.tables import (
@@ -57,16 +57,20 @@ from assets.tables import (
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.parquet_files import ROW_GROUP_BYTES, ROW_GROUP_ROWS, ParquetTableWriter
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.scan_datasets import DATASET_NAMES
 from data_contracts.validation import polars_schema
 from readers.common import EmptySourceError, MissingInputError, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
-from readers.scannet import read_scannet
+from readers.scan_tables import scan_tables
+from readers.scans import ScanFolder, read_scan
 from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphStream, stream_scene_graphs
 
 logger = logging.getLogger(__name__)
 
 GROUP = "sources"
 SOURCES_CODE_VERSION = "2"
+# The scan tables' own version: 3: ARKitScenes and ScanNet++ (upright_turns, object boxes, world_up).
+SCANS_CODE_VERSION = "3"
 
 
 def with_origin(frame: pl.DataFrame, origin: str) -> pl.DataFrame:
@@ -347,18 +351,19 @@ def scene_graphs_asset(
 @dg.multi_asset(
     outs={
         "rgbd_frames": dg.AssetOut(
-            description="RGB-D frames of ScanNet-style scans: file paths, intrinsics, camera-to-world poses "
-            "(one partition per scan).",
-            code_version=SOURCES_CODE_VERSION,
+            description="RGB-D frames of ScanNet, ARKitScenes and ScanNet++ scans: file paths, upright sizes, "
+            "intrinsics, camera-to-world poses (one partition per scan).",
+            code_version=SCANS_CODE_VERSION,
         ),
         "rgbd_scenes": dg.AssetOut(
-            description="RGB-D scans: folder, mesh, segmentation, annotated objects, frame count "
-            "(one partition per scan).",
-            code_version=SOURCES_CODE_VERSION,
+            description="RGB-D scans: data set, folder, mesh, segmentation, annotated objects (and boxes), up axis, "
+            "frame count (one partition per scan).",
+            code_version=SCANS_CODE_VERSION,
         ),
         "rgbd_frames_quarantine": dg.AssetOut(
-            description="Frames and scenes rejected while reading (invalid or non-rigid poses, missing files).",
-            code_version=SOURCES_CODE_VERSION,
+            description="Frames and scenes rejected while reading (invalid, non-rigid or unmatched poses, missing "
+            "files).",
+            code_version=SCANS_CODE_VERSION,
         ),
     },
     check_specs=contract_check_specs("rgbd_frames", "rgbd_scenes"),
@@ -373,12 +378,21 @@ def rgbd_asset(
     storage: StorageResource,
     workers: WorkersResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read each scan folder (one partition per scan) of a ScanNet SensReader export (frames sorted
-    numerically; the scans of a range run in the step's worker processes)."""
-    root = sources.scannet(storage)
+    """Read each scan (one partition per scan: a ScanNet SensReader export, an ARKitScenes 3dod video or a
+    ScanNet++ scene) with its data set's reader; the scans of a range run in the step's worker processes."""
+    try:
+        scans = scan_folders(sources, storage)
+    except MissingInputError as error:
+        raise input_failure(error) from None
     plans = table_file_plans(context, storage.path)
     arguments = {
-        scene_id: (root / scene_id, sources.scans_origin(), storage.path / HASH_CACHE_NAME, plans)
+        scene_id: (
+            scans.get(scene_id),
+            scene_id,
+            sources.scans_origin(),
+            storage.path / HASH_CACHE_NAME,
+            plans,
+        )
         for scene_id in context.partition_keys
     }
     with partition_results(scan_partition, arguments, workers.count()) as result:
@@ -386,17 +400,21 @@ def rgbd_asset(
 
 
 def scan_partition(
-    folder: Path, origin: str, hash_cache: Path, plans: Mapping[str, TableFilePlan]
+    scan: ScanFolder | None,
+    scene_id: str,
+    origin: str,
+    hash_cache: Path,
+    plans: Mapping[str, TableFilePlan],
 ) -> list[PortableEvent]:
     """One scan's ``rgbd_frames``, ``rgbd_scenes`` and quarantine files written, its events as
-    :func:`portable_events`."""
+    :func:`portable_events` (``scan`` None: the partition's scan is gone)."""
     with FileHashCache(hash_cache) as hashes:
-        events = list(_scan_tables(folder, origin, hashes))
-    return portable_events(write_outputs(events, plans, folder.name))
+        events = list(_scan_tables(scan, scene_id, origin, hashes))
+    return portable_events(write_outputs(events, plans, scene_id))
 
 
 def _scan_tables(
-    folder: Path, origin: str, hashes: FileHashCache
+    scan: ScanFolder | None, scene_id: str, origin: str, hashes: FileHashCache
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """One scan's ``rgbd_frames``, ``rgbd_scenes`` and quarantine rows, with their checks.
 
@@ -405,26 +423,27 @@ def _scan_tables(
     say it themselves (for a run of one scan; a range run keeps each scan's in its metadata).
 
     Raises:
-        dg.Failure: when the scan folder is gone or gave no usable frame (the previous tables are kept).
+        dg.Failure: when the scan is gone, lacks a file it needs (an annotation, a trajectory: one sentence
+            naming it) or gave no usable frame (the previous tables are kept).
     """
-    scene_id = folder.name
-    if not folder.is_dir():
+    if scan is None or not scan.folder.is_dir():
+        where = "" if scan is None else f" {scan.folder}"
         raise dg.Failure(
-            description=f"scan {scene_id}: its folder {folder} is gone; restore it, or delete the partition "
-            f"{scene_id!r} of the `scenes` partitions if the scan was removed on purpose.",
-            metadata={"scan_folder": dg.MetadataValue.path(str(folder))},
+            description=f"scan {scene_id}: its folder{where} is gone from the configured scan roots; restore it, or "
+            f"delete the partition {scene_id!r} of the `scenes` partitions if the scan was removed on purpose.",
+            metadata={} if scan is None else {"scan_folder": dg.MetadataValue.path(str(scan.folder))},
         )
-    tables = read_scannet(folder)
-    log = tables.quarantine
     try:
+        frames_rows, scene_row, log = read_scan(scan)
+        tables = scan_tables(frames_rows, [] if scene_row is None else [scene_row], log)
         require_rows(
             tables.scenes.height,
             log,
-            what=f"ScanNet scan {scene_id}",
-            location=folder,
-            config_field="scannet_root",
+            what=f"{DATASET_NAMES[scan.dataset]} scan {scene_id}",
+            location=scan.folder,
+            config_field=scan.config_field,
         )
-    except EmptySourceError as error:
+    except (MissingInputError, EmptySourceError) as error:
         raise input_failure(error, scan=scene_id) from None
     frames = finalize_table(
         with_origin(tables.frames, origin),
@@ -450,11 +469,11 @@ def _scan_tables(
         asset_key="rgbd_scenes",
         quarantine=scene_log,
         preview_columns=["scene_id", "num_frames", "objects"],
-        extra_metadata={"frames": frames.frame.height, "origin": origin},
+        extra_metadata={"frames": frames.frame.height, "origin": origin, "dataset": scan.dataset},
     )
     log.extend(scene_log)
     logger.info("rgbd %s: %d frames, %d quarantined", scene_id, frames.frame.height, len(log))
-    version = dg.DataVersion(f"{SOURCES_CODE_VERSION}-{content_fingerprint([folder], hashes)}")
+    version = dg.DataVersion(f"{SCANS_CODE_VERSION}-{observe_scan(scan, hashes)[0]}")
     yield dg.Output(frames.frame, output_name="rgbd_frames", metadata=frames.metadata, data_version=version)
     yield frames.check
     yield dg.Output(scenes.frame, output_name="rgbd_scenes", metadata=scenes.metadata, data_version=version)

@@ -17,7 +17,7 @@ from assets.dge.tasks.facts import ObjectFact
 from assets.dge.visibility import build_frame_visibility
 from assets.sample_world.config import SampleWorldConfig
 from assets.sample_world.generator import generate_sample_world
-from readers.scannet import ScanNetTables
+from readers.scan_tables import ScanTables
 from tests.conftest import build_once_per_run
 from tests.dge.scans import read_sample_scans
 
@@ -97,7 +97,7 @@ def world_truth(sample_world) -> dict:
 
 
 @pytest.fixture(scope="session")
-def scannet_tables(sample_world) -> ScanNetTables:
+def scannet_tables(sample_world) -> ScanTables:
     """``rgbd_frames`` / ``rgbd_scenes`` of the sample world, read by the project's source reader."""
     return read_sample_scans(sample_world / "scannet" / "scans")
 

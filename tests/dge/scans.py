@@ -12,10 +12,11 @@ from assets.partitions import scenes_partitions
 from assets.sources.assets import with_origin
 from data_contracts.origin import SAMPLE_WORLD
 from data_contracts.storage import table_path, write_table
-from readers.scannet import ScanNetTables, read_scannet
+from readers.scan_tables import ScanTables
+from readers.scannet import read_scannet
 
 
-def read_sample_scans(scans_root: str | Path) -> ScanNetTables:
+def read_sample_scans(scans_root: str | Path) -> ScanTables:
     """``read_scannet`` of a sample-world ``scannet/scans`` folder, with ``origin`` set as ``rgbd_frames`` has it."""
     tables = read_scannet(scans_root)
     return dataclasses.replace(

@@ -22,7 +22,8 @@ from assets.dge.assets import scene_geometry_partition
 from assets.dge.geometry import SceneGeometrySettings
 from assets.partition_ranges import restore_events
 from pipelines.cli import partition_range_tags
-from readers.scannet import ScanNetTables, read_scannet
+from readers.scan_tables import ScanTables
+from readers.scannet import read_scannet
 from tests.ray.conftest import first_task_killed, parquet_bytes
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -32,7 +33,7 @@ BROKEN_SCENE = "scene0001_00"
 
 
 @pytest.fixture(scope="module")
-def scans(small_world, tmp_path_factory) -> ScanNetTables:
+def scans(small_world, tmp_path_factory) -> ScanTables:
     """The small world's scan tables, read before one colour image of the second scan went missing."""
     root = tmp_path_factory.mktemp("ray_scans") / "scans"
     shutil.copytree(small_world / "scannet" / "scans", root)
@@ -53,7 +54,7 @@ def single_open3d_thread():
 
 
 def _build(
-    scans: ScanNetTables, scene: dict, compute: ComputeSettings, storage: Path
+    scans: ScanTables, scene: dict, compute: ComputeSettings, storage: Path
 ) -> tuple[bytes, pl.DataFrame]:
     """One scan's ``scene_geometry`` partition where ``compute`` says: its table's Parquet bytes, its quarantine."""
     scene_id = scene["scene_id"]
@@ -98,7 +99,7 @@ def test_a_worker_killed_mid_scan_is_retried_and_nothing_is_lost_or_duplicated(
 
 
 def _materialize_scene_geometry(
-    scans: ScanNetTables, root: Path, scene_id: str | list[str], config: dict
+    scans: ScanTables, root: Path, scene_id: str | list[str], config: dict
 ) -> None:
     """Materialise ``scene_geometry`` for one scan, or for a list of scans, as one range run."""
     from assets.dge.assets import SCENES_PARTITIONS_NAME, scene_geometry_asset

@@ -4,20 +4,20 @@ every scan folder (one ``scenes`` partition each) in one range run, on one insta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import dagster as dg
 
 from assets.partitions import SCENES_PARTITIONS_NAME
+from assets.raw_files import scan_folders
 from assets.resources import WorkersResource
 from pipelines.cli import partition_range_tags
 
 
 def materialize_sources(
-    assets: Sequence[dg.AssetsDefinition], resources: dict, scans_root: Path | None = None
+    assets: Sequence[dg.AssetsDefinition], resources: dict
 ) -> list[dg.ExecuteInProcessResult]:
-    """One result per run made; the scan tables' run only when ``assets`` holds them (``scans_root``: the
-    scan folders, default the configured sources')."""
+    """One result per run made; the scan tables' run (every scan of the configured scan roots) only when
+    ``assets`` holds them."""
     instance = dg.DagsterInstance.ephemeral()
     resources = {"workers": WorkersResource(max_workers=1), **resources}  # the scan tables' worker pool
     results = []
@@ -28,8 +28,7 @@ def materialize_sources(
         )
     per_scan = [asset for asset in assets if asset.partitions_def is not None]
     if per_scan:
-        root = scans_root or resources["sources"].scannet(resources["storage"])
-        scenes = sorted(path.name for path in Path(root).iterdir() if path.is_dir())
+        scenes = list(scan_folders(resources["sources"], resources["storage"]))
         instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, scenes)
         results.append(
             dg.materialize(

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from data_contracts.origin import REAL
+from data_contracts.scan_datasets import SCANNET
 
 CONFIDENCE_COLUMNS = (
     "observed_views",
@@ -79,6 +80,8 @@ class CameraFact:
     width: int
     height: int
     color_path: str | None = None
+    upright_turns: int = 0
+    """Clockwise quarter turns that make the stored colour image upright (``rgbd_frames.upright_turns``)."""
 
     @property
     def position(self) -> np.ndarray:
@@ -124,6 +127,8 @@ class SceneFacts:
     """Why the room's area is not asked about (``""`` when ``room_area_m2`` is known or no reason was given)."""
     geometry_source: str = "scanned"
     origin: str = REAL
+    dataset: str = SCANNET
+    """The scan's data set (``rgbd_frames.source``), or ``visual_genome`` for one image's estimated depth."""
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def seen_in(self, frame_index: int, object_id: int) -> SeenFact | None:
@@ -209,6 +214,9 @@ def scene_facts_from_tables(
     origins = set(scene_frames["origin"].unique().to_list())
     if len(origins) > 1:
         raise ValueError(f"scan {scene_id}'s frames have more than one origin: {sorted(origins)}")
+    datasets = set(scene_frames["source"].unique().to_list())
+    if len(datasets) > 1:
+        raise ValueError(f"scan {scene_id}'s frames come from more than one data set: {sorted(datasets)}")
     for row in scene_frames.iter_rows(named=True):
         index = int(row["frame_index"])
         if index not in used:
@@ -221,6 +229,7 @@ def scene_facts_from_tables(
             width=int(row["color_width"]),
             height=int(row["color_height"]),
             color_path=str(row["color_path"]),
+            upright_turns=int(row.get("upright_turns") or 0),
         )
     seen = {}
     for row in visibility.filter(pl.col("scene_id") == scene_id).iter_rows(named=True):
@@ -240,4 +249,5 @@ def scene_facts_from_tables(
         unmeasured_labels={str(item["label"]) for item in geometry_row["dropped_objects"]},
         geometry_source=str(geometry_row.get("geometry_source", "scanned")),
         origin=origins.pop() if origins else REAL,
+        dataset=datasets.pop() if datasets else SCANNET,
     )

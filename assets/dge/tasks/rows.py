@@ -26,7 +26,7 @@ from assets.dge.tasks.generation import GeneratedTask, GenerationReport, generat
 from assets.dge.tasks.registry import DEFAULT_TASK_SETTINGS, task_type_entry
 from assets.dge.tasks.settings import TaskSettings
 from data_contracts.dge_tasks import DgeTasks
-from data_contracts.images import encode_image
+from data_contracts.images import encode_image, upright_image
 from data_contracts.mcq_questions import LETTERS
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stable_hash import stable_split
@@ -54,9 +54,12 @@ def _image_cell(camera: CameraFact, scene_id: str, settings: TaskSettings, cache
         from PIL import Image
 
         with Image.open(camera.color_path) as image:
-            image = image.convert("RGB")
+            image = upright_image(image.convert("RGB"), camera.upright_turns)
             image.thumbnail((settings.image_max_side, settings.image_max_side))
             cell = encode_image(image, path=name, fmt="JPEG")
+    elif camera.upright_turns % 4:  # a frame stored rotated: shown upright, as its pose and intrinsics are
+        with Image.open(camera.color_path) as image:
+            cell = encode_image(upright_image(image.convert("RGB"), camera.upright_turns), path=f"{name}.png")
     else:
         suffix = camera.color_path.rsplit(".", 1)[-1] if "." in camera.color_path else "jpg"
         cell = encode_image(camera.color_path, path=f"{name}.{suffix}")
@@ -174,6 +177,7 @@ def tasks_to_frame(
                 "geometry_source": facts.geometry_source,
                 "split": split,
                 "origin": facts.origin,
+                "dataset": facts.dataset,
             }
         )
     return pl.DataFrame(rows, schema=polars_schema(DgeTasks))
