@@ -15,7 +15,9 @@ from pathlib import Path
 
 from assets.sample_world.config import (
     CAMERA_PATHS,
+    DEFAULT_WORLD_ARKITSCENES_VIDEOS,
     DEFAULT_WORLD_CAMERA_PATH,
+    DEFAULT_WORLD_SCANNETPP_SCENES,
     SampleWorldConfig,
     default_root,
 )
@@ -63,6 +65,18 @@ def make_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "(SampleWorldConfig.camera_path).",
     )
     parser.add_argument(
+        "--arkitscenes-videos",
+        type=int,
+        default=DEFAULT_WORLD_ARKITSCENES_VIDEOS,
+        help="Further rooms written as ARKitScenes 3dod videos (SampleWorldConfig.arkitscenes_videos).",
+    )
+    parser.add_argument(
+        "--scannetpp-scenes",
+        type=int,
+        default=DEFAULT_WORLD_SCANNETPP_SCENES,
+        help="Further rooms written as ScanNet++ scenes (SampleWorldConfig.scannetpp_scenes; needs a 4:3 size).",
+    )
+    parser.add_argument(
         "--scan-realism",
         choices=("realistic", "exact"),
         default=defaults.scan_realism,
@@ -101,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             min_objects=args.min_objects,
             max_objects=args.max_objects,
             camera_path=args.camera_path,
+            arkitscenes_videos=args.arkitscenes_videos,
+            scannetpp_scenes=args.scannetpp_scenes,
             scan_realism=args.scan_realism,
             show_progress=not args.no_progress,
         )
@@ -119,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  Visual Genome {summary.num_vg_images} images, {summary.num_vg_objects} objects, "
             f"{summary.num_vg_relationships} relationships\n"
             f"  COCO {summary.num_coco_annotations} annotations on {summary.num_coco_images} images\n"
+            f"  scans in other layouts: {summary.num_arkitscenes_videos} ARKitScenes videos, "
+            f"{summary.num_scannetpp_scenes} ScanNet++ scenes\n"
             f"  {summary.bytes_on_disk / 1e6:.1f} MB in {summary.seconds:.1f} s\n"
         )
     return 0

@@ -6,13 +6,18 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GENERATOR_VERSION = "1.1"
+GENERATOR_VERSION = "1.2"
 """Bumped whenever the same config would produce different files (used as the asset's code version)."""
 CAMERA_PATHS = ("loop", "handheld", "partial", "lookaround", "mixed")
 """Values of `SampleWorldConfig.camera_path`."""
 DEFAULT_WORLD_CAMERA_PATH = "mixed"
 """The camera path of the default world (the `sample_world` asset's and `spatial-sample-world`'s default); the
 config's own default stays the loop, the path the tests' small worlds are written for."""
+DEFAULT_WORLD_ARKITSCENES_VIDEOS = 1
+DEFAULT_WORLD_SCANNETPP_SCENES = 1
+"""The default world (the `sample_world` asset's and `spatial-sample-world`'s) writes one more room as an
+ARKitScenes video and one as a ScanNet++ scene, so a default build reads all three scan layouts; the config's own
+defaults stay 0, the tests' small worlds."""
 MIXED_CAMERA_PATHS = ("loop", "handheld", "partial", "lookaround")
 """The paths of a `"mixed"` world's scenes, in turn by scene index (scene 0 a loop, 1 hand-held, 2 partial,
 3 look-around, 4 a loop, ...)."""
@@ -90,12 +95,19 @@ class SampleWorldConfig:
             Quality of the JPEG files (ScanNet colour frames and Visual Genome images).
         truncation_stride (`int`, *optional*, defaults to 4):
             Pixel stride of the extended image plane on which truncation is measured.
+        arkitscenes_videos (`int`, *optional*, defaults to 0):
+            Further rooms (after the `num_scenes` ScanNet-like ones) written as ARKitScenes 3dod videos
+            (`arkitscenes/3dod/`: 256x192 frames stored rotated by their sky direction, world-to-camera
+            trajectory, oriented-box annotation; :mod:`assets.sample_world.scan_layouts`).
+        scannetpp_scenes (`int`, *optional*, defaults to 0):
+            Further rooms (after those) written as ScanNet++ scenes (`scannetpp/data/`: the iPhone stream as
+            the toolkit extracts it, the aligned mesh and its segment annotation); needs a 4:3 image size.
         scan_realism (`str`, *optional*, defaults to `"realistic"`):
-            `"realistic"`: the ScanNet-like scans carry Kinect-like depth noise and holes, small pose
-            registration errors, an over-segmented mesh (each object the union of several segments)
-            and annotated floor, walls and ceiling (:mod:`assets.sample_world.realism`); `"exact"`:
-            the generator's exact depth, poses and one segment per object part. Other formats and
-            the truth file are the same in both modes.
+            `"realistic"`: the scans carry Kinect-like depth noise and holes, small pose registration
+            errors, an over-segmented mesh (each object the union of several segments) with annotated
+            floor, walls and ceiling, and loose annotated boxes (:mod:`assets.sample_world.realism`);
+            `"exact"`: the generator's exact depth, poses, boxes and one segment per object part. Other
+            formats and the truth file are the same in both modes.
         show_progress (`bool`, *optional*, defaults to True):
             Show a tqdm bar over scenes.
     """
@@ -125,6 +137,8 @@ class SampleWorldConfig:
     min_question_visibility: float = 0.4
     jpeg_quality: int = 95
     truncation_stride: int = 4
+    arkitscenes_videos: int = 0
+    scannetpp_scenes: int = 0
     scan_realism: str = "realistic"
     show_progress: bool = True
 
@@ -165,6 +179,18 @@ class SampleWorldConfig:
             )
         if self.truncation_stride < 1:
             raise ValueError("truncation_stride must be at least 1.")
+        if self.arkitscenes_videos < 0 or self.scannetpp_scenes < 0:
+            raise ValueError("arkitscenes_videos and scannetpp_scenes must be at least 0.")
+        if self.scannetpp_scenes and self.width * 3 != self.height * 4:
+            raise ValueError(
+                f"ScanNet++ scenes need a 4:3 image size like the iPhone video's 1920x1440, got "
+                f"{self.width}x{self.height}."
+            )
+
+    @property
+    def total_scenes(self) -> int:
+        """Every room of the world: the ScanNet-like scenes, then the ARKitScenes videos and ScanNet++ scenes."""
+        return self.num_scenes + self.arkitscenes_videos + self.scannetpp_scenes
 
     @property
     def depth_width(self) -> int:

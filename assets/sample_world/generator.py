@@ -3,7 +3,8 @@
 Per scene: sample the room and objects, the camera views, render every view once, then write that
 view into every format (ScanNet frame, Visual Genome image, and either an OmniSpatial-like or a
 SpatiaLab-like image with its questions: even global view numbers go to OmniSpatial, odd ones to
-SpatiaLab) and record the truth.
+SpatiaLab) and record the truth. The rooms after those are scans only, written as ARKitScenes videos
+and ScanNet++ scenes (:mod:`assets.sample_world.scan_layouts`), their truth under ``layout_scans``.
 
 A build holds the world's lock, writes into a private staging folder beside the root, stamps it
 with a manifest of every file (size and SHA-256) and swaps it into place, so readers never see half
@@ -42,6 +43,12 @@ from assets.sample_world.questions import OMNISPATIAL_TASKS, SPATIALAB_TASKS, Qu
 from assets.sample_world.realism import ScanNoise
 from assets.sample_world.relations import view_relationships
 from assets.sample_world.render import SceneRenderer
+from assets.sample_world.scan_layouts import (
+    LayoutScan,
+    write_arkitscenes_video,
+    write_index_files,
+    write_scannetpp_scene,
+)
 from assets.sample_world.scene import Scene, View, sample_scene, sample_views
 from assets.sample_world.writers import (
     DEPTH_SCALE,
@@ -83,7 +90,10 @@ class SampleWorldSummary:
     Args:
         root (`Path`): the world's folder.
         generator_version (`str`): `GENERATOR_VERSION`.
-        num_scenes, num_views, num_objects (`int`): rooms, camera views (ScanNet frames), objects.
+        num_scenes, num_views, num_objects (`int`): rooms, camera views (ScanNet frames), objects (of the
+            ScanNet-like rooms).
+        num_arkitscenes_videos, num_scannetpp_scenes (`int`): further rooms written as ARKitScenes videos and
+            ScanNet++ scenes.
         num_omnispatial_images, num_omnispatial_questions (`int`): OmniSpatial-like images and questions.
         num_spatialab_images, num_spatialab_questions (`int`): SpatiaLab-like images and questions.
         num_vg_images, num_vg_objects, num_vg_relationships (`int`): Visual-Genome-like counts.
@@ -92,7 +102,7 @@ class SampleWorldSummary:
         seconds (`float`): wall time of the generation.
         paths (`dict[str, Path]`): where each format lives (keys `truth`, `omnispatial_data`,
             `omnispatial_images`, `spatialab_json`, `spatialab_images`, `visual_genome`,
-            `scannet_scans`, `coco_instances`).
+            `scannet_scans`, `arkitscenes_3dod`, `scannetpp`, `coco_instances`).
     """
 
     root: Path
@@ -109,6 +119,8 @@ class SampleWorldSummary:
     num_vg_relationships: int
     num_coco_images: int
     num_coco_annotations: int
+    num_arkitscenes_videos: int
+    num_scannetpp_scenes: int
     bytes_on_disk: int
     seconds: float
     paths: dict[str, Path]
@@ -149,6 +161,8 @@ def world_paths(root: Path) -> dict[str, Path]:
         "spatialab_images": root / "spatialab" / "images",
         "visual_genome": root / "visual_genome",
         "scannet_scans": root / "scannet" / "scans",
+        "arkitscenes_3dod": root / "arkitscenes" / "3dod",
+        "scannetpp": root / "scannetpp",
         "coco_instances": root / "coco" / "instances.json",
     }
 
@@ -220,6 +234,8 @@ class _Writers:
         self.coco = CocoWriter(paths["coco_instances"])
         self.scene_records: list[dict] = []
         self.question_records: list[dict] = []
+        self.arkitscenes: list[LayoutScan] = []
+        self.scannetpp: list[LayoutScan] = []
 
 
 def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers) -> None:
@@ -354,6 +370,30 @@ def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers)
     )
 
 
+def _write_layout_scan(config: SampleWorldConfig, scene_index: int, writers: _Writers) -> None:
+    """A room after the ScanNet-like ones: an ARKitScenes video, or after those a ScanNet++ scene."""
+    scene = sample_scene(config, scene_index)
+    renderer = SceneRenderer(scene)
+    ordinal = scene_index - config.num_scenes
+    if ordinal < config.arkitscenes_videos:
+        writers.arkitscenes.append(
+            write_arkitscenes_video(
+                config, scene, ordinal, writers.paths["arkitscenes_3dod"], renderer, _object_truth(scene)
+            )
+        )
+    else:
+        writers.scannetpp.append(
+            write_scannetpp_scene(
+                config,
+                scene,
+                ordinal - config.arkitscenes_videos,
+                writers.paths["scannetpp"],
+                renderer,
+                _object_truth(scene),
+            )
+        )
+
+
 def _check_replaceable(root: Path) -> None:
     if root.exists() and not (
         (root / "truth" / "world.json").is_file()
@@ -477,17 +517,29 @@ def _write_world(config: SampleWorldConfig, staging: Path, started: float) -> Sa
     """Write every file of the world and its completion stamp into `staging`."""
     writers = _Writers(staging, config)
     logger.info(
-        "Generating the sample world: %d scenes x %d views at %dx%d (seed %d)",
+        "Generating the sample world: %d scenes (+%d ARKitScenes videos, %d ScanNet++ scenes) x %d views at "
+        "%dx%d (seed %d)",
         config.num_scenes,
+        config.arkitscenes_videos,
+        config.scannetpp_scenes,
         config.views_per_scene,
         config.width,
         config.height,
         config.seed,
     )
     for scene_index in tqdm(
-        range(config.num_scenes), desc="sample world", unit="scene", disable=not config.show_progress
+        range(config.total_scenes), desc="sample world", unit="scene", disable=not config.show_progress
     ):
-        _write_scene(config, scene_index, writers)
+        if scene_index < config.num_scenes:
+            _write_scene(config, scene_index, writers)
+        else:
+            _write_layout_scan(config, scene_index, writers)
+    write_index_files(
+        writers.paths["arkitscenes_3dod"],
+        [scan.index_row for scan in writers.arkitscenes],
+        writers.paths["scannetpp"],
+        [scan.index_row for scan in writers.scannetpp],
+    )
     writers.omnispatial.finish()
     writers.spatialab.finish()
     writers.visual_genome.finish()
@@ -507,6 +559,7 @@ def _write_world(config: SampleWorldConfig, staging: Path, started: float) -> Sa
                 for name, template in CATALOGUE.items()
             },
             "scenes": writers.scene_records,
+            "layout_scans": [scan.truth for scan in writers.arkitscenes + writers.scannetpp],
             "questions": writers.question_records,
         },
     )
@@ -526,6 +579,8 @@ def _write_world(config: SampleWorldConfig, staging: Path, started: float) -> Sa
         num_vg_relationships=writers.visual_genome.num_relationships,
         num_coco_images=len(writers.coco.images),
         num_coco_annotations=len(writers.coco.annotations),
+        num_arkitscenes_videos=len(writers.arkitscenes),
+        num_scannetpp_scenes=len(writers.scannetpp),
         bytes_on_disk=sum(entry["size"] for entry in files.values()),
         seconds=round(time.perf_counter() - started, 3),
         paths=world_paths(config.root),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,63 @@ def write_ply(path: Path, vertices: np.ndarray, colors: np.ndarray, triangles: n
         handle.write(face_data.tobytes())
 
 
+@dataclass(frozen=True)
+class SegmentedMesh:
+    """A scene's mesh as a scan's segmented mesh: vertices, colours, triangles, the segment of each vertex, the
+    segments of each annotated object and the ``(object id, label)`` of every annotated object (the scene's
+    objects, then, in the realistic mode, the room's floor, walls and ceiling)."""
+
+    vertices: np.ndarray
+    colors: np.ndarray
+    triangles: np.ndarray
+    segment_of_vertex: np.ndarray
+    object_segments: dict[int, list[int]]
+    annotated: list[tuple[int, str]]
+
+
+def segmented_mesh(scene: Scene, pieces: list[MeshPiece], noise: ScanNoise | None) -> SegmentedMesh:
+    """The scene's pieces as one segmented mesh: one segment per piece, or with ``noise`` cells of
+    ``segment_size_m`` (over-segmented) and the room's surfaces annotated as objects after the scene's."""
+    structure_ids: dict[int, int] = {}
+    if noise is not None:
+        next_id = max((scene_object.object_id for scene_object in scene.objects), default=-1) + 1
+        for index, piece in enumerate(pieces):
+            if piece.surface != SURFACE_OBJECT:
+                structure_ids[index] = next_id
+                next_id += 1
+    vertices, colors, triangles, segment_of_vertex = [], [], [], []
+    object_segments: dict[int, list[int]] = {}
+    offset = 0
+    for index, piece in enumerate(pieces):
+        vertices.append(piece.vertices)
+        colors.append(
+            np.tile(np.round(np.asarray(piece.rgb) * 255.0).astype(np.uint8), (len(piece.vertices), 1))
+        )
+        triangles.append(piece.triangles + offset)
+        if noise is None:
+            local = np.zeros(len(piece.vertices), dtype=np.int64)
+        else:
+            local = vertex_segments(piece.vertices, noise.segment_size_m)
+        segment_ids = offset + local  # unique: a piece has no more segments than vertices
+        segment_of_vertex.append(segment_ids)
+        object_id = piece.object_id if piece.surface == SURFACE_OBJECT else structure_ids.get(index, -1)
+        if object_id >= 0:
+            object_segments.setdefault(object_id, []).extend(sorted(set(segment_ids.tolist())))
+        offset += len(piece.vertices)
+    names = {SURFACE_FLOOR: "floor", SURFACE_CEILING: "ceiling"}
+    annotated = [(scene_object.object_id, scene_object.category) for scene_object in scene.objects] + [
+        (object_id, names.get(pieces[index].surface, "wall")) for index, object_id in structure_ids.items()
+    ]
+    return SegmentedMesh(
+        np.concatenate(vertices).astype(np.float32),
+        np.concatenate(colors),
+        np.concatenate(triangles),
+        np.concatenate(segment_of_vertex),
+        object_segments,
+        annotated,
+    )
+
+
 class ScanNetSceneWriter:
     """Writes one ScanNet-like scan folder `scannet/scans/<scene_id>/`.
 
@@ -212,32 +270,8 @@ class ScanNetSceneWriter:
         ]
         (self.folder / f"{scene_id}.txt").write_text("\n".join(meta) + "\n")
 
-        vertices, colors, triangles, segment_of_vertex = [], [], [], []
-        object_segments: dict[int, list[int]] = {}
-        structure_ids = self._structure_objects(pieces)
-        offset = 0
-        for index, piece in enumerate(pieces):
-            vertices.append(piece.vertices)
-            colors.append(
-                np.tile(np.round(np.asarray(piece.rgb) * 255.0).astype(np.uint8), (len(piece.vertices), 1))
-            )
-            triangles.append(piece.triangles + offset)
-            if self.noise is None:
-                local = np.zeros(len(piece.vertices), dtype=np.int64)
-            else:
-                local = vertex_segments(piece.vertices, self.noise.segment_size_m)
-            segment_ids = offset + local  # unique: a piece has no more segments than vertices
-            segment_of_vertex.append(segment_ids)
-            object_id = piece.object_id if piece.surface == SURFACE_OBJECT else structure_ids.get(index, -1)
-            if object_id >= 0:
-                object_segments.setdefault(object_id, []).extend(sorted(set(segment_ids.tolist())))
-            offset += len(piece.vertices)
-        write_ply(
-            self.folder / f"{scene_id}_vh_clean_2.ply",
-            np.concatenate(vertices).astype(np.float32),
-            np.concatenate(colors),
-            np.concatenate(triangles),
-        )
+        mesh = segmented_mesh(self.scene, pieces, self.noise)
+        write_ply(self.folder / f"{scene_id}_vh_clean_2.ply", mesh.vertices, mesh.colors, mesh.triangles)
         segments_name = f"{scene_id}_vh_clean_2.0.010000.segs.json"
         write_json(
             self.folder / segments_name,
@@ -253,7 +287,7 @@ class ScanNetSceneWriter:
                     "maxLength": "1",
                 },
                 "sceneId": scene_id,
-                "segIndices": np.concatenate(segment_of_vertex).tolist(),
+                "segIndices": mesh.segment_of_vertex.tolist(),
             },
         )
         write_json(
@@ -265,37 +299,14 @@ class ScanNetSceneWriter:
                     {
                         "id": object_id,
                         "objectId": object_id,
-                        "segments": object_segments[object_id],
+                        "segments": mesh.object_segments[object_id],
                         "label": label,
                     }
-                    for object_id, label in self._annotated_objects(structure_ids, pieces)
+                    for object_id, label in mesh.annotated
                 ],
                 "segmentsFile": f"scannet.{segments_name}",
             },
         )
-
-    def _structure_objects(self, pieces: list[MeshPiece]) -> dict[int, int]:
-        """Object ids of the room's surfaces by piece index (realistic mode; none in the exact mode)."""
-        if self.noise is None:
-            return {}
-        next_id = max((scene_object.object_id for scene_object in self.scene.objects), default=-1) + 1
-        ids = {}
-        for index, piece in enumerate(pieces):
-            if piece.surface != SURFACE_OBJECT:
-                ids[index] = next_id
-                next_id += 1
-        return ids
-
-    def _annotated_objects(
-        self, structure_ids: dict[int, int], pieces: list[MeshPiece]
-    ) -> list[tuple[int, str]]:
-        """``(objectId, label)`` of every segment group: the scene's objects, then the room's surfaces."""
-        names = {SURFACE_FLOOR: "floor", SURFACE_CEILING: "ceiling"}
-        objects = [(scene_object.object_id, scene_object.category) for scene_object in self.scene.objects]
-        return objects + [
-            (object_id, names.get(pieces[index].surface, "wall"))
-            for index, object_id in structure_ids.items()
-        ]
 
 
 def _vg_box(box: tuple[int, int, int, int]) -> dict[str, int]:

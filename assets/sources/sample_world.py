@@ -1,7 +1,8 @@
 """The ``sample_world`` asset: the built-in synthetic world every source reads by default.
 
 It renders synthetic indoor scenes with open3d ray casting and writes them in the real on-disk
-formats (OmniSpatial-like, SpatiaLab-like, Visual-Genome-like, ScanNet-like, COCO instances), so the
+formats (OmniSpatial-like, SpatiaLab-like, Visual-Genome-like, ScanNet-, ARKitScenes- and ScanNet++-like
+scans, COCO instances), so the
 whole graph runs on a fresh machine with no keys, weights or downloads. A rebuild with the same
 configuration is skipped: the generator is deterministic, and its output folder records the
 configuration it was built from and a manifest of every file (size and SHA-256), so a damaged or
@@ -17,7 +18,12 @@ from pydantic import Field
 
 from assets.resources import SourcesResource, StorageResource
 from assets.sample_world import SampleWorldConfig, ensure_sample_world
-from assets.sample_world.config import DEFAULT_WORLD_CAMERA_PATH, GENERATOR_VERSION
+from assets.sample_world.config import (
+    DEFAULT_WORLD_ARKITSCENES_VIDEOS,
+    DEFAULT_WORLD_CAMERA_PATH,
+    DEFAULT_WORLD_SCANNETPP_SCENES,
+    GENERATOR_VERSION,
+)
 from assets.sample_world.generator import stamp_config
 
 
@@ -38,6 +44,16 @@ class SampleWorldAssetConfig(dg.Config):
         "first third, a capture of part of the room (room_size is then withheld: the walls behind the cameras are "
         "never seen); 'lookaround': the camera turns once around on the spot near the room's centre "
         "(camera_object_position asks 'behind').",
+    )
+    arkitscenes_videos: int = Field(
+        default=DEFAULT_WORLD_ARKITSCENES_VIDEOS,
+        description="Further rooms written as ARKitScenes 3dod videos (frames stored rotated by their sky direction, "
+        "a world-to-camera trajectory, oriented-box annotations).",
+    )
+    scannetpp_scenes: int = Field(
+        default=DEFAULT_WORLD_SCANNETPP_SCENES,
+        description="Further rooms written as ScanNet++ scenes (the iPhone stream as the toolkit extracts it, the "
+        "aligned mesh and its segment annotation).",
     )
     scan_realism: str = Field(
         default="realistic",
@@ -64,6 +80,8 @@ def build_sample_world(root: Path, config: SampleWorldAssetConfig) -> tuple[dict
         width=config.width,
         height=config.height,
         camera_path=config.camera_path,
+        arkitscenes_videos=config.arkitscenes_videos,
+        scannetpp_scenes=config.scannetpp_scenes,
         scan_realism=config.scan_realism,
         show_progress=False,
     )

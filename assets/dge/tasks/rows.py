@@ -51,8 +51,6 @@ def _image_cell(camera: CameraFact, scene_id: str, settings: TaskSettings, cache
         raise SpecError(f"frame {camera.frame_index} of scene {scene_id} has no image file")
     name = f"{scene_id}/{camera.frame_index}{'.jpg' if settings.image_max_side else ''}"
     if settings.image_max_side:
-        from PIL import Image
-
         with Image.open(camera.color_path) as image:
             image = upright_image(image.convert("RGB"), camera.upright_turns)
             image.thumbnail((settings.image_max_side, settings.image_max_side))
