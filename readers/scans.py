@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_contracts.quarantine import QuarantineLog
-from data_contracts.scan_datasets import ARKITSCENES, SCAN_DATASETS, SCANNET, SCANNETPP
+from data_contracts.scan_datasets import ARKITSCENES, DATASET_NAMES, SCAN_DATASETS, SCANNET, SCANNETPP
 from readers import arkitscenes, scannetpp
 from readers.common import MissingInputError
 from readers.scan_tables import ScanTables, scan_tables
@@ -68,10 +68,12 @@ def list_scans(dataset: str, root: Path) -> list[ScanFolder]:
     if dataset == SCANNET:
         scans = []
         for path in sorted(item for item in root.iterdir() if item.is_dir()):
-            prefix = next((p for p in KEY_PREFIXES.values() if path.name.startswith(p)), None)
-            if prefix is not None:
+            other = next(
+                (name for name, prefix in KEY_PREFIXES.items() if path.name.startswith(prefix)), None
+            )
+            if other is not None:
                 raise ValueError(
-                    f"ScanNet scan folder {path} is named like a {prefix.rstrip('_')} scan's partition key: rename it"
+                    f"ScanNet scan folder {path} is named like an {DATASET_NAMES[other]} scan's partition key: rename it"
                 )
             scans.append(ScanFolder(path.name, SCANNET, path, (path,)))
         return scans

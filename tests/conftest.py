@@ -29,6 +29,17 @@ import pytest  # noqa: E402
 from filelock import FileLock  # noqa: E402
 
 SMALL_WORLD = {"seed": 7, "num_scenes": 2, "views_per_scene": 3, "width": 160, "height": 120}
+LAYOUT_WORLD = {
+    "seed": 3,
+    "num_scenes": 0,
+    "views_per_scene": 4,
+    "width": 160,
+    "height": 120,
+    "arkitscenes_videos": 4,
+    "scannetpp_scenes": 2,
+    "scan_realism": "exact",
+}
+"""The rooms written as ARKitScenes videos (sky directions Left, Up, Right, Down) and ScanNet++ scenes, exact."""
 
 
 def build_once_per_run(
@@ -79,6 +90,20 @@ def tiny_grounding_dino(tmp_path_factory) -> Path:
         build_tiny_grounding_dino(folder / "tiny-grounding-dino", seed=0)
 
     return build_once_per_run(tmp_path_factory, "models", build) / "tiny-grounding-dino"
+
+
+@pytest.fixture(scope="session")
+def layout_world(tmp_path_factory) -> Path:
+    """A world of scans in ARKitScenes' and ScanNet++'s layouts (:data:`LAYOUT_WORLD`), built once per test run. Do
+    not modify it."""
+    from assets.sample_world import SampleWorldConfig, generate_sample_world
+
+    def build(folder: Path) -> None:
+        generate_sample_world(
+            SampleWorldConfig(root=folder / "sample_world", show_progress=False, **LAYOUT_WORLD)
+        )
+
+    return build_once_per_run(tmp_path_factory, "layout_world", build) / "sample_world"
 
 
 @pytest.fixture

@@ -46,7 +46,8 @@ class SampleWorldConfig:
         seed (`int`, *optional*, defaults to 0):
             Seed of every random choice (numpy `Generator`s seeded with `(seed, scene_index)`).
         num_scenes (`int`, *optional*, defaults to 12):
-            Number of rooms.
+            Number of ScanNet-like rooms (with their Visual Genome, OmniSpatial, SpatiaLab and COCO images);
+            0 for a world of ARKitScenes videos or ScanNet++ scenes only.
         views_per_scene (`int`, *optional*, defaults to 6):
             Camera views (ScanNet frames) per room. Consecutive views move around the room along
             one loop, at heights that rise and fall, so long sequences (50 frames) are smooth.
@@ -144,8 +145,11 @@ class SampleWorldConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
-        if self.num_scenes < 1 or self.views_per_scene < 1:
-            raise ValueError("num_scenes and views_per_scene must be at least 1.")
+        if self.num_scenes < 0 or self.total_scenes < 1 or self.views_per_scene < 1:
+            raise ValueError(
+                "views_per_scene must be at least 1, and num_scenes at least 1 (or 0 beside ARKitScenes videos or "
+                "ScanNet++ scenes)."
+            )
         if self.width < 8 or self.height < 8:
             raise ValueError(f"Image size {self.width}x{self.height} is too small (at least 8x8).")
         if (
