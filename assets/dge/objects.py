@@ -38,6 +38,7 @@ import numpy as np
 import pydantic
 import scipy.sparse
 from pydantic import ConfigDict, Field
+from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 # open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
@@ -168,8 +169,11 @@ class ObjectSettings(pydantic.BaseModel):
     is tested for passing through the box."""
     box_shell_m: ClassVar[float] = 0.1
     """Annotated boxes: a surface passes through the box when it continues at most this far outside its sides."""
-    box_plane_tolerance_m: ClassVar[float] = 0.015
-    """Annotated boxes: points outside the box within this distance of a face-parallel surface's plane continue it."""
+    box_plane_tolerance_m: ClassVar[float] = 0.01
+    """Annotated boxes: face-parallel points are grouped into planes by their position along the face's axis in steps
+    of this size (a plane takes its step and the two beside it)."""
+    box_surface_cell_m: ClassVar[float] = 0.04
+    """Annotated boxes: a face-parallel plane's points are connected when they lie in touching squares of this size."""
     box_parallel_min_cos: ClassVar[float] = 0.9
     """Annotated boxes: a surface is parallel to a box face when its normal is within about 25 degrees of the face's
     (cosine)."""
@@ -1144,6 +1148,22 @@ class AnnotatedBox:
         return self.centroid - half, self.centroid + half
 
 
+def _connected_to_outside(
+    sheet: np.ndarray, outside: np.ndarray, plane_coordinates: np.ndarray, cell: float
+) -> np.ndarray:
+    """Which ``sheet`` points (indices into ``plane_coordinates``) share an 8-connected cluster of ``cell``-sized
+    squares of the plane with an ``outside`` point."""
+    members = np.concatenate([sheet, outside])
+    squares = np.floor(plane_coordinates[members] / cell).astype(np.int64)
+    squares -= squares.min(axis=0)
+    grid = np.zeros(squares.max(axis=0) + 1, dtype=bool)
+    grid[squares[:, 0], squares[:, 1]] = True
+    labels, _ = ndimage.label(grid, structure=np.ones((3, 3), dtype=bool))
+    point_labels = labels[squares[:, 0], squares[:, 1]]
+    reached = np.unique(point_labels[len(sheet) :])
+    return sheet[np.isin(point_labels[: len(sheet)], reached)]
+
+
 def points_in_box(
     points: np.ndarray, normals: np.ndarray, box: AnnotatedBox, up: np.ndarray, config: ObjectSettings
 ) -> np.ndarray:
@@ -1152,13 +1172,15 @@ def points_in_box(
 
     An annotated box is a little loose, so it also holds slices of what surrounds the object: the floor or a
     table top under it, a wall beside it. Such a surface is parallel to a box face, lies within
-    ``box_face_band_m`` inside it, and continues outside the box's other sides (within ``box_shell_m``, on the
-    same plane within ``box_plane_tolerance_m``); its points are left out. The face under the box is the one
-    facing down along ``up`` (the support), the side faces are tested against surfaces continuing sideways (a
-    wall), so an object's own faces, which end at its box, stay.
+    ``box_face_band_m`` inside it, and continues outside the box's sides (within ``box_shell_m``): its points
+    inside, and the points outside on the same plane (within ``box_plane_tolerance_m``), form one connected sheet
+    (squares of ``box_surface_cell_m``). Those points are left out. The face under the box is the one facing down
+    along ``up`` (the support), the side faces are tested against surfaces continuing sideways (a wall), so an
+    object's own faces, which end at its box, stay; so does a surface of the object at another height than its
+    support, even where something outside lies at that height.
 
     >>> box = AnnotatedBox(0, "box", np.array([0.0, 0.0, 0.5]), np.eye(3), np.array([1.0, 1.0, 1.04]))
-    >>> grid = np.stack(np.meshgrid(np.linspace(-1, 1, 41), np.linspace(-1, 1, 41)), -1).reshape(-1, 2)
+    >>> grid = np.stack(np.meshgrid(np.linspace(-1, 1, 81), np.linspace(-1, 1, 81)), -1).reshape(-1, 2)
     >>> floor = np.column_stack([grid, np.zeros(len(grid))])  # the floor runs under and around the box
     >>> top = np.column_stack([grid[(np.abs(grid) <= 0.4).all(1)], np.full(((np.abs(grid) <= 0.4).all(1).sum()), 1.0)])
     >>> points = np.vstack([floor, top]); normals = np.tile([0.0, 0.0, 1.0], (len(points), 1))
@@ -1171,32 +1193,39 @@ def points_in_box(
     inside = np.all(np.abs(local) <= half, axis=1)
     if not inside.any():
         return inside
-    grown = np.all(np.abs(local) <= half + config.box_shell_m, axis=1)
-    shell = grown & ~inside
+    shell = np.all(np.abs(local) <= half + config.box_shell_m, axis=1) & ~inside
     unit = np.nan_to_num(np.asarray(normals, dtype=np.float64), nan=0.0)
     along = unit @ box.axes.T  # each normal's cosine with each box axis
     up = np.asarray(up, dtype=np.float64) / np.linalg.norm(up)
     vertical = int(np.argmax(np.abs(box.axes @ up)))
     sign_up = 1.0 if box.axes[vertical] @ up > 0 else -1.0
+    tolerance = config.box_plane_tolerance_m
     passing = np.zeros(len(points), dtype=bool)
     for axis in range(3):
         lateral = [other for other in range(3) if other != axis and (axis == vertical or other != vertical)]
-        beyond = shell & np.any(np.abs(local[:, lateral]) > half[lateral], axis=1)
+        in_plane = [other for other in range(3) if other != axis]
         parallel = np.abs(along[:, axis]) >= config.box_parallel_min_cos
+        outside = np.flatnonzero(shell & parallel & np.any(np.abs(local[:, lateral]) > half[lateral], axis=1))
+        if not len(outside):
+            continue
+        outside_bins = np.floor(local[outside, axis] / tolerance).astype(np.int64)
         faces = (-sign_up,) if axis == vertical else (-1.0, 1.0)
         for face in faces:  # the bottom face (the support), or both side faces (walls)
-            band = inside & parallel & (half[axis] - face * local[:, axis] <= config.box_face_band_m)
-            if not band.any():
+            band = np.flatnonzero(
+                inside & parallel & (half[axis] - face * local[:, axis] <= config.box_face_band_m)
+            )
+            if not len(band):
                 continue
-            outside = np.sort(local[beyond & parallel, axis])
-            if not len(outside):
-                continue
-            values = local[band, axis]
-            position = np.clip(np.searchsorted(outside, values), 1, len(outside) - 1)
-            nearest = np.minimum(np.abs(outside[position] - values), np.abs(outside[position - 1] - values))
-            if len(outside) == 1:
-                nearest = np.abs(outside[0] - values)
-            passing[np.flatnonzero(band)[nearest <= config.box_plane_tolerance_m]] = True
+            band_bins = np.floor(local[band, axis] / tolerance).astype(np.int64)
+            for plane in np.unique(band_bins):
+                near_outside = outside[np.abs(outside_bins - plane) <= 1]
+                if not len(near_outside):
+                    continue
+                sheet = band[np.abs(band_bins - plane) <= 1]
+                reached = _connected_to_outside(
+                    sheet, near_outside, local[:, in_plane], config.box_surface_cell_m
+                )
+                passing[reached[np.floor(local[reached, axis] / tolerance).astype(np.int64) == plane]] = True
     return inside & ~passing
 
 
