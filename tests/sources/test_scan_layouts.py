@@ -345,3 +345,70 @@ def test_every_scan_is_a_partition_named_by_its_data_set(layout_world, small_wor
     (tmp_path / "scans" / "arkitscenes_1").mkdir(parents=True)
     with pytest.raises(ValueError, match="is named like an ARKitScenes scan's partition key"):
         scan_folders(SourcesResource(scannet_root=str(tmp_path / "scans")), storage)
+
+
+def test_the_scan_tables_of_all_three_layouts_and_a_scan_missing_its_annotation(
+    layout_world, small_world, tmp_path
+):
+    """``rgbd_frames``/``rgbd_scenes`` over every scan of the three roots in one range run: each partition's rows
+    say their data set; a video whose annotation is gone fails its own partition with one sentence naming the file,
+    and the previous files of that partition are kept."""
+    import dagster as dg
+    import polars as pl
+
+    from assets.partitions import SCENES_PARTITIONS_NAME
+    from assets.resources import WorkersResource
+    from assets.sources.assets import SOURCE_ASSETS
+    from data_contracts.storage import table_path
+    from pipelines.cli import partition_range_tags
+    from pipelines.io_manager import ParquetIOManager
+
+    arkit = tmp_path / "3dod"
+    shutil.copytree(layout_world / "arkitscenes" / "3dod", arkit)
+    sources = SourcesResource(
+        scannet_root=str(small_world / "scannet" / "scans"),
+        arkitscenes_root=str(arkit),
+        scannetpp_root=str(layout_world / "scannetpp"),
+    )
+    storage = tmp_path / "storage"
+    resources = {
+        "io_manager": ParquetIOManager(root=str(storage)),
+        "storage": StorageResource(root=str(storage)),
+        "sources": sources,
+        "workers": WorkersResource(max_workers=2),
+    }
+    scans = scan_folders(sources, resources["storage"])
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, list(scans))
+    keys = sorted(scans)
+    result = dg.materialize(
+        SOURCE_ASSETS[2:],
+        resources=resources,
+        instance=instance,
+        tags=partition_range_tags(keys[0], keys[-1]),
+    )
+    assert result.success
+    for key, scan in scans.items():
+        scenes = pl.read_parquet(table_path(storage, "rgbd_scenes", key))
+        frames = pl.read_parquet(table_path(storage, "rgbd_frames", key))
+        assert scenes["scene_id"].to_list() == [key] and set(frames["scene_id"]) == {key}
+        assert set(scenes["source"]) == set(frames["source"]) == {scan.dataset}
+        assert set(scenes["origin"]) == {"real"}
+    broken = next(scan for scan in scans.values() if scan.dataset == "arkitscenes")
+    kept = table_path(storage, "rgbd_frames", broken.key).read_bytes()
+    annotation = broken.folder / f"{broken.folder.name}_3dod_annotation.json"
+    annotation.unlink()
+    result = dg.materialize(
+        SOURCE_ASSETS[2:],
+        resources=resources,
+        instance=instance,
+        partition_key=broken.key,
+        raise_on_error=False,
+    )
+    assert not result.success
+    (failure,) = [event for event in result.all_events if event.is_step_failure]
+    message = failure.step_failure_data.user_failure_data.description
+    assert message.startswith(
+        f"ARKitScenes video {broken.folder.name} has no annotation: {annotation} is missing"
+    )
+    assert table_path(storage, "rgbd_frames", broken.key).read_bytes() == kept
