@@ -126,6 +126,7 @@ def test_rgbd_rules():
         "color_height": 6,
         "depth_width": 4,
         "depth_height": 3,
+        "upright_turns": 0,
         "color_intrinsics": [5.0, 0, 4, 0, 5.0, 3, 0, 0, 1],
         "depth_intrinsics": [2.5, 0, 2, 0, 2.5, 1.5, 0, 0, 1],
         "pose": [1.0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1],
@@ -145,11 +146,15 @@ def test_rgbd_rules():
         "aggregation_path": None,
         "objects": [{"object_id": 0, "label": "chair"}, {"object_id": 0, "label": "mug"}],
         "num_frames": 1,
-        "source": "x",
+        "world_up": None,
+        "source": "scannet",
         "origin": "sample_world",
     }
     _, _, counts = split_valid(frame_of(rgbd_scenes.RgbdScenes, [scene]), rgbd_scenes.RgbdScenes)
     assert counts == {"object_ids_unique": 1}
+    other = {**scene, "scene_id": "t", "objects": [], "source": "an unknown data set"}
+    _, _, counts = split_valid(frame_of(rgbd_scenes.RgbdScenes, [other]), rgbd_scenes.RgbdScenes)
+    assert counts == {"source|regex": 1}
 
 
 def test_images_load_with_datasets(tmp_path):
