@@ -83,6 +83,14 @@ CASES = {
         ],
         None,
     ),
+    "bench_scan_layouts": (
+        ["--work-dir", "{tmp_path}"],
+        [
+            rf"^{dataset} +3 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$"
+            for dataset in ("scannet", "arkitscenes", "scannetpp")
+        ],
+        None,
+    ),
     "bench_dge": (
         ["--work-dir", "{tmp_path}"],
         [
