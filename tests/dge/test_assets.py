@@ -133,7 +133,7 @@ def test_metadata(materialized):
     _, results = materialized
     geometry = results[GOOD].asset_materializations_for_node("scene_geometry_asset")
     metadata = next(m for m in geometry if m.asset_key == dg.AssetKey("scene_geometry")).metadata
-    assert metadata["contract_version"].value == "1.2.0"
+    assert metadata["contract_version"].value == "1.3.0"
     assert metadata["top_down_plot"].value.startswith("![top-down")
     assert metadata["objects"].value > 0
     tasks = results[GOOD].asset_materializations_for_node("dge_tasks_asset")

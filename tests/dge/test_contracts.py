@@ -31,6 +31,7 @@ def _task(**changes):
         "geometry_source": "scanned",
         "split": "train",
         "origin": "real",
+        "dataset": "scannet",
     }
     row.update(changes)
     return pl.DataFrame([row], schema=polars_schema(DgeTasks))
@@ -63,6 +64,9 @@ NUMERIC = {
         ({"task_type": "object_colour"}, False),  # unknown task type
         ({"frame_indices": [0, 1]}, False),  # two frames, one image
         ({"geometry_source": "guessed"}, False),  # geometry is scanned or estimated
+        ({"dataset": "arkitscenes"}, True),  # a question about an ARKitScenes scan
+        ({"dataset": "visual_genome", "geometry_source": "estimated"}, True),  # one image's estimated depth
+        ({"dataset": "matterport"}, False),  # a data set no reader reads
     ],
 )
 def test_dge_tasks(changes, valid):
