@@ -23,6 +23,7 @@ from data_contracts.validation import check_frame
 from readers.arkitscenes import axis_angle_matrix, sky_direction_from_poses
 from readers.common import MissingInputError
 from readers.scans import list_scans, read_scan, read_scans
+from tests.sources.hub_cache import add_to_hub_cache, hub_cache  # noqa: F401
 
 UPRIGHT = {
     0: None,
@@ -412,3 +413,22 @@ def test_the_scan_tables_of_all_three_layouts_and_a_scan_missing_its_annotation(
         f"ARKitScenes video {broken.folder.name} has no annotation: {annotation} is missing"
     )
     assert table_path(storage, "rgbd_frames", broken.key).read_bytes() == kept
+
+
+def test_hub_dataset_ids_read_like_local_folders(layout_world, tmp_path, hub_cache):  # noqa: F811
+    """``arkitscenes_root`` and ``scannetpp_root`` take ``hf://datasets/...`` ids (a pinned revision, a folder inside):
+    their snapshots in the Hub cache list and read the same scans as the local folders."""
+    add_to_hub_cache(hub_cache, "spatial/ARKitScenes-sample", layout_world / "arkitscenes", revision="v1")
+    add_to_hub_cache(hub_cache, "spatial/ScanNetpp-sample", layout_world / "scannetpp")
+    sources = SourcesResource(
+        arkitscenes_root="hf://datasets/spatial/ARKitScenes-sample@v1/3dod",
+        scannetpp_root="hf://datasets/spatial/ScanNetpp-sample",
+    )
+    scans = scan_folders(sources, StorageResource(root=str(tmp_path / "storage")))
+    assert sorted(scans) == sorted(_truth(layout_world))
+    for dataset in ("arkitscenes", "scannetpp"):
+        from_hub = read_scans([scan for scan in scans.values() if scan.dataset == dataset])
+        local = _read(layout_world, dataset)
+        assert from_hub.frames.drop("color_path", "depth_path").equals(
+            local.frames.drop("color_path", "depth_path")
+        )
