@@ -39,8 +39,9 @@ from assets.grounding.phrases import PhraseSettings, build_phrase_request, is_sk
 from assets.grounding.training_table import select_training_questions
 from assets.stvqa.generate import QuestionGenerationSettings, generation_request, read_scenes
 from assets.stvqa.pass_at_2 import PassAt2Settings, answer_request, load_scenes
+from data_contracts.image_store import embed_images
 from data_contracts.quarantine import QuarantineLog
-from data_contracts.storage import MissingTableError, read_table
+from data_contracts.storage import MissingTableError, read_table, table_path
 from model_clients import CostEstimate, LLMRequest
 
 __all__ = [
@@ -148,7 +149,10 @@ def _stage_requests(
         return None, f"{table}: not materialised", f"materialise {table} first"
     inputs = f"{table}: {frame.height:,} rows"
     if stage == "object_phrases":
-        return phrase_requests(select_training_questions(frame, ["omnispatial"], ["train"])), inputs, ""
+        questions = select_training_questions(frame, ["omnispatial"], ["train"])
+        if "image" not in questions.columns:  # the images are stored once each, in mcq_images
+            questions = embed_images(questions, table_path(storage_root, "mcq_images"))
+        return phrase_requests(questions), inputs, ""
     if stage == "stvqa_candidates":
         return generation_requests(frame, geometry=geometry), inputs, "balance text of the first chunk"
     if stage == "sft_cold_start":

@@ -119,6 +119,19 @@ CASES = {
         ],
         None,
     ),
+    "bench_scale": (
+        ["--work-dir", "{tmp_path}/scale"],
+        [
+            rf"observe \(new\): 6 scans x 8 files, warm, per file +{NUMBER} us$",
+            rf"events: one range run over 4 partitions \(no work\) +{NUMBER} CPU-s, {NUMBER} ms per partition",
+            rf"build \(new\): per scan \(slope\) +-?{NUMBER} CPU-s every process",
+            rf"long scan: {NUMBER} frames at 160x120, {NUMBER} keyframes used +{NUMBER} CPU-s",
+            rf"vg \(new\): one STVQA shard's rows \({NUMBER} of 40\) +{NUMBER} CPU-s, peak {NUMBER} MiB",
+            rf"mcq \(new\): mcq_questions from 40 questions \(2 per image\) +{NUMBER} CPU-s",
+            r"^Projection to the full data sets$",
+        ],
+        None,
+    ),
     "bench_confidence_overhead": (
         [],
         [
@@ -137,6 +150,7 @@ SLOW = {
     "bench_grounding",
     "bench_confidence_overhead",
     "bench_ray",
+    "bench_scale",
     "bench_tick",
 }  # over ~10 s at tiny sizes on 2 shared cores
 RAY = {"bench_ray"}  # starts local Ray clusters: needs the ray extra

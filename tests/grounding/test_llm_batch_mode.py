@@ -42,7 +42,7 @@ def reasoning_of(body: dict) -> dict:
 def _materialize(root, world, **llm_settings) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         [*SOURCE_ASSETS, *GROUNDING_ASSETS],
-        selection=["mcq_questions", "mcq_questions_quarantine", *SELECTION],
+        selection=["mcq_questions", "mcq_images", "mcq_questions_quarantine", *SELECTION],
         resources=grounding_resources(root, world, **{**FAST, **llm_settings}),
         run_config={
             "ops": {"object_phrases_asset": {"config": {"backend": "openai", "max_failure_fraction": 1.0}}}
