@@ -15,8 +15,9 @@ whole client layer (HTTP, parsing, retries, cache) is exercised without network 
 - `latency_s` delays every answer; `requests` records every hit (path, method, headers, body, time,
   fault); `max_in_flight` is the highest number of requests handled at once.
 - The Batch APIs: OpenAI's files and batches, Anthropic's Message Batches (:mod:`tests.fakes.batch_protocol`,
-  scripted through `batch_polls_to_finish`, `hold_batches`, `expire_batches`, `fail_batches` and
-  `batch_item_policy`); batch requests are answered by the same responder.
+  scripted through `batch_polls_to_finish`, `batch_latency_s`, `hold_batches`, `expire_batches`,
+  `fail_batches` and `batch_item_policy`); batch requests are answered by the same responder. A
+  `Fault.lost_response` on a create call creates the batch and drops the answer.
 - Usage is reported the way the providers bill (:mod:`tests.fakes.token_counts`): prompt tokens of the
   text, the chat format, the schema or tools, and the images from their pixel size.
 
@@ -40,6 +41,7 @@ import base64
 import collections
 import json
 import logging
+import socket
 import socketserver
 import sys
 import threading
@@ -121,6 +123,12 @@ class Fault:
     def timeout(cls, delay_s: float = 2.0) -> Fault:
         """Stall `delay_s` before answering (set it longer than the client's timeout)."""
         return cls("timeout", delay_s=delay_s)
+
+    @classmethod
+    def lost_response(cls, delay_s: float = 0.0) -> Fault:
+        """Handle the request (a batch is created), then wait `delay_s` and close the connection without an answer:
+        the provider accepted the call and its answer never arrived (a timeout, a kill while waiting)."""
+        return cls("lost_response", delay_s=delay_s)
 
     @classmethod
     def truncated(cls) -> Fault:
@@ -281,6 +289,7 @@ class LoopbackLLMServer:
         self._thread: threading.Thread | None = None
         # Batch API scripting (see tests/fakes/batch_protocol.py).
         self.batch_polls_to_finish = 1
+        self.batch_latency_s = 0.0
         self.hold_batches = False
         self.expire_batches: dict[int, int] = {}
         self.fail_batches: dict[int, str] = {}
@@ -542,9 +551,14 @@ class _LoopbackHandler(BaseHTTPRequestHandler):
         ):
             self._send_error(401, "invalid API key")
             return
-        if fault is not None and self._apply_fault(fault, headers):
+        if fault is not None and fault.kind != "lost_response" and self._apply_fault(fault, headers):
             return
         status, payload, content_type = self.loopback.batches.handle(method, self.path, body, raw, headers)
+        if fault is not None and fault.kind == "lost_response":
+            time.sleep(fault.delay_s)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if isinstance(payload, bytes):
             self._send(status, payload, content_type)
         else:
@@ -716,8 +730,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", choices=("openai", "anthropic"), default="openai")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    parser.add_argument(
+        "--batch-latency", type=float, default=0.0, help="seconds from a batch's creation until it can end"
+    )
     arguments = parser.parse_args(argv)
     with LoopbackLLMServer(arguments.protocol, latency_s=arguments.latency) as server:
+        server.batch_latency_s = arguments.batch_latency
         sys.stdout.write(f"{server.port}\n")
         sys.stdout.flush()
         sys.stdin.read()

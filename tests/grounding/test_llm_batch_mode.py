@@ -91,8 +91,8 @@ def test_max_cost_usd_fails_object_phrases_before_the_first_request(
     assert not result.success
     (event,) = result.get_step_failure_events()
     failure = event.step_failure_data.user_failure_data
-    assert failure.description.startswith("object_phrases: object phrases would cost about $")
-    assert "above max_cost_usd $0.00: nothing was sent" in failure.description
+    assert failure.description.startswith("object_phrases: object phrases could cost up to $")
+    assert "above max_cost_usd $0.00010: nothing was sent" in failure.description
     assert failure.metadata["llm_estimated_requests"].value > 0
     assert server.hits == 0 and not table_path(tmp_path, "object_phrases").exists()
 

@@ -181,7 +181,8 @@ def test_expired_batch_items_are_asked_again_exactly_once(
         second_batch = list(server.batches.batches.values())[1]
         assert [custom_id for custom_id, _ in second_batch.items] == keys[2:]
     assert all(server.batches.asked[key] <= 1 for key in keys)
-    assert [result.attempts for result in results] == [1, 1, 2, 2, 2, 2]
+    # A request the expired batch never ran is no attempt: each was answered by its first call, as in sync mode.
+    assert [result.attempts for result in results] == [1] * 6
     assert client.summary.batch_failed == 4 and client.summary.failures == 0
 
 
@@ -211,19 +212,33 @@ def test_retryable_item_errors_and_failed_batches_are_asked_again(
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_retryable_errors_past_max_retries_are_transport_failures(
-    protocol, llm_server_factory, make_llm_client
+@pytest.mark.parametrize("sync_reask_max", [0, 20], ids=["new-batch", "sync"])
+def test_a_request_that_keeps_failing_is_asked_again_once_then_quarantined(
+    protocol, sync_reask_max, llm_server_factory, make_llm_client
 ):
     server = llm_server_factory(protocol, responder=scripted_answer)
     server.batch_item_policy = lambda custom_id, body: (
         Fault.server_error(500) if "always" in request_text(body) else None
     )
-    client = batch_client(make_llm_client, server, max_retries=2)
+    server.fault_policy = lambda recorded, hit: (  # the one-by-one re-ask fails as well
+        Fault.server_error(500) if "always" in request_text(recorded.body or {}) else None
+    )
+    client = batch_client(
+        make_llm_client, server, max_retries=5, batch_sync_reask_max=sync_reask_max, backoff_max_s=0.01
+    )
     results = client.run_batch([phrase_request("always failing"), phrase_request("fine")], progress=False)
     failed, good = results
-    assert good.ok and failed.status == ResultStatus.TRANSPORT_ERROR and failed.attempts == 3
-    assert "after 3 calls" in failed.error
+    assert good.ok and failed.status == ResultStatus.TRANSPORT_ERROR and failed.error.startswith("HTTP 500")
+    if sync_reask_max:  # asked once more one by one: the sync transport's retries, counting the batch's failure
+        assert server.batches.asked[failed.cache_key] == 1 and len(server.batches.batches) == 1
+        assert server.calls(CHAT_PATH[protocol]) == client.config.max_retries
+    else:  # asked once more in a second batch, not max_retries times
+        assert server.batches.asked[failed.cache_key] == 2 and len(server.batches.batches) == 2
+        assert "asked again once after a failure; failed again" in failed.error
+        assert failed.attempts == 2  # two calls the provider ran, as sync mode counts them
     assert client.cache.get_many([failed.cache_key]) == {}  # not cached: the next run asks again
+    row = failed.quarantine_row("object_phrases", resource="phrase_llm")
+    assert row["reason"].startswith("transport_error: HTTP 500") and "a re-run asks again" in row["reason"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

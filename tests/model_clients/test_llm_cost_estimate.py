@@ -174,9 +174,11 @@ def test_max_cost_usd_stops_a_call_before_the_first_request(
         client.run_batch(requests, progress=False, description="stvqa generation")
     message = str(raised.value)
     assert server.hits == 0 and client.cache.batch_jobs() == []  # nothing sent, nothing submitted
-    assert message.startswith("stvqa generation would cost about $") and "max_cost_usd $0.00" in message
+    assert message.startswith("stvqa generation could cost up to $") and "max_cost_usd $0.0010:" in message
+    assert "nothing was sent" in message
     assert message.count(". ") == 0 and message.endswith(".") and "\n" not in message  # one sentence
     assert (" batch price" in message) == (mode == "batch")
+    assert ("use mode: batch" in message) == (mode == "sync")  # no batch-mode advice to a batch stage
     assert raised.value.estimate.requests == len(requests)
     assert message in caplog.text
 
@@ -184,13 +186,14 @@ def test_max_cost_usd_stops_a_call_before_the_first_request(
     cheap = make_llm_client(server, mode=mode, max_cost_usd=1.0, batch_poll_interval_s=0.02)
     assert all(result.ok for result in cheap.run_batch(requests[:2], progress=False))
     cheap.config = cheap.config.model_copy(update={"max_cost_usd": cheap.summary.cost_usd})
-    with pytest.raises(BudgetExceededError, match="already spent by this client"):
+    with pytest.raises(BudgetExceededError, match=r"on top of \$[0-9.]+ already spent") as raised:
         cheap.run_batch(requests[2:4], progress=False)
+    assert "nothing more was sent and the answers already paid stay in the response cache" in str(raised.value)
 
 
 def test_stage_estimate_checks_the_whole_stage(openai_server, make_llm_client):
     client = make_llm_client(openai_server, max_cost_usd=0.0001)
-    with pytest.raises(BudgetExceededError, match="^object_phrases would cost"):
+    with pytest.raises(BudgetExceededError, match="^object_phrases could cost up to"):
         client.estimate(mixed_requests(), label="object_phrases", check_budget=True)
     assert openai_server.hits == 0
     assert client.estimate(mixed_requests()[:1], label="object_phrases", check_budget=False).requests == 1
