@@ -151,7 +151,11 @@ class FakeBatches:
         if parts == ["v1", "messages", "batches"] and method == "GET":
             data = [self._anthropic_object(batch) for batch in reversed(list(self.batches.values()))]
             first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
-            return 200, {"data": data, "first_id": first, "last_id": last, "has_more": False}, "application/json"
+            return (
+                200,
+                {"data": data, "first_id": first, "last_id": last, "has_more": False},
+                "application/json",
+            )
         if len(parts) >= 4 and parts[:3] == ["v1", "messages", "batches"]:
             batch = self.batches.get(parts[3])
             if batch is None:

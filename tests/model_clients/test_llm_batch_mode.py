@@ -229,7 +229,7 @@ def test_a_request_that_keeps_failing_is_asked_again_once_then_quarantined(
     results = client.run_batch([phrase_request("always failing"), phrase_request("fine")], progress=False)
     failed, good = results
     assert good.ok and failed.status == ResultStatus.TRANSPORT_ERROR and failed.error.startswith("HTTP 500")
-    if sync_reask_max:  # asked once more one by one: the sync transport's retries, counting the batch's failure
+    if sync_reask_max:  # asked once more one by one: the sync retries, counting the batch's failure
         assert server.batches.asked[failed.cache_key] == 1 and len(server.batches.batches) == 1
         assert server.calls(CHAT_PATH[protocol]) == client.config.max_retries
     else:  # asked once more in a second batch, not max_retries times

@@ -188,7 +188,9 @@ def test_max_cost_usd_stops_a_call_before_the_first_request(
     cheap.config = cheap.config.model_copy(update={"max_cost_usd": cheap.summary.cost_usd})
     with pytest.raises(BudgetExceededError, match=r"on top of \$[0-9.]+ already spent") as raised:
         cheap.run_batch(requests[2:4], progress=False)
-    assert "nothing more was sent and the answers already paid stay in the response cache" in str(raised.value)
+    assert "nothing more was sent and the answers already paid stay in the response cache" in str(
+        raised.value
+    )
 
 
 def test_stage_estimate_checks_the_whole_stage(openai_server, make_llm_client):
