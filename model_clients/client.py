@@ -655,6 +655,7 @@ class LLMClient:
         label: str | None = None,
         check_budget: bool = False,
         later: Sequence[LLMRequest] = (),
+        log: bool = True,
     ) -> CostEstimate:
         """Estimate the tokens and dollars of the requests that are not in the cache, without calling a model.
 
@@ -671,6 +672,7 @@ class LLMClient:
             check_budget (`bool`, *optional*): raise :class:`BudgetExceededError` when the upper bound plus what
                 this client already spent is above `max_cost_usd`.
             later (`Sequence[LLMRequest]`, *optional*): the requests of later rounds, at most.
+            log (`bool`, *optional*, defaults to `True`): log the estimate (a caller adding up parts logs the sum).
 
         Returns:
             `CostEstimate`: at the batch price in batch mode.
@@ -685,7 +687,8 @@ class LLMClient:
         else:
             self._add_upper_bound(estimate)
         label = label or ", ".join(sorted({request.template_name for request in requests})) or "llm"
-        self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
+        if log:
+            self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
         if check_budget:
             self._stage_estimate = estimate
             self._check_budget(estimate, label)
@@ -752,14 +755,18 @@ class LLMClient:
     def _request_costs(
         self, requests: Sequence[LLMRequest], indices: Sequence[int], batch: bool
     ) -> dict[int, float]:
-        """The estimated price of each request, for the budget check before it is sent (none without a budget)."""
+        """What each request could cost at most (its estimated prompt and its whole ``max_tokens``), held of the
+        budget while it is in flight; empty without a budget."""
         if self.config.max_cost_usd is None:
             return {}
-        means: dict[str, float | None] = {}
-        bases: dict[str, str] = {}
         costs = {}
         for index in indices:
-            prompt, completion = self._request_tokens(requests[index], means, bases)
+            request = requests[index]
+            parameters = (
+                self.effective_parameters(request) if request.parameters else self.config.default_parameters()
+            )
+            prompt = self._estimator.prompt_tokens(request, parameters)
+            completion = int(parameters.get("max_tokens") or self.config.max_tokens)
             costs[index] = cost_usd(TokenUsage(prompt, completion), self._price, batch=batch)
         return costs
 
@@ -801,6 +808,16 @@ class LLMClient:
 
     # -- the budget while sending -------------------------------------------------------------------------
     @property
+    def price(self) -> ModelPrice | None:
+        """The model's price (None for a model the price table does not hold)."""
+        return self._price
+
+    @property
+    def stage_estimate(self) -> CostEstimate | None:
+        """The estimate the budget was last checked against before a stage's first request (None before)."""
+        return self._stage_estimate
+
+    @property
     def spent_usd(self) -> float:
         """What this client has paid so far (answers received), in US dollars."""
         with self._spend_lock:
@@ -822,15 +839,17 @@ class LLMClient:
             self._spent_usd += paid
 
     def budget_stop_message(self, label: str, what: str, amount: float) -> str:
-        """The one sentence of a stop before `what` (estimated at `amount`) could take the spend past the budget."""
+        """The one sentence of a stop before `what` (which could cost up to `amount`) could pass the budget."""
         spent = self.spent_usd
         stage = self._stage_estimate
-        estimated = f", the stage estimated at up to {format_usd(stage.upper_bound_usd)}" if stage else ""
+        estimated = (
+            f" (the stage was estimated at up to {format_usd(stage.upper_bound_usd)})" if stage else ""
+        )
         return (
-            f"{label} stopped before {what} estimated at {format_usd(amount)}: {format_usd(spent)} spent so far"
-            f"{estimated}, and it could pass max_cost_usd {format_usd(self.config.max_cost_usd or 0.0)}; the answers "
-            f"already paid stay in the response cache, so raising max_cost_usd on the LLM resource and running "
-            f"again pays only for the rest."
+            f"{label} stopped before {what} that could cost up to {format_usd(amount)} (estimated prompts and their "
+            f"whole max_tokens): {format_usd(spent)} spent so far{estimated}, so it could pass max_cost_usd "
+            f"{format_usd(self.config.max_cost_usd or 0.0)}; the answers already paid stay in the response cache, so "
+            f"raising max_cost_usd on the LLM resource and running again pays only for the rest."
         )
 
     def _budget_error(self, message: str) -> BudgetExceededError:
@@ -857,8 +876,9 @@ class LLMClient:
     ) -> None:
         """Sync mode: the pending requests on a pool of worker threads.
 
-        A request whose estimate (``costs``) could take the spend past the budget is not sent: no other request
-        is started, the ones in flight end (their answers are cached), and :class:`BudgetExceededError` is raised.
+        A request that could take the spend past the budget (``costs``: what each could cost at most) is not sent:
+        no other request is started, the ones in flight end (their answers are cached), and
+        :class:`BudgetExceededError` is raised.
         """
         workers = min(self.config.max_concurrency, len(pending))
         executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
@@ -928,7 +948,8 @@ class LLMClient:
         """Send one request until it succeeds, is refused, or runs out of retries (worker thread).
 
         `attempts` carries on the count of a request already tried in a batch (batch mode's re-asks). Every
-        call first holds `estimated_cost` of the budget; :class:`_BudgetStop` instead of a call that could pass it.
+        call first holds `estimated_cost` (what it could cost at most) of the budget; :class:`_BudgetStop` instead
+        of a call that could pass it.
         """
         parameters = self.effective_parameters(request)
         attempts = attempts or RequestAttempts()

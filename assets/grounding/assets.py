@@ -100,10 +100,13 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
     }
 
 
-def _llm_client(resource: LLMResource, needed: bool, stage: str) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource when the backend calls a model, else None; above the resource's
-    ``max_cost_usd`` the stage fails before its first request (:func:`assets.resources.llm_stage_client`)."""
-    return llm_stage_client(resource, stage, needed)
+def _llm_client(
+    resource: LLMResource, needed: bool, stage: str, resource_key: str, storage: StorageResource
+) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource when the backend calls a model, else None (its cache under the storage root); the
+    log names its provider and model, and a request that could pass the resource's ``max_cost_usd`` fails the
+    stage before it is sent (:func:`assets.resources.llm_stage_client`)."""
+    return llm_stage_client(resource, stage, needed, resource_key=resource_key, storage_root=storage.path)
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -148,12 +151,15 @@ def object_phrases_asset(
     context: dg.AssetExecutionContext,
     config: ObjectPhrasesConfig,
     phrase_llm: LLMResource,
+    storage: StorageResource,
     mcq_questions: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Extract object phrases with the configured backend; one shared filter for every backend."""
     questions = select_training_questions(mcq_questions, config.sources, config.splits or None)
     started = time.perf_counter()
-    with _llm_client(phrase_llm, config.calls_model, "object_phrases") as client:
+    with _llm_client(
+        phrase_llm, config.calls_model, "object_phrases", phrases_module.RESOURCE_KEY, storage
+    ) as client:
         extraction = extract_object_phrases(questions, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
@@ -557,10 +563,13 @@ def sft_cold_start_asset(
     context: dg.AssetExecutionContext,
     config: SftColdStartConfig,
     sft_reasoning_llm: LLMResource,
+    storage: StorageResource,
     spatialcore_train: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Select the cold-start rows and build their target completions."""
-    with _llm_client(sft_reasoning_llm, config.calls_model, "sft_cold_start") as client:
+    with _llm_client(
+        sft_reasoning_llm, config.calls_model, "sft_cold_start", cold_start_module.RESOURCE_KEY, storage
+    ) as client:
         frame, log, backend = build_cold_start(spatialcore_train, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))

@@ -49,16 +49,9 @@ import polars as pl
 from pydantic import Field
 
 from assets.compute import partition_results
-from assets.llm_costs import answer_requests, generation_requests
 from assets.partition_ranges import SINGLE_RUN, PartitionTables, restore_events, run_partitions
 from assets.partitions import LLM_POOL, stvqa_shard_partitions
-from assets.resources import (
-    LLMResource,
-    SourcesResource,
-    StorageResource,
-    WorkersResource,
-    check_stage_budget,
-)
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, count_by
 from assets.stvqa.geometry import ImageGeometry, load_geometry
@@ -69,8 +62,10 @@ from assets.stvqa.work import (
     JUDGE_RESOURCE_KEY,
     STVQA_CODE_VERSION,
     candidates_shard,
+    candidates_with_model,
     gt_preview,
     validated_shard,
+    validated_with_model,
 )
 from assets.tables import (
     contract_check_specs,
@@ -202,20 +197,12 @@ def stvqa_candidates_asset(
             geometry,
             geometry_source,
             source_file,
-            stvqa_generator_llm if config.calls_model else None,
-            config.model,
         )
-    if config.calls_model:  # every shard's requests against max_cost_usd before the first is sent
-        requests = [
-            request
-            for args in arguments.values()
-            for request in generation_requests(args[1], settings, args[4])
-        ]
-        check_stage_budget(stvqa_generator_llm, "stvqa_candidates", requests, config.model)
-    # A model backend runs in this process, which holds the client (its cache, rate limit and failure budget).
-    with partition_results(
-        candidates_shard, arguments, 1 if config.calls_model else workers.count()
-    ) as result:
+    if config.calls_model:  # every shard on one client in this process, round by round (one wait per round)
+        events = candidates_with_model(arguments, settings, stvqa_generator_llm, config.model, storage.path)
+        yield from run_partitions(context, lambda shard: restore_events(events[shard]))
+        return
+    with partition_results(candidates_shard, arguments, workers.count()) as result:
         yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 
@@ -226,7 +213,6 @@ def _validated_arguments(
     config: StvqaValidatedConfig,
     sources: SourcesResource,
     storage: StorageResource,
-    judge: LLMResource | None,
 ) -> tuple:
     """The arguments of one shard's ``stvqa_validated`` (for :func:`assets.stvqa.work.validated_shard`)."""
     settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
@@ -240,8 +226,6 @@ def _validated_arguments(
         _output_settings(config),
         geometry,
         geometry_source,
-        judge if config.calls_model else None,
-        config.model,
     )
 
 
@@ -287,18 +271,17 @@ def stvqa_validated_asset(
             config,
             sources,
             storage,
-            stvqa_judge_llm,
         )
         for shard in context.partition_keys
     }
-    if config.calls_model:  # every shard's first round against max_cost_usd before the first is sent
-        requests = [
-            request for args in arguments.values() for request in answer_requests(args[1], args[2], args[3])
-        ]
-        check_stage_budget(stvqa_judge_llm, "stvqa_validated", requests, config.model)
-    with partition_results(
-        validated_shard, arguments, 1 if config.calls_model else workers.count()
-    ) as result:
+    if config.calls_model:  # every shard on one client in this process, round by round (one wait per round)
+        settings = PassAt2Settings.model_validate(
+            config.model_dump(include=set(PassAt2Settings.model_fields))
+        )
+        events = validated_with_model(arguments, settings, stvqa_judge_llm, config.model, storage.path)
+        yield from run_partitions(context, lambda shard: restore_events(events[shard]))
+        return
+    with partition_results(validated_shard, arguments, workers.count()) as result:
         yield from run_partitions(context, lambda shard: restore_events(result(shard)))
 
 

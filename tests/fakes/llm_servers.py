@@ -12,8 +12,9 @@ whole client layer (HTTP, parsing, retries, cache) is exercised without network 
   `fault_policy(recorded_request, hit_number) -> Fault | None`: 429 with `Retry-After`, 500 (or any
   status), a stall longer than the client's timeout, a truncated body, a non-JSON body, and an error
   that echoes the received API key (to prove the client redacts it).
-- `latency_s` delays every answer; `requests` records every hit (path, method, headers, body, time,
-  fault); `max_in_flight` is the highest number of requests handled at once.
+- `latency_s` delays every answer; `billing_factor` scales the prompt tokens billed; `requests` records
+  every hit (path, method, headers, body, time, fault); `max_in_flight` is the highest number of requests
+  handled at once.
 - The Batch APIs: OpenAI's files and batches, Anthropic's Message Batches (:mod:`tests.fakes.batch_protocol`,
   scripted through `batch_polls_to_finish`, `batch_latency_s`, `hold_batches`, `expire_batches`,
   `fail_batches` and `batch_item_policy`); batch requests are answered by the same responder. A
@@ -280,6 +281,8 @@ class LoopbackLLMServer:
         self.latency_s = latency_s
         self.api_key = api_key
         self.fault_policy: Callable[[RecordedRequest, int], Fault | None] | None = None
+        self.billing_factor = 1.0
+        """Prompt tokens billed over those counted (above 1: a provider billing more than any estimate foresaw)."""
         self.requests: list[RecordedRequest] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -389,8 +392,16 @@ class LoopbackLLMServer:
     def _answer_body(self, body: dict) -> dict:
         content = self.responder(body)
         if self.protocol == "openai":
-            return _openai_completion(body, content)
-        return _anthropic_message(body, content)
+            answer = _openai_completion(body, content)
+            usage, field = answer["usage"], "prompt_tokens"
+        else:
+            answer = _anthropic_message(body, content)
+            usage, field = answer["usage"], "input_tokens"
+        if self.billing_factor != 1.0:
+            usage[field] = round(usage[field] * self.billing_factor)
+            if "total_tokens" in usage:
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return answer
 
     def _received_key(self, headers: dict[str, str]) -> str:
         if self.protocol == "anthropic" and headers.get("x-api-key"):

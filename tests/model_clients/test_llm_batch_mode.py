@@ -391,3 +391,124 @@ def test_kill_during_polling_then_resume_submits_nothing_again(protocol, llm_ser
     assert server.calls(CHAT_PATH[protocol]) == 0
     assert sorted(server.batches.asked.values()) == [1] * 10
     assert summary.batches_submitted == 0 and summary.batch_completed == 10
+
+
+def _creates(server) -> int:
+    return server.calls(BATCH_CREATE_PATH[server.protocol], "POST")
+
+
+def _lost_first_create(server, delay_s: float = 0.0) -> None:
+    """The first create call is carried out by the provider and its answer never reaches the client."""
+    path = BATCH_CREATE_PATH[server.protocol]
+
+    def policy(recorded, hit):
+        if recorded.method == "POST" and recorded.path.split("?")[0] == path and _creates(server) == 1:
+            return Fault.lost_response(delay_s)
+        return None
+
+    server.fault_policy = policy
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_create_call_whose_answer_is_lost_creates_no_second_batch(
+    protocol, llm_server_factory, make_llm_client, caplog
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    _lost_first_create(server)
+    client = batch_client(make_llm_client, server, batch_max_requests=3)
+    requests = [phrase_request(f"object number {n}") for n in range(7)]
+    with caplog.at_level(logging.WARNING, logger="model_clients"):
+        results = client.run_batch(requests, progress=False)
+    assert [result.data for result in results] == [
+        {"phrases": ["object", "number", str(n)]} for n in range(7)
+    ]
+    # The create whose answer was lost made the first batch; it is found in the provider's list, not made again.
+    assert _creates(server) == 3 == len(server.batches.batches)
+    assert sorted(server.batches.asked.values()) == [1] * 7
+    assert "the create call failed" in caplog.text and "it is not created again" in caplog.text
+    assert (
+        client.cache.open_intents([client.cache_key(r) for r in requests], protocol, client.config.model)
+        == {}
+    )
+
+
+def _intents(cache_path: Path) -> int:
+    if not cache_path.exists():
+        return 0
+    with sqlite3.connect(cache_path) as connection:
+        try:
+            return connection.execute("SELECT COUNT(*) FROM batch_intents").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_kill_after_the_provider_accepted_a_batch_submits_nothing_again(
+    protocol, llm_server_factory, tmp_path
+):
+    server = llm_server_factory(protocol, responder=lambda body: {"phrases": [request_text(body)]})
+    _lost_first_create(
+        server, delay_s=20.0
+    )  # the runner waits for the create's answer; it is killed meanwhile
+    cache_path = tmp_path / "responses.sqlite"
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY_ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, str(script), protocol, server.base_url, str(cache_path), "3"],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(server.batches.batches) < 1:  # the provider holds the batch; the runner has no id for it
+            assert child.poll() is None, child.stderr.read().decode()
+            assert time.monotonic() < deadline, "the runner did not create its batch"
+            time.sleep(0.02)
+        assert _recorded_batches(cache_path) == 0 and _intents(cache_path) == 1  # only the intent is recorded
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stderr.close()
+
+    from model_clients import LLMClient, LLMClientConfig
+
+    config = LLMClientConfig(
+        provider=protocol,
+        model="gpt-4o-mini" if protocol == "openai" else "claude-sonnet-4-20250514",
+        base_url=server.base_url,
+        api_key=TEST_API_KEY,
+        cache_path=cache_path,
+        mode="batch",
+        batch_poll_interval_s=0.02,
+        batch_max_requests=4,
+    )
+    requests = [LLMRequest("object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA) for n in range(3)]
+    with LLMClient(config) as client:
+        results = client.run_batch(requests, progress=False)
+        summary = client.summary
+    assert [result.data for result in results] == [{"phrases": [f"question {n}"]} for n in range(3)]
+    assert _creates(server) == 1 == len(server.batches.batches)  # the batch the killed run created, polled
+    assert sorted(server.batches.asked.values()) == [1] * 3 and server.calls(CHAT_PATH[protocol]) == 0
+    assert summary.batches_submitted == 0 and _intents(cache_path) == 0 and _recorded_batches(cache_path) == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_intent_whose_batch_never_reached_the_provider_is_submitted(
+    protocol, llm_server_factory, make_llm_client
+):
+    from model_clients.cache import BatchIntent
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    client = batch_client(make_llm_client, server)
+    requests = [phrase_request(f"object number {n}") for n in range(3)]
+    keys = [client.cache_key(request) for request in requests]
+    intent = BatchIntent("k" * 32, protocol, client.config.model, "killed before create", 3, time.time())
+    client.cache.record_intent(intent, keys)  # a run killed between recording its intent and the create call
+    results = client.run_batch(requests, progress=False)
+    assert all(result.ok for result in results)
+    assert _creates(server) == 1 and sorted(server.batches.asked.values()) == [1] * 3
+    assert client.cache.open_intents(keys, protocol, client.config.model) == {}

@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-from model_clients import BudgetExceededError, LLMRequest
+from model_clients import BudgetExceededError, LLMRequest, ModelPrice, UnpricedModelError
 from model_clients.estimate import MIN_OBSERVED_ANSWERS, TokenEstimator, image_size
+from model_clients.pricing import format_usd
 from tests.fakes.llm_servers import request_text
 from tests.fakes.token_counts import anthropic_image_tokens, openai_image_tokens
 from tests.model_clients.conftest import PHRASES_SCHEMA
@@ -199,3 +200,61 @@ def test_stage_estimate_checks_the_whole_stage(openai_server, make_llm_client):
         client.estimate(mixed_requests(), label="object_phrases", check_budget=True)
     assert openai_server.hits == 0
     assert client.estimate(mixed_requests()[:1], label="object_phrases", check_budget=False).requests == 1
+
+
+def test_a_running_call_stops_before_the_request_that_could_pass_the_budget(openai_server, make_llm_client):
+    # Earlier answers of the template were short, so the estimate made before the call (observed mean) is low;
+    # these answers are long. Each request holds what it could cost at most (its prompt, its whole max_tokens).
+    openai_server.responder = lambda body: {"phrases": ["red mug"]}
+    primer = make_llm_client(openai_server)
+    primer.run_batch(
+        [LLMRequest("object_phrases", "v1", f"old question {n}", schema=PHRASES_SCHEMA) for n in range(6)],
+        progress=False,
+    )
+    openai_server.responder = lambda body: {"phrases": [f"phrase number {n} " * 4 for n in range(40)]}
+    requests = [
+        LLMRequest(
+            "object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA, parameters={"max_tokens": 512}
+        )
+        for n in range(10)
+    ]
+    probe = make_llm_client(openai_server, cache_path=primer.config.cache_path.parent / "probe.sqlite")
+    worst = probe.estimate(requests[:1]).cost_usd  # no answers in that cache: the whole max_tokens
+    budget = 3.5 * worst
+    client = make_llm_client(openai_server, max_concurrency=1, max_cost_usd=budget)
+    assert client.estimate(requests).upper_bound_usd < budget  # the estimate before the call lets it start
+    hits = openai_server.hits
+    with pytest.raises(BudgetExceededError) as raised:
+        client.run_batch(requests, progress=False, description="object_phrases")
+    message = str(raised.value)
+    assert message.startswith("object_phrases stopped before request ") and message.endswith(".")
+    assert ". " not in message and f"max_cost_usd {format_usd(budget)}" in message
+    assert f"{format_usd(client.spent_usd)} spent so far" in message
+    sent = openai_server.hits - hits
+    assert 0 < sent < len(requests) and client.spent_usd <= budget  # the cap held
+    assert client.summary.api_calls == sent and client.summary.cost_usd == pytest.approx(client.spent_usd)
+
+    # What was paid is in the cache: a run without the budget asks only the others.
+    rest = make_llm_client(openai_server).run_batch(requests, progress=False)
+    assert sum(result.cached for result in rest) == sent and openai_server.hits - hits == len(requests)
+
+
+def test_a_budget_on_a_model_without_a_price_is_refused(openai_server, make_llm_client):
+    with pytest.raises(UnpricedModelError) as raised:
+        make_llm_client(openai_server, model="deepseek-reasoner", max_cost_usd=5.0)
+    assert str(raised.value) == (
+        "model 'deepseek-reasoner' has no price, so max_cost_usd $5.00 cannot cap what it spends: set price_table: "
+        "{deepseek-reasoner: {input_usd_per_million: ..., output_usd_per_million: ...}} on the LLM resource (batch "
+        "prices default to half), or remove max_cost_usd."
+    )
+    priced = make_llm_client(
+        openai_server,
+        model="deepseek-reasoner",
+        max_cost_usd=5.0,
+        price_table={"deepseek-reasoner": ModelPrice(0.55, 2.19)},
+    )
+    assert priced.estimate([LLMRequest("t", "v1", "question")]).cost_usd > 0
+    unpriced = make_llm_client(
+        openai_server, model="deepseek-reasoner"
+    )  # no budget: estimated, reported unpriced
+    assert not unpriced.estimate([LLMRequest("t", "v1", "question")]).priced
