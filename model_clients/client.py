@@ -819,21 +819,26 @@ class LLMClient:
 
     @property
     def spent_usd(self) -> float:
-        """What this client has paid so far (answers received), in US dollars."""
+        """What this client has paid so far (answers received), in US dollars; counted under a budget only
+        (``summary.cost_usd`` always counts it, call by call)."""
         with self._spend_lock:
             return self._spent_usd
 
     def _reserve(self, amount: float) -> bool:
         """Hold `amount` of the budget for a request or batch about to be sent; False when it could pass the cap."""
         budget = self.config.max_cost_usd
+        if budget is None:
+            return True
         with self._spend_lock:
-            if budget is not None and self._spent_usd + self._reserved_usd + amount > budget:
+            if self._spent_usd + self._reserved_usd + amount > budget:
                 return False
             self._reserved_usd += amount
             return True
 
     def _settle(self, reserved: float, paid: float) -> None:
-        """Release a reservation and count what was paid."""
+        """Release a reservation and count what was paid (under a budget)."""
+        if self.config.max_cost_usd is None:
+            return
         with self._spend_lock:
             self._reserved_usd = max(self._reserved_usd - reserved, 0.0)
             self._spent_usd += paid

@@ -30,7 +30,10 @@ override, source) are added here.
 Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_llm`` and
 ``stvqa_judge_llm`` (:class:`assets.resources.LLMResource`; only used by the ``anthropic`` and
 ``openai`` backends, but always bound). The bodies are thin: the work is in
-:mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`.
+:mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`. With a model
+backend every shard of a run shares one client in the run's process and the shards' rounds go out together
+(:mod:`assets.stvqa.work`): in batch mode the stage waits for batches once per round, whatever the number of
+shards, and its budget is checked once against every shard.
 
 A shard that calls a model fails (``dagster.Failure``, one sentence: what failed, the first errors, how
 to re-run) when more than its ``max_failure_fraction`` of the requests failed (endpoint down, bad key,

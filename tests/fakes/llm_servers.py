@@ -32,7 +32,9 @@ Run as a script to serve from a separate process (`benchmarks/bench_llm.py` and
 
     python tests/fakes/llm_servers.py --protocol openai --latency 0.2
 
-It prints the port on the first line of stdout and serves until stdin closes.
+It prints the port on the first line of stdout and serves until stdin closes; then it prints one JSON line
+with every batch it ran (id, number of requests, creation and end times). `--batch-latency S` gives every batch
+a fixed turnaround; `--responder letters` answers schema-less requests with a letter (a pass@2 judge).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import hashlib
 import json
 import logging
 import socket
@@ -181,10 +184,12 @@ def schema_example(schema: Any) -> Any:
             for name in schema.get("required", list(properties))
         }
     if schema_type == "array":
-        return [
+        items = [
             schema_example(schema.get("items", {"type": "string"}))
             for _ in range(max(schema.get("minItems", 1), 1))
         ]
+        # Distinct strings, as a list of options or phrases holds.
+        return [f"{item} {n + 1}" if n and isinstance(item, str) else item for n, item in enumerate(items)]
     if schema_type == "string":
         return "text" + "x" * max(schema.get("minLength", 0) - 4, 0)
     if schema_type == "integer":
@@ -245,6 +250,20 @@ def default_responder(body: dict) -> Any:
     """Answer a schema-shaped example when a schema was requested, else `"ok"`."""
     schema = request_schema(body)
     return schema_example(schema) if schema is not None else "ok"
+
+
+def letter_responder(body: dict) -> Any:
+    """A schema-shaped example when a schema was requested, else a letter, A or B, from a hash of the request's
+    messages (a multiple-choice judge that is right about half the time)."""
+    schema = request_schema(body)
+    if schema is not None:
+        return schema_example(schema)
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode("utf-8")).digest()
+    return "AB"[digest[0] % 2]
+
+
+RESPONDERS: dict[str, Responder] = {"default": default_responder, "letters": letter_responder}
+"""The responders the script serves with (``--responder``)."""
 
 
 def _estimate_tokens(text: str) -> int:
@@ -744,12 +763,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-latency", type=float, default=0.0, help="seconds from a batch's creation until it can end"
     )
+    parser.add_argument("--responder", choices=sorted(RESPONDERS), default="default")
     arguments = parser.parse_args(argv)
-    with LoopbackLLMServer(arguments.protocol, latency_s=arguments.latency) as server:
+    responder = RESPONDERS[arguments.responder]
+    with LoopbackLLMServer(arguments.protocol, responder=responder, latency_s=arguments.latency) as server:
         server.batch_latency_s = arguments.batch_latency
         sys.stdout.write(f"{server.port}\n")
         sys.stdout.flush()
         sys.stdin.read()
+        batches = [
+            {
+                "id": batch.batch_id,
+                "requests": len(batch.items),
+                "created_at": batch.created_at,
+                "ended_at": batch.ended_at,
+            }
+            for batch in server.batches.batches.values()
+        ]
+    sys.stdout.write(json.dumps({"batches": batches}) + "\n")
+    sys.stdout.flush()
     return 0
 
 

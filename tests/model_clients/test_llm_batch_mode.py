@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -275,10 +276,14 @@ def test_progress_in_the_log_and_the_metadata(protocol, llm_server_factory, make
         message.startswith("phrases (") and "estimate 4 uncached requests" in message for message in messages
     )
     assert any("submitted batch" in message for message in messages)
-    assert any(
-        "1 batches in flight, 4 requests submitted" in message and "expected finish" in message
-        for message in messages
+    progress = [message for message in messages if "1 batches in flight, 4 requests submitted" in message]
+    when = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC"
+    # Nothing is done at the first poll: no finish is claimed (the providers' 24-hour expiry is no estimate).
+    assert re.search(
+        rf"0 completed, 0 failed; expected finish unknown until some requests are done \(they expire {when}\)$",
+        progress[0],
     )
+    assert re.search(rf"4 completed, 0 failed; expected finish {when}$", progress[-1])
     metadata = client.summary.as_metadata()
     assert metadata["llm_mode"] == "batch" and metadata["llm_batches_submitted"] == 1
     assert metadata["llm_batch_requests"] == 4 and metadata["llm_batch_completed"] == 4
