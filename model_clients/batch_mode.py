@@ -11,7 +11,8 @@ checks and the cache entries are those of sync mode; only the transport and the 
    creation time and number of requests on Anthropic, whose batches take no metadata). A resumed run never
    submits those requests again;
 3. submits the other requests, split under the provider's limits (requests and bytes per batch, or the
-   client's ``batch_max_requests`` / ``batch_max_bytes``), encoding one batch at a time. Each batch is
+   client's ``batch_max_requests`` / ``batch_max_bytes``), encoding one batch at a time; with
+   ``batch_max_enqueued_tokens``, a batch that would put more prompt tokens in flight waits until one ends. Each batch is
    recorded as an intent (a key generated here, sent in its metadata where the provider keeps it) before the
    create call, and its id with its requests' keys right after, before the first poll. A create call that
    fails in transit (a timeout, a dropped connection) may have created the batch: before trying again, the
@@ -150,6 +151,10 @@ class BatchRun:
         """The budget each batch in flight holds (its estimate), released when it is collected."""
         self.stop: str | None = None
         """Why the budget stopped this run (nothing more is submitted; raised once the batches in flight end)."""
+        self.deferred: list[str] = []
+        """Requests whose batch waits for room under ``batch_max_enqueued_tokens``."""
+        self.enqueued: dict[str, int] = {}
+        """Estimated prompt tokens of each batch in flight (for ``batch_max_enqueued_tokens``)."""
         self._last_progress: tuple[int, int, int] | None = None
         self._last_progress_at = 0.0
 
@@ -182,6 +187,9 @@ class BatchRun:
                     self._ask_sync(asking)
                 else:
                     active.update(self._submit(asking))
+            if self.deferred and self.stop is None:  # first asks that waited for room: never one by one
+                waiting, self.deferred = [key for key in self.deferred if key in self.unresolved], []
+                active.update(self._submit(waiting))
             first_round = False
             if not active:
                 break
@@ -331,7 +339,11 @@ class BatchRun:
             yield chunk_keys, lines
 
     def _submit(self, keys: Sequence[str]) -> dict[str, set[str]]:
-        """Submit `keys` in batches (one wait for all of them); nothing when their estimate could pass the budget."""
+        """Submit `keys` in batches (one wait for all of them); nothing when their estimate could pass the budget.
+
+        A batch that would put more than ``batch_max_enqueued_tokens`` prompt tokens in flight waits (with the
+        requests after it) until a batch in flight ends.
+        """
         costs = self.client._request_costs(self.requests, [self.items[key].index for key in keys], batch=True)
         held = sum(costs.values())
         if not self.client._reserve(held):
@@ -339,8 +351,20 @@ class BatchRun:
                 self.label, f"a batch of {len(keys):,} requests", held
             )
             return {}
+        limit = self.config.batch_max_enqueued_tokens
+        position = {key: number for number, key in enumerate(keys)}
         submitted: dict[str, set[str]] = {}
         for number, (chunk_keys, lines) in enumerate(self._chunks(keys), start=1):
+            tokens = self._prompt_tokens(chunk_keys) if limit else 0
+            if limit and self.enqueued and sum(self.enqueued.values()) + tokens > limit:
+                self.deferred = [*chunk_keys, *keys[position[chunk_keys[-1]] + 1 :]]
+                self.log.info(
+                    "%s: %d requests wait for batches in flight to end (batch_max_enqueued_tokens %d)",
+                    self.label,
+                    len(self.deferred),
+                    limit,
+                )
+                break
             label = f"{self.label} #{number}" if number > 1 or len(chunk_keys) < len(keys) else self.label
             reserved = sum(costs.get(self.items[key].index, 0.0) for key in chunk_keys)
             held -= reserved
@@ -349,6 +373,7 @@ class BatchRun:
                 self.client._settle(reserved, 0.0)
                 continue
             self.reserved[batch_id] = reserved
+            self.enqueued[batch_id] = tokens
             submitted[batch_id] = set(chunk_keys)
             self.counters.batches_submitted += 1
             self.counters.batch_requests += len(chunk_keys)
@@ -359,8 +384,18 @@ class BatchRun:
                 len(chunk_keys),
                 sum(len(line) for line in lines) / 1e6,
             )
-        self.client._settle(max(held, 0.0), 0.0)  # what requests refused while encoding had held
+        self.client._settle(
+            max(held, 0.0), 0.0
+        )  # what deferred requests and those refused while encoding held
         return submitted
+
+    def _prompt_tokens(self, keys: Sequence[str]) -> int:
+        """Estimated prompt tokens of some requests (what counts toward a provider's enqueued-token limit)."""
+        estimator = self.client._estimator
+        return sum(
+            estimator.prompt_tokens(request, self.client.effective_parameters(request))
+            for request in (self.requests[self.items[key].index] for key in keys)
+        )
 
     def _submit_chunk(self, label: str, chunk_keys: list[str], lines: list[bytes]) -> str | None:
         """One batch: its intent recorded, its input prepared, the batch created and recorded; None on failure."""
@@ -465,6 +500,7 @@ class BatchRun:
                     )
                     self.log.error("%s: %s", self.label, reason)
                     self.client._settle(self.reserved.pop(batch_id, 0.0), 0.0)
+                    self.enqueued.pop(batch_id, None)
                     for key in active.pop(batch_id):
                         self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, reason, key))
                     continue
@@ -528,6 +564,7 @@ class BatchRun:
         """Download an ended batch's outcomes into the cache (every request of it gets one); the keys whose
         outcomes were stored, or None when the results could not be read."""
         self.client._settle(self.reserved.pop(batch_id, 0.0), 0.0)  # its answers count as they are read
+        self.enqueued.pop(batch_id, None)
         outcomes: dict[str, ItemOutcome] = {}
         if state.status != "lost":
             try:

@@ -245,6 +245,13 @@ class LLMClientSettings(BaseModel):
         description="Batch mode: re-asks (expired, failed or invalid answers) of at most this many requests go one "
         "by one at the standard price instead of into a new batch; 0 always submits a new batch.",
     )
+    batch_max_enqueued_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Batch mode: prompt tokens in flight at once (the provider's enqueued-token limit of your "
+        "account and model, e.g. OpenAI's batch queue limit); a batch that would pass it waits for one in flight "
+        "to end. None for no limit.",
+    )
 
 
 class LLMClientConfig(LLMClientSettings):

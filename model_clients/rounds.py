@@ -127,8 +127,12 @@ def run_rounds(
     from model_clients.client import UsageSummary
 
     if check_budget:
-        first = [request for task in tasks.values() for request in task.planned_requests()[0]]
-        later = [request for task in tasks.values() for request in task.planned_requests()[1]]
+        first: list[LLMRequest] = []
+        later: list[LLMRequest] = []
+        for task in tasks.values():
+            task_first, task_later = task.planned_requests()
+            first.extend(task_first)
+            later.extend(task_later)
         client.estimate(first, label=label, check_budget=True, later=later)
     provider, model, mode = client.config.provider, client.config.model, client.config.mode
     running: dict[_Key, _Running[_Value]] = {}

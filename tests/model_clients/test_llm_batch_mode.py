@@ -517,3 +517,44 @@ def test_an_intent_whose_batch_never_reached_the_provider_is_submitted(
     assert all(result.ok for result in results)
     assert _creates(server) == 1 and sorted(server.batches.asked.values()) == [1] * 3
     assert client.cache.open_intents(keys, protocol, client.config.model) == {}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_batches_wait_for_room_under_the_enqueued_token_limit(
+    protocol, llm_server_factory, make_llm_client, tmp_path
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_polls_to_finish = 2
+    requests = [phrase_request(f"object number {n}") for n in range(6)]
+    together = batch_client(make_llm_client, server, batch_max_requests=2)
+    assert all(result.ok for result in together.run_batch(requests, progress=False))
+    assert (
+        len(server.batches.batches) == 3 and together.summary.batch_waits == 1
+    )  # all three in flight at once
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_polls_to_finish = 2
+    probe = batch_client(make_llm_client, server, cache_path=tmp_path / "probe.sqlite")
+    tokens_of_two = probe.estimate(
+        requests[:2], log=False
+    ).prompt_tokens  # a batch of two fits, two batches do not
+    assert tokens_of_two > 0
+    limited = batch_client(
+        make_llm_client,
+        server,
+        batch_max_requests=2,
+        batch_max_enqueued_tokens=tokens_of_two + 1,
+        cache_path=tmp_path / "limited.sqlite",
+    )
+    results = limited.run_batch(requests, progress=False)
+    assert [result.data for result in results] == [
+        {"phrases": ["object", "number", str(n)]} for n in range(6)
+    ]
+    batches = sorted(server.batches.batches.values(), key=lambda batch: batch.number)
+    assert (
+        len(batches) == 3
+        and all(  # one batch in flight at a time: each created after the one before ended
+            later.created_at >= earlier.ended_at for earlier, later in zip(batches, batches[1:], strict=False)
+        )
+    )
+    assert limited.summary.batch_waits == 3 and sorted(server.batches.asked.values()) == [1] * 6
