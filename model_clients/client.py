@@ -26,8 +26,13 @@ pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a 
 Before step 3, the uncached requests are estimated (:mod:`model_clients.estimate`: prompt tokens as the
 provider counts text and images, completion tokens from the template's observed mean or the request's
 budget, dollars at the mode's price); the estimate is logged and kept in the summary beside the actual
-cost, and above ``max_cost_usd`` the call raises :class:`BudgetExceededError` before sending anything
-(:meth:`LLMClient.estimate` does the same for a whole stage up front).
+cost. ``max_cost_usd`` is a cap on what the client spends: the call raises :class:`BudgetExceededError`
+before sending anything when its upper bound (every request, every re-ask of an unusable answer) could pass
+it (:meth:`LLMClient.estimate` checks a whole stage up front, later rounds included), and while it runs every
+request (and in batch mode every submission) first holds what it could cost at most (its prompt and whole
+``max_tokens``): one that could pass the cap is not sent, and the call raises once the calls in flight have
+ended and their answers are cached. A model without a price is refused under a budget
+(:class:`UnpricedModelError`).
 
 With ``mode="batch"`` steps 3 to 5 go through the provider's Batch API instead
 (:mod:`model_clients.batch_mode`): same requests, cache keys, checks and cache entries, at the batch price;
@@ -223,8 +228,8 @@ class LLMClientSettings(BaseModel):
         ge=0.0,
         description="Budget in US dollars, a cap on what a stage spends: a stage whose upper bound (every round, "
         "every re-ask of an answer it cannot use) is above it stops before its first request, and a running stage "
-        "sends no request or batch whose estimate could take the spend past it. A model without a price is "
-        "refused. None for no budget.",
+        "sends no request or batch that could take the spend past it (its prompts and whole max_tokens). A model "
+        "without a price is refused. None for no budget.",
     )
     batch_poll_interval_s: float = Field(
         default=30.0, gt=0.0, description="Batch mode: seconds between two polls of the submitted batches."

@@ -114,6 +114,7 @@ def test_batch_results_and_cache_equal_sync_at_half_price(
         "request refused by policy"
     )
     assert results[1].attempts == 2  # the invalid answer was asked again once, in a second batch
+    assert [result.attempts for result in results] == [result.attempts for result in sync_results]
     # Same cache keys and entries as sync mode; the refusal is not cached (a re-run asks again).
     assert {key: (entry.status, entry.data) for key, entry in _entries(client).items()} == {
         key: (entry.status, entry.data) for key, entry in _entries(sync_client).items()
