@@ -428,7 +428,9 @@ class ModelProposer:
             size = self.settings.chunk_size
             chunks = [(list(scenes[start : start + size]), None) for start in range(0, len(scenes), size)]
         for chunk, planned_texts in chunks:
-            texts = planned_texts or [balance.describe()] * len(chunk)  # running: the balance as it stands now
+            texts = planned_texts or [balance.describe()] * len(
+                chunk
+            )  # running: the balance as it stands now
             outcomes = yield from self._answer(chunk, texts, log)
             for position, (valid, invalid) in sorted(outcomes.items()):
                 scene = chunk[position][0]
