@@ -416,12 +416,18 @@ def _lost_first_create(server, delay_s: float = 0.0) -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("lost", ["dropped", "timed out"])
 def test_a_create_call_whose_answer_is_lost_creates_no_second_batch(
-    protocol, llm_server_factory, make_llm_client, caplog
+    protocol, lost, llm_server_factory, make_llm_client, caplog, monkeypatch
 ):
     server = llm_server_factory(protocol, responder=scripted_answer)
-    _lost_first_create(server)
-    client = batch_client(make_llm_client, server, batch_max_requests=3)
+    if lost == "dropped":  # the connection closes after the provider created the batch
+        _lost_first_create(server)
+        client = batch_client(make_llm_client, server, batch_max_requests=3)
+    else:  # the answer comes after the client's timeout
+        _lost_first_create(server, delay_s=1.5)
+        monkeypatch.setattr("model_clients.batches.TRANSFER_TIMEOUT_S", 0.5)  # Anthropic's create timeout
+        client = batch_client(make_llm_client, server, batch_max_requests=3, timeout_s=0.5)
     requests = [phrase_request(f"object number {n}") for n in range(7)]
     with caplog.at_level(logging.WARNING, logger="model_clients"):
         results = client.run_batch(requests, progress=False)
@@ -432,6 +438,7 @@ def test_a_create_call_whose_answer_is_lost_creates_no_second_batch(
     assert _creates(server) == 3 == len(server.batches.batches)
     assert sorted(server.batches.asked.values()) == [1] * 7
     assert "the create call failed" in caplog.text and "it is not created again" in caplog.text
+    assert ("the create call failed (request timed out)" in caplog.text) == (lost == "timed out")
     assert (
         client.cache.open_intents([client.cache_key(r) for r in requests], protocol, client.config.model)
         == {}
