@@ -113,10 +113,13 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
     }
 
 
-def _llm_client(resource: LLMResource, needed: bool, stage: str) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource when the backend calls a model, else None; above the resource's
-    ``max_cost_usd`` the stage fails before its first request (:func:`assets.resources.llm_stage_client`)."""
-    return llm_stage_client(resource, stage, needed)
+def _llm_client(
+    resource: LLMResource, needed: bool, stage: str, resource_key: str, storage: StorageResource
+) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource when the backend calls a model, else None (its cache under the storage root); the
+    log names its provider and model, and a request that could pass the resource's ``max_cost_usd`` fails the
+    stage before it is sent (:func:`assets.resources.llm_stage_client`)."""
+    return llm_stage_client(resource, stage, needed, resource_key=resource_key, storage_root=storage.path)
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -161,6 +164,7 @@ def object_phrases_asset(
     context: dg.AssetExecutionContext,
     config: ObjectPhrasesConfig,
     phrase_llm: LLMResource,
+    storage: StorageResource,
     mcq_questions: pl.DataFrame,
     mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
@@ -169,7 +173,9 @@ def object_phrases_asset(
     if config.calls_model and config.send_image:
         questions = embed_images(questions, mcq_images)
     started = time.perf_counter()
-    with _llm_client(phrase_llm, config.calls_model, "object_phrases") as client:
+    with _llm_client(
+        phrase_llm, config.calls_model, "object_phrases", phrases_module.RESOURCE_KEY, storage
+    ) as client:
         extraction = extract_object_phrases(questions, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
@@ -627,13 +633,16 @@ def sft_cold_start_asset(
     context: dg.AssetExecutionContext,
     config: SftColdStartConfig,
     sft_reasoning_llm: LLMResource,
+    storage: StorageResource,
     spatialcore_train: TableFile,
     mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Select the cold-start rows and build their target completions (only the selected rows' images are read)."""
     columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
     selected = cold_start_module.select_rows(read_table_columns(spatialcore_train, columns), config)
-    with _llm_client(sft_reasoning_llm, config.calls_model, "sft_cold_start") as client:
+    with _llm_client(
+        sft_reasoning_llm, config.calls_model, "sft_cold_start", cold_start_module.RESOURCE_KEY, storage
+    ) as client:
         frame, log, backend = build_cold_start(embed_images(selected, mcq_images), config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))

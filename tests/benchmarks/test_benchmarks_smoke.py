@@ -30,6 +30,15 @@ def _json_last_line(keys: set[str]):
 
 # script -> (extra flags, figures that must appear in stdout, extra check of stdout or None)
 CASES = {
+    "bench_batch_waits": (
+        [],
+        [
+            rf"^{stage} +{figure} +{NUMBER} +{NUMBER}$"
+            for stage in ("stvqa_candidates", "stvqa_validated")
+            for figure in ("sequential waits", "batches", "wall s")
+        ],
+        _json_last_line({"images", "batch_latency_s"}),
+    ),
     "bench_build": (
         [],
         [
@@ -144,6 +153,7 @@ CASES = {
     ),
 }
 SLOW = {
+    "bench_batch_waits",
     "bench_build",
     "bench_dge",
     "bench_dge_objects",
