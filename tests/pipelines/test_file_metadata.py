@@ -29,6 +29,7 @@ def expected_contract_version(table: str) -> str:
         "pseudo_gt_audit_precision": ("pseudo_gt_audit", "CONTRACT_VERSION"),
         "dge_image_tasks": ("dge_tasks", "CONTRACT_VERSION"),
         "spatialcore_train_corrupted": ("spatialcore_train", "CONTRACT_VERSION"),
+        "mcq_images": ("mcq_questions", "IMAGES_CONTRACT_VERSION"),
     }
     module, attribute = special.get(table, (table, "CONTRACT_VERSION"))
     return getattr(importlib.import_module(f"data_contracts.{module}"), attribute)
@@ -128,6 +129,7 @@ def test_every_file_says_its_contract_code_version_and_inputs(dev_build):
 
 
 def test_files_with_metadata_still_load_with_datasets(dev_build):
-    path = table_path(dev_build.storage, "mcq_questions")
-    loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
-    assert loaded.num_rows > 0 and loaded.features["image"] == datasets.Image()
+    for table in ("mcq_images", "spatialcore_train"):
+        path = table_path(dev_build.storage, table)
+        loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
+        assert loaded.num_rows > 0 and loaded.features["image"] == datasets.Image(), table
