@@ -47,7 +47,9 @@ from assets.grounding.assets import pseudo_gt_boxes_shard
 from assets.grounding.detector import build_tiny_grounding_dino
 from assets.grounding.pseudo_gt import PseudoGtSettings
 from assets.partition_ranges import restore_events
+from assets.provenance import TableFilePlan
 from assets.sample_world import SampleWorldConfig, generate_sample_world
+from data_contracts.storage import table_path, write_table
 from readers.scannet import read_scannet
 
 logger = logging.getLogger("bench_ray")
@@ -115,17 +117,19 @@ def time_grounding(
         arguments[key] = (
             key,
             shard_questions,
+            storage / "mcq_images.parquet",  # not read: the questions carry their images
             shard_phrases.join(questions.select("question_id", "task_type"), on="question_id"),
             settings,
             None,
             storage,
+            _plans(storage, "pseudo_gt_boxes"),
         )
     started = time.perf_counter()
     rows = 0
     with partition_results(pseudo_gt_boxes_shard, arguments, workers=1, compute=compute) as result:
         for key in arguments:
             rows += sum(
-                event.value.height
+                event.value.rows
                 for event in restore_events(result(key))
                 if isinstance(event, dg.Output) and event.output_name == "pseudo_gt_boxes"
             )
@@ -135,23 +139,31 @@ def time_grounding(
     return seconds
 
 
-def time_scans(frames: pl.DataFrame, scenes: list[dict], compute: ComputeSettings) -> float:
+def time_scans(frames: pl.DataFrame, scenes: pl.DataFrame, compute: ComputeSettings) -> float:
     """Seconds to build every scan's ``scene_geometry`` partition where ``compute`` says (locally: one
-    after another in this process)."""
-    arguments = {
-        scene["scene_id"]: (
-            scene,
-            frames.filter(pl.col("scene_id") == scene["scene_id"]),
-            SceneGeometrySettings(),
-            Path(tempfile.mkdtemp(prefix="bench_ray_storage_")),
-        )
-        for scene in scenes
-    }
+    after another in this process), from its ``rgbd_scenes`` and ``rgbd_frames`` files."""
+    storage = Path(tempfile.mkdtemp(prefix="bench_ray_storage_"))
+    plans = _plans(storage, "scene_geometry")
+    arguments = {}
+    for scene_id in scenes["scene_id"]:
+        files = []
+        for table, rows in (("rgbd_scenes", scenes), ("rgbd_frames", frames)):
+            files.append(table_path(storage, table, scene_id))
+            write_table(rows.filter(pl.col("scene_id") == scene_id), files[-1])
+        arguments[scene_id] = (scene_id, *files, SceneGeometrySettings(), storage, plans)
     started = time.perf_counter()
     with partition_results(scene_geometry_partition, arguments, workers=1, compute=compute) as result:
         for key in arguments:
             result(key)
     return time.perf_counter() - started
+
+
+def _plans(storage: Path, table: str) -> dict[str, TableFilePlan]:
+    """Plans that write ``table`` and its quarantine under ``storage`` (no upstream versions)."""
+    return {
+        name: TableFilePlan(root=storage, table=name, code_version=None, upstream=())
+        for name in (table, f"{table}_quarantine")
+    }
 
 
 def swin_t_seconds_per_image(model: Path, arguments: argparse.Namespace) -> float:
@@ -218,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         tables = read_scannet(world / "scannet" / "scans")
-        scenes = list(tables.scenes.iter_rows(named=True))
+        scenes = tables.scenes
         questions, phrases = synthetic_shard(arguments.images, *arguments.image_size)
         settings = PseudoGtSettings(
             backend="grounding_dino",

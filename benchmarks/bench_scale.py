@@ -113,7 +113,7 @@ def measure(code: str, folder: Path, code_root: Path = REPOSITORY_ROOT, **enviro
 
 
 def _line(label: str, value: str) -> None:
-    sys.stdout.write(f"  {label:<58}{value}\n")
+    sys.stdout.write(f"  {label:<66} {value}\n")
     sys.stdout.flush()
 
 

@@ -99,6 +99,10 @@ from model_clients import LLMClient
 
 GROUP = "grounding"
 logger = logging.getLogger(__name__)
+# spatialcore_train read without its images (embedded again, from mcq_images, where needed)
+_TRAIN_COLUMNS_BUT_IMAGE = [
+    name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"
+]
 
 GROUNDING_CODE_VERSION = "1"
 """The shards of ``pseudo_gt_boxes`` (see :mod:`assets.grounding.shards`)."""
@@ -449,8 +453,7 @@ def spatialcore_train_corrupted_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Corrupt the configured fraction of boxes (seeded); the rows are read without their images, which are
     embedded again as the table is written."""
-    columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
-    frame, stats = corrupt_pseudo_gt(read_table_columns(spatialcore_train, columns), config)
+    frame, stats = corrupt_pseudo_gt(read_table_columns(spatialcore_train, _TRAIN_COLUMNS_BUT_IMAGE), config)
     log = QuarantineLog("spatialcore_train_corrupted")
     written, metadata, check = write_with_images(
         frame,
@@ -511,8 +514,9 @@ def pseudo_gt_audit_asset(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Draw the audit sample and write the review pictures and ``verdicts.csv`` (existing verdicts kept); only
     the sampled rows' images are read."""
-    columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
-    sampled = audit_module.audited_rows(read_table_columns(spatialcore_train, columns), config)
+    sampled = audit_module.audited_rows(
+        read_table_columns(spatialcore_train, _TRAIN_COLUMNS_BUT_IMAGE), config
+    )
     frame = audit_module.sample_audit(embed_images(sampled, mcq_images), config)
     folder = _audit_folder(config.folder, storage)
     verdicts_path = audit_module.write_review_files(frame, folder)
@@ -638,8 +642,9 @@ def sft_cold_start_asset(
     mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Select the cold-start rows and build their target completions (only the selected rows' images are read)."""
-    columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
-    selected = cold_start_module.select_rows(read_table_columns(spatialcore_train, columns), config)
+    selected = cold_start_module.select_rows(
+        read_table_columns(spatialcore_train, _TRAIN_COLUMNS_BUT_IMAGE), config
+    )
     with _llm_client(
         sft_reasoning_llm, config.calls_model, "sft_cold_start", cold_start_module.RESOURCE_KEY, storage
     ) as client:

@@ -129,7 +129,7 @@ def test_every_file_says_its_contract_code_version_and_inputs(dev_build):
 
 
 def test_files_with_metadata_still_load_with_datasets(dev_build):
-    # mcq_questions names its images by image_sha256; mcq_images holds them
-    path = table_path(dev_build.storage, "mcq_images")
-    loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
-    assert loaded.num_rows > 0 and loaded.features["image"] == datasets.Image()
+    for table in ("mcq_images", "spatialcore_train"):
+        path = table_path(dev_build.storage, table)
+        loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
+        assert loaded.num_rows > 0 and loaded.features["image"] == datasets.Image(), table

@@ -17,9 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 
+from assets.provenance import TableFilePlan
+from data_contracts.storage import table_path, write_table
 from tests.grounding.conftest import single_torch_thread  # noqa: F401  (the driver's torch on one thread)
 
 RAY_CPUS = 2
@@ -43,6 +46,27 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.write_parquet(buffer)
     return buffer.getvalue()
+
+
+def output_plans(root: Path, *tables: str) -> dict[str, TableFilePlan]:
+    """Plans that write the partition files of ``tables`` under ``root`` (no upstream versions: what an
+    asset's own plans do, without a Dagster instance)."""
+    return {table: TableFilePlan(root=root, table=table, code_version=None, upstream=()) for table in tables}
+
+
+def scan_files(frames: pl.DataFrame, scenes: pl.DataFrame, scene_id: str, root: Path) -> tuple[Path, Path]:
+    """The scan's ``rgbd_scenes`` and ``rgbd_frames`` partition files, written under ``root``."""
+    files = []
+    for table, rows in (("rgbd_scenes", scenes), ("rgbd_frames", frames)):
+        path = table_path(root, table, scene_id)
+        write_table(rows.filter(pl.col("scene_id") == scene_id), path)
+        files.append(path)
+    return files[0], files[1]
+
+
+def written_files(events: list) -> dict[str, Path]:
+    """``{output name: file}`` of the outputs a partition function wrote (its restored events)."""
+    return {event.output_name: Path(event.value.path) for event in events if isinstance(event, dg.Output)}
 
 
 def task_pids(task_name: str) -> list[int]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 import pytest
 
@@ -21,7 +20,7 @@ from assets.grounding.assets import pseudo_gt_boxes_shard
 from assets.grounding.pseudo_gt import PseudoGtSettings
 from assets.partition_ranges import restore_events
 from readers.mcq import read_omnispatial
-from tests.ray.conftest import first_task_killed, parquet_bytes
+from tests.ray.conftest import first_task_killed, output_plans, parquet_bytes, written_files
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -81,12 +80,15 @@ def shard(small_world) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _shard_tables(shard, settings: PseudoGtSettings, compute: ComputeSettings, storage: Path) -> dict:
-    """The shard's ``pseudo_gt_boxes`` and quarantine tables, built where ``compute`` says."""
+    """The shard's ``pseudo_gt_boxes`` and quarantine tables, built where ``compute`` says (the questions
+    carry their images, so no ``mcq_images`` file is read)."""
     questions, phrases = shard
-    arguments = {"shard-07": ("shard-07", questions, phrases, settings, None, storage)}
+    plans = output_plans(storage, "pseudo_gt_boxes", "pseudo_gt_boxes_quarantine")
+    images = storage / "mcq_images.parquet"
+    arguments = {"shard-07": ("shard-07", questions, images, phrases, settings, None, storage, plans)}
     with partition_results(pseudo_gt_boxes_shard, arguments, workers=1, compute=compute) as result:
-        events = restore_events(result("shard-07"))
-        return {event.output_name: event.value for event in events if isinstance(event, dg.Output)}
+        files = written_files(restore_events(result("shard-07")))
+    return {name: pl.read_parquet(path) for name, path in files.items()}
 
 
 def _without_addresses(frame: pl.DataFrame) -> list[dict]:

@@ -18,14 +18,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 import pytest
 
 from assets.dge.assets import scene_geometry_partition
 from assets.dge.geometry import SceneGeometrySettings
 from assets.partition_ranges import restore_events
+from data_contracts.storage import table_path
 from readers.scannet import read_scannet
+from tests.ray.conftest import output_plans, scan_files, written_files
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -33,24 +34,19 @@ CHILD = """
 import sys
 from pathlib import Path
 
-import dagster as dg
-import polars as pl
-
 from assets.compute import ComputeSettings, partition_results
 from assets.dge.assets import scene_geometry_partition
 from assets.dge.geometry import SceneGeometrySettings
 from assets.partition_ranges import restore_events
-from readers.scannet import read_scannet
+from tests.ray.conftest import output_plans, written_files
 
-scans, address, out = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-tables = read_scannet(scans)
-scene = tables.scenes.row(0, named=True)
-frames = tables.frames.filter(pl.col("scene_id") == scene["scene_id"])
+scene_id, scenes_file, frames_file = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+address, storage = sys.argv[4], Path(sys.argv[5])
 compute = ComputeSettings(compute="ray", ray_address=address)
-arguments = {"scan": (scene, frames, SceneGeometrySettings(), out.parent / "storage")}
+plans = output_plans(storage, "scene_geometry", "scene_geometry_quarantine")
+arguments = {scene_id: (scene_id, scenes_file, frames_file, SceneGeometrySettings(), storage, plans)}
 with partition_results(scene_geometry_partition, arguments, workers=1, compute=compute) as result:
-    events = list(restore_events(result("scan")))
-next(e.value for e in events if isinstance(e, dg.Output) and e.output_name == "scene_geometry").write_parquet(out)
+    written_files(list(restore_events(result(scene_id))))
 """
 
 
@@ -124,9 +120,19 @@ def test_ray_address_reaches_a_cluster_started_by_ray_start(small_world, tmp_pat
             assert time.monotonic() - started < 120, "the head node did not start in 2 minutes"
         else:
             pytest.fail("ray start --head exited before the runtime started")
-        out = tmp_path / "row.parquet"
+        tables = read_scannet(scans)
+        scene_id = tables.scenes["scene_id"][0]
+        files = scan_files(tables.frames, tables.scenes, scene_id, tmp_path / "inputs")
         child = subprocess.run(
-            [sys.executable, "-c", CHILD, str(scans), f"127.0.0.1:{port}", str(out)],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                scene_id,
+                *map(str, files),
+                f"127.0.0.1:{port}",
+                str(tmp_path / "ray"),
+            ],
             capture_output=True,
             text=True,
             env=environment,
@@ -138,21 +144,17 @@ def test_ray_address_reaches_a_cluster_started_by_ray_start(small_world, tmp_pat
         _stop_head(head, folder)
     assert not _pids_using(folder), "a process of the head node is still running"
 
-    tables = read_scannet(scans)
-    scene = tables.scenes.row(0, named=True)
-    frames = tables.frames.filter(pl.col("scene_id") == scene["scene_id"])
     previous = o3d.utility.get_max_threads()
     o3d.utility.set_max_threads(1)  # as the task does (see test_scene_geometry_on_ray)
     try:
-        events = scene_geometry_partition(scene, frames, SceneGeometrySettings(), tmp_path / "storage")
+        plans = output_plans(tmp_path / "local", "scene_geometry", "scene_geometry_quarantine")
+        events = scene_geometry_partition(
+            scene_id, *files, SceneGeometrySettings(), tmp_path / "local", plans
+        )
     finally:
         o3d.utility.set_max_threads(previous)
-    local = next(
-        e.value
-        for e in restore_events(events)
-        if isinstance(e, dg.Output) and e.output_name == "scene_geometry"
-    )
-    local.write_parquet(tmp_path / "local.parquet")
-    remote_frame, local_frame = pl.read_parquet(out), pl.read_parquet(tmp_path / "local.parquet")
+    local = written_files(restore_events(events))["scene_geometry"]
+    remote = table_path(tmp_path / "ray", "scene_geometry", scene_id)
+    remote_frame, local_frame = pl.read_parquet(remote), pl.read_parquet(local)
     differing = [name for name in local_frame.columns if not local_frame[name].equals(remote_frame[name])]
-    assert out.read_bytes() == (tmp_path / "local.parquet").read_bytes(), f"columns that differ: {differing}"
+    assert remote.read_bytes() == local.read_bytes(), f"columns that differ: {differing}"

@@ -24,7 +24,7 @@ from assets.partition_ranges import restore_events
 from pipelines.cli import partition_range_tags
 from readers.scan_tables import ScanTables
 from readers.scannet import read_scannet
-from tests.ray.conftest import first_task_killed, parquet_bytes
+from tests.ray.conftest import first_task_killed, output_plans, scan_files, written_files
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -56,17 +56,15 @@ def single_open3d_thread():
 def _build(
     scans: ScanTables, scene: dict, compute: ComputeSettings, storage: Path
 ) -> tuple[bytes, pl.DataFrame]:
-    """One scan's ``scene_geometry`` partition where ``compute`` says: its table's Parquet bytes, its quarantine."""
+    """One scan's ``scene_geometry`` partition where ``compute`` says: its file's bytes, its quarantine."""
     scene_id = scene["scene_id"]
-    frames = scans.frames.filter(pl.col("scene_id") == scene_id)
-    arguments = {scene_id: (scene, frames, SceneGeometrySettings(), storage)}
+    scenes = pl.DataFrame([scene], schema=scans.scenes.schema)
+    scenes_file, frames_file = scan_files(scans.frames, scenes, scene_id, storage)
+    plans = output_plans(storage, "scene_geometry", "scene_geometry_quarantine")
+    arguments = {scene_id: (scene_id, scenes_file, frames_file, SceneGeometrySettings(), storage, plans)}
     with partition_results(scene_geometry_partition, arguments, workers=1, compute=compute) as result:
-        tables = {
-            event.output_name: event.value
-            for event in restore_events(result(scene_id))
-            if isinstance(event, dg.Output)
-        }
-    return parquet_bytes(tables["scene_geometry"]), tables["scene_geometry_quarantine"]
+        files = written_files(restore_events(result(scene_id)))
+    return files["scene_geometry"].read_bytes(), pl.read_parquet(files["scene_geometry_quarantine"])
 
 
 def test_scene_geometry_on_ray_is_byte_equal_to_local(ray_local_cluster, scans, tmp_path):
@@ -102,18 +100,21 @@ def _materialize_scene_geometry(
     scans: ScanTables, root: Path, scene_id: str | list[str], config: dict
 ) -> None:
     """Materialise ``scene_geometry`` for one scan, or for a list of scans, as one range run."""
-    from assets.dge.assets import SCENES_PARTITIONS_NAME, scene_geometry_asset
+    from assets.dge.assets import SCENES_PARTITIONS_NAME, scene_geometry_asset, scenes_partitions
     from assets.resources import StorageResource, WorkersResource
-    from data_contracts.storage import table_path, write_table
     from pipelines.io_manager import ParquetIOManager
 
-    write_table(scans.frames, table_path(root, "rgbd_frames"))
-    write_table(scans.scenes, table_path(root, "rgbd_scenes"))
     scene_ids = scene_id if isinstance(scene_id, list) else [scene_id]
+    for each in scene_ids:
+        scan_files(scans.frames, scans.scenes, each, root)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, scene_ids)
     result = dg.materialize(
-        [scene_geometry_asset, dg.SourceAsset("rgbd_frames"), dg.SourceAsset("rgbd_scenes")],
+        [
+            scene_geometry_asset,
+            dg.SourceAsset("rgbd_frames", partitions_def=scenes_partitions),
+            dg.SourceAsset("rgbd_scenes", partitions_def=scenes_partitions),
+        ],
         instance=instance,
         tags=partition_range_tags(scene_ids[0], scene_ids[-1]),
         resources={
