@@ -11,7 +11,7 @@ import polars as pl
 
 from data_contracts.origin import origin_column
 
-CONTRACT_VERSION = "1.1.0"  # 1.1: origin
+CONTRACT_VERSION = "1.2.0"  # 1.1: origin; 1.2: axis_alignment
 
 
 class RgbdScenes(dy.Schema):
@@ -56,6 +56,15 @@ class RgbdScenes(dy.Schema):
         nullable=False,
         description="Reader that produced the row: always 'scannet' (ScanNet SensReader layout, the sample "
         "world's scans included).",
+    )
+    axis_alignment = dy.List(
+        dy.Float64(nullable=False),
+        nullable=True,
+        min_length=16,
+        max_length=16,
+        description="4x4 row-major 'axisAlignment' of the scan's '<scene>.txt' meta file: the rigid transform that "
+        "turns the scan's world frame (rgbd_frames.pose) z-up and axis-aligned, so its third row's rotation part "
+        "is the gravity 'up' direction in the world frame; null when the scan has none.",
     )
     origin = origin_column("scans")
 

@@ -28,7 +28,14 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from filelock import FileLock  # noqa: E402
 
-SMALL_WORLD = {"seed": 7, "num_scenes": 2, "views_per_scene": 3, "width": 160, "height": 120}
+SMALL_WORLD = {
+    "seed": 7,
+    "num_scenes": 2,
+    "views_per_scene": 3,
+    "width": 160,
+    "height": 120,
+    "camera_path": "loop",
+}
 
 
 def build_once_per_run(

@@ -25,7 +25,7 @@ configuration.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -48,6 +48,7 @@ from assets.dge.floor import (
     FloorSettings,
     fit_floor_plane,
     gravity_transform,
+    scan_gravity,
     up_prior_from_poses,
 )
 from assets.dge.fusion import (
@@ -521,16 +522,32 @@ def _fuse_scan(
 
 
 def _find_floor(
-    scene_id: str, fused: FusedScene, records: list[FrameRecord], settings: SceneGeometrySettings
+    scene_id: str,
+    fused: FusedScene,
+    records: list[FrameRecord],
+    settings: SceneGeometrySettings,
+    axis_alignment: Sequence[float] | None = None,
 ) -> tuple[FloorPlane, str]:
-    """The floor plane and how it was found (``ransac``, or ``fallback``: the lowest points along the cameras' up)."""
+    """The floor plane and how it was found: ``ransac``; or, when no plane qualifies, the lowest points along the
+    scan's gravity (``axis_alignment``, ``camera_poses``: :func:`assets.dge.floor.scan_gravity`), else along the
+    cameras' mean up, a guess (``fallback``: the questions that depend on "up" are withheld)."""
     used_poses = [record.pose for record in records if record.frame_index in set(fused.used_frames)]
-    up = up_prior_from_poses(used_poses)
+    alignment = None if axis_alignment is None else np.asarray(axis_alignment, dtype=np.float64).reshape(4, 4)
+    gravity, gravity_source = scan_gravity(alignment, used_poses, settings)
+    up = gravity if gravity is not None else up_prior_from_poses(used_poses)
     try:
         return fit_floor_plane(fused.points, fused.normals, up, settings), "ransac"
     except FloorNotFoundError as error:
+        if gravity is not None:
+            logger.warning(
+                "scene %s: %s; the floor is the lowest points along the %s", scene_id, error, gravity_source
+            )
+            return _fallback_floor(fused.points, gravity), gravity_source
         logger.warning(
-            "scene %s: %s; using the lowest points along the cameras' up direction", scene_id, error
+            "scene %s: %s, and the scan gives no gravity direction; using the lowest points along the cameras' up "
+            "direction, and no question that depends on 'up' is asked",
+            scene_id,
+            error,
         )
         return _fallback_floor(fused.points, up), "fallback"
 
@@ -678,7 +695,7 @@ def build_scan_geometry(
         raise SceneBuildError(f"scene {scene_id} has no usable frame: rgbd_frames has no row for it")
     source = choose_object_source(scene, records, config.object_points_source)
     fused = _fuse_scan(scene_id, records, source, config, log, progress)
-    floor, floor_source = _find_floor(scene_id, fused, records, config)
+    floor, floor_source = _find_floor(scene_id, fused, records, config, scene.get("axis_alignment"))
     world_to_gravity = gravity_transform(floor)
     cloud = transform_points(world_to_gravity, fused.points)
     cloud, colors = _remove_cloud_outliers(cloud, fused.colors, config)

@@ -8,6 +8,7 @@ are written out from the task wording (as the oracle is), not imported from the 
 
 import json
 import logging
+import math
 from collections import Counter
 
 import polars as pl
@@ -111,3 +112,33 @@ def test_every_answer_agrees_with_the_oracle(default_world_run):
     _, table = default_world_run
     assert sum(table.rows.values()) >= 400
     assert not any(table.wrong.values()), (table.wrong, table.examples)
+
+
+LETTERS = "ABCD"
+
+
+def test_gold_letters_are_spread_uniformly_per_task_type(default_world_run):
+    """Per multiple-choice task type, each letter holds the answer about as often as a uniform placement gives: the
+    sum of 1/n over the questions with n options that offer it, within 3 binomial standard deviations (and one
+    question); "A" over every type within 3 standard deviations too."""
+    tasks, _ = default_world_run
+    pooled = [0, 0.0, 0.0]  # answers at "A", expected, variance
+    distribution = {}
+    for (task_type,), rows in tasks.filter(tasks["options"].list.len() > 1).group_by(["task_type"]):
+        observed, expected, variance = Counter(), Counter(), Counter()
+        for row in rows.iter_rows(named=True):
+            count = len(row["options"])
+            observed[row["answer_index"]] += 1
+            for letter in range(count):
+                expected[letter] += 1 / count
+                variance[letter] += (1 / count) * (1 - 1 / count)
+        distribution[task_type] = {
+            LETTERS[letter]: f"{observed[letter]} ({expected[letter]:.1f})" for letter in sorted(expected)
+        }
+        for letter in expected:
+            bound = 3 * math.sqrt(variance[letter]) + 1
+            assert abs(observed[letter] - expected[letter]) <= bound, (task_type, distribution[task_type])
+        pooled = [pooled[0] + observed[0], pooled[1] + expected[0], pooled[2] + variance[0]]
+    logger.info("gold letters per task type, observed (uniform expectation): %s", distribution)
+    assert len(distribution) >= 10
+    assert abs(pooled[0] - pooled[1]) <= 3 * math.sqrt(pooled[2]), pooled

@@ -266,6 +266,7 @@ DIRECTION_TASK_TYPES = (
         relative_direction_scene_wording,
         SHUFFLED,
         margins=("direction_margin_deg", "min_direction_distance_m"),
+        needs_up=True,
     ),
     TaskType(
         "relative_direction_image",
@@ -282,6 +283,7 @@ DIRECTION_TASK_TYPES = (
         camera_object_position_wording,
         SHUFFLED,
         margins=("direction_margin_deg", "min_direction_distance_m"),
+        needs_up=True,
     ),
     TaskType(
         "camera_region_position",

@@ -122,6 +122,8 @@ class SceneFacts:
     unmeasured_labels: set[str] = field(default_factory=set)
     room_problem: str = ""
     """Why the room's area is not asked about (``""`` when ``room_area_m2`` is known or no reason was given)."""
+    up_problem: str = ""
+    """Why no question that depends on "up" is asked (``""`` when the gravity direction is known)."""
     geometry_source: str = "scanned"
     origin: str = REAL
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -132,6 +134,21 @@ class SceneFacts:
 
 
 ROOM_NOT_WALLED = "a side of the room has no wall in the frames (the capture saw part of the room)"
+UP_UNKNOWN = "no floor was found and the scan gives no gravity direction ('up' would be the cameras' guess)"
+"""Withholding reason of every question that depends on "up" (sizes, heights, directions seen from above, camera
+turns) on a scan whose floor plane was not found and that has neither an axis alignment nor cameras that turned
+enough to show their common up axis (``scene_geometry.floor_source`` 'fallback')."""
+
+
+def up_answer(geometry_row: Mapping[str, Any]) -> str:
+    """``""`` when the geometry's "up" is known (a floor plane, or the scan's gravity), else why not.
+
+    >>> up_answer({"floor_source": "camera_poses"}), up_answer({"floor_source": "fallback"}) == UP_UNKNOWN
+    ('', True)
+    """
+    return UP_UNKNOWN if geometry_row["floor_source"] == "fallback" else ""
+
+
 """Withholding reason of room-size questions on a room that walls do not bound on every side."""
 
 
@@ -237,6 +254,7 @@ def scene_facts_from_tables(
         seen=seen,
         room_area_m2=area,
         room_problem=room_problem,
+        up_problem=up_answer(geometry_row),
         unmeasured_labels={str(item["label"]) for item in geometry_row["dropped_objects"]},
         geometry_source=str(geometry_row.get("geometry_source", "scanned")),
         origin=origins.pop() if origins else REAL,
