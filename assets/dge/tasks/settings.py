@@ -123,8 +123,11 @@ class TaskSettings(pydantic.BaseModel):
     """Size questions only when the size's standard deviation is at most this share of it (when the geometry
     carries size_uncertainty_m)."""
     max_position_uncertainty_m: ClassVar[float] = 0.1
-    """Distance and position questions only about objects whose centroid's standard deviation is at most this
-    (when the geometry carries position_uncertainty_m)."""
+    """Measured distances (camera to object, object to object) only about objects whose centroid's standard
+    deviation is at most this (when the geometry carries position_uncertainty_m)."""
+    max_comparison_position_uncertainty_m: ClassVar[float] = 0.5
+    """Comparisons (closest object, depth order, directions seen from above) only about objects whose centroid's
+    standard deviation is at most this; their margin is margin_sigmas combined deviations on top."""
     margin_sigmas: ClassVar[float] = 3.0
     """With per-object uncertainty, a comparison's margin is this many combined standard deviations (never
     below the floors distance_margin_floor_m and direction_margin_floor_deg)."""
