@@ -75,7 +75,7 @@ from data_contracts.quarantine import QuarantineLog
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-# 10: gravity from the scan's axis alignment or the cameras' common up axis; 9: visibility from points: the in-frame share is the smaller of the points' and the oriented box's; 8: a mesh
+# 10: gravity from the scan's axis alignment or the cameras' common up axis, the coverage term halved; 9: visibility from points: the in-frame share is the smaller of the points' and the oriented box's; 8: a mesh
 # object is whole (coverage 1), an instance-mask object cut off by every frame or floating above its support counts
 # what was unseen in its uncertainty; 7: a wall must cover a quarter of its side, the room's walled
 # sides are recorded; 6: instance-mask objects' tops raised to their masks' tops; 5: outward faces and legs of
@@ -83,7 +83,8 @@ GROUP = "dge"
 # cast.
 DGE_CODE_VERSION = "10"
 # The questions' own version (dge_tasks, dge_image_tasks): 9: camera turns below a half turn, gold letters drawn
-# uniformly per question, no question that needs "up" where it is a guess; 8: max_answer_share of the questions a scene emits
+# uniformly per question, no question that needs "up" where it is a guess, the masks' shortfall, comparisons gated at
+# 0.5 m; 8: max_answer_share of the questions a scene emits
 # (none when every clear candidate has one answer); 7: room size only when walls bound every side; 6: origin.
 DGE_TASKS_CODE_VERSION = "9"
 SCENE_GEOMETRY = "scene_geometry"
