@@ -26,8 +26,11 @@ naming the first violation:
 * the context is shorter than the longest prompt + completion (`vllm_max_model_length`, the model's
   positions);
 * a batch setting TRL's `GRPOConfig` refuses (the generation batch not a multiple of the global batch or
-  of the group size, fewer than 2 generations, ...): the config is constructed with the recipe's values
-  for the number of GPUs when TRL is installed, else checked by the same rules (`grpo_config_problem`);
+  of the group size, fewer than 2 generations, ...): checked by the config's own rules, which a test holds
+  equal to constructing it (`grpo_config_rules_problem`); with `--check-packages`, where TRL is installed,
+  the config itself is constructed with the recipe's values for the number of GPUs (every rule of TRL and
+  transformers, at the cost of importing them: several CPU seconds); `spatial-train grpo` constructs it on
+  the machine itself;
 * vision LoRA on a model without a vision encoder;
 * the estimated peak does not fit in the GPU;
 * DeepSpeed, vLLM or flash-attn missing (checked with `--check-packages`, and always inside
@@ -129,9 +132,9 @@ class Machine:
             fine-tuning, as the recipes' ZeRO-3 accelerate configs; 0 for LoRA).
         server_tensor_parallel_size: `trl vllm-serve --tensor_parallel_size` of a server-mode run.
         check_packages: report a missing vLLM / DeepSpeed / flash-attn as a violation.
-        trl_config: how the batch settings are checked: `construct` TRL's `GRPOConfig` where TRL is installed
-            (else its rules), by its `rules` alone, or `parsed`: the trainer's parser has built the config
-            already (`machine_here`), so they hold.
+        trl_config: how the batch settings are checked: by `GRPOConfig`'s `rules` (no import), by constructing
+            it (`construct`, where TRL is installed; else its rules), or `parsed`: the trainer's parser has built
+            the config already (`machine_here`), so they hold.
     """
 
     gpus: int = 8
@@ -140,7 +143,7 @@ class Machine:
     server_tensor_parallel_size: int | None = None
     check_packages: bool = False
     gpu_label: str = f"{GPU_LABELS[DEFAULT_GPU]}, --gpu {DEFAULT_GPU}"
-    trl_config: str = "construct"
+    trl_config: str = "rules"
 
     @classmethod
     def named(cls, gpu: str, gpus: int = 8, **fields) -> Machine:
@@ -1380,7 +1383,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check-packages",
         action="store_true",
-        help="also fail when vLLM/DeepSpeed/flash-attn are missing here",
+        help="also fail when vLLM/DeepSpeed/flash-attn are missing here, and construct TRL's GRPOConfig from the "
+        "recipe where TRL is installed (every TRL and transformers rule; imports them)",
     )
     parser.add_argument(
         "--server-gpus",
@@ -1434,6 +1438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "zero_stage": stage,
             "server_tensor_parallel_size": server_tensor_parallel,
             "check_packages": options.check_packages,
+            "trl_config": "construct" if options.check_packages else "rules",
         }
         if options.gpu_memory_gib is not None:
             if options.gpu is not None:

@@ -520,7 +520,7 @@ def test_the_batch_rules_are_the_ones_trls_config_applies(overrides, gpus):
 
 
 def test_the_batch_check_names_trls_refusal_and_the_real_steps(realistic_tables):
-    one = Machine.named("h100-80gb", gpus=1)
+    one = Machine.named("h100-80gb", gpus=1, trl_config="construct")
     bad = _report(
         RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables, "--generation_batch_size", "100", machine=one
     )
@@ -532,8 +532,8 @@ def test_the_batch_check_names_trls_refusal_and_the_real_steps(realistic_tables)
         RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables, "--generation_batch_size", "128", machine=one
     )
     assert "generation batch 128 = 8 per GPU x 1 GPUs x 16 steps per generation" in good.format()
-    without_trl = Machine.named("h100-80gb", gpus=1, trl_config="rules")
+    by_rules = Machine.named("h100-80gb", gpus=1)
     recipe = read_recipe(RECIPES_DIR / "spatialcore_8b.yaml", ["--generation_batch_size", "100"])
     assert grpo_config_problem(recipe, 1, construct=False)[1].startswith("GRPOConfig's rules")
-    report = run_preflight(recipe, without_trl, prompt_tokens=2000)
+    report = run_preflight(recipe, by_rules, prompt_tokens=2000)
     assert "(checked by its rules, without TRL)" in report.first_violation()
