@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 MAX_WORKERS = 8
 """Most worker processes a step starts by default (each holds open3d, polars and the task's modules)."""
 
-WORKER_MODULES = ("open3d", "assets.dge.assets", "assets.stvqa.work")
+WORKER_MODULES = ("open3d", "assets.dge.assets", "assets.sources.assets", "assets.stvqa.work")
 """Imported once by multiprocessing's fork server, so that every worker starts with them loaded."""
 
 

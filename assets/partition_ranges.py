@@ -8,19 +8,27 @@ every partition of the run, whatever its shape, and yields what Dagster expects:
 ``Output`` of ``{partition_key: table}`` (the IO manager writes one file per partition), each partition's
 metadata on its own materialization plus the run's totals (:func:`range_metadata`), and per check one
 result naming the failing partitions. A partitioned input annotated :data:`PartitionTables` arrives as
-``{partition_key: table}``. A partition's work can run in a worker process or on Ray
-(:func:`assets.compute.partition_results`), its events sent back as values (:func:`portable_events`).
+``{partition_key: table}``, one annotated :data:`PartitionFiles` as ``{partition_key: path}``. A partition's
+work can run in a worker process or on Ray (:func:`assets.compute.partition_results`), which writes the
+partition's files itself (:func:`assets.provenance.write_outputs`) and sends back only its events, as values
+(:func:`portable_events`): the rows never pass through the run's process, whose memory and time per
+partition are those of the events' metadata.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import polars as pl
 from tqdm.auto import tqdm
+
+from assets.provenance import TableFilePlan, write_outputs
+from data_contracts.parquet_files import read_parquet_file
+from data_contracts.storage import MissingTableError
 
 PartitionBody = Callable[[str], Iterator[dg.Output | dg.AssetCheckResult]]
 """A one-partition asset body: the partition key in, the partition's outputs and check results out."""
@@ -28,6 +36,45 @@ PartitionBody = Callable[[str], Iterator[dg.Output | dg.AssetCheckResult]]
 PartitionTables = dict[str, pl.DataFrame]
 """The annotation of a partitioned input read per partition: ``{partition_key: table}`` for the partitions
 of the run (one key in a one-partition run). The IO manager reads the annotation."""
+
+TableFile = Path
+"""The annotation of an unpartitioned input that the step reads itself (a part of it, or in its workers): the
+table's file, nothing read in the run's process."""
+
+PartitionFiles = dict[str, Path]
+"""The annotation of a partitioned input whose files the step's workers read themselves: ``{partition_key:
+path}`` for the partitions of the run, nothing read in the run's process."""
+
+
+def read_partition(path: Path) -> pl.DataFrame:
+    """The file of one partition of an upstream table (a :data:`PartitionFiles` value), read through one handle.
+
+    Raises:
+        MissingTableError: naming the file when the partition has none (materialise the upstream first).
+    """
+    if not Path(path).is_file():
+        raise MissingTableError(f"no Parquet file at {path}: materialise this partition of its table first")
+    return read_parquet_file(path)
+
+
+def read_table_columns(path: Path, columns: list[str]) -> pl.DataFrame:
+    """Some columns of a table file (a :data:`TableFile` value), through one handle: a table's rows without its
+    image bytes, for instance."""
+    import pyarrow.parquet as pq
+
+    with open(path, "rb") as handle:
+        return pl.from_arrow(pq.ParquetFile(handle).read(columns=columns))
+
+
+def iter_row_groups(path: Path) -> Iterator[pl.DataFrame]:
+    """The rows of a table file (a :data:`TableFile` value), one row group at a time, through one handle."""
+    import pyarrow.parquet as pq
+
+    with open(path, "rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        for index in range(parquet.num_row_groups):
+            yield pl.from_arrow(parquet.read_row_group(index))
+
 
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 """The backfill policy of every partitioned asset: a backfill or a ``spatial-build`` wave is one run."""
@@ -93,19 +140,24 @@ def _combined_check(results: Mapping[str, dg.AssetCheckResult]) -> dg.AssetCheck
 
 
 def run_partitions(
-    context: dg.AssetExecutionContext, body: PartitionBody
+    context: dg.AssetExecutionContext,
+    body: PartitionBody,
+    plans: Mapping[str, TableFilePlan] | None = None,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Run ``body`` for every partition key of the run and yield the run's outputs and checks.
 
-    See the module docstring for what a run yields. A partition whose body raises fails the whole run
-    (``spatial-build`` then builds the wave's partitions one run each, so that one bad partition does
-    not hold back the others).
+    See the module docstring for what a run yields. Outputs whose rows the body hands back (a body run in
+    this process) are written to their files at once by their ``plans``
+    (:func:`assets.provenance.table_file_plans`), so no partition's rows stay in memory (without plans, the IO
+    manager writes them when the step yields its outputs). A partition whose
+    body raises fails the whole run (``spatial-build`` then builds the wave's partitions one run each, so
+    that one bad partition does not hold back the others).
     """
     keys = list(context.partition_keys)
     name = context.op_def.name.removesuffix("_asset")
     by_slot: dict[tuple, dict[str, dg.Output | dg.AssetCheckResult]] = {}  # in the body's order
     for key in tqdm(keys, desc=name, unit="partition", disable=len(keys) < 2):
-        for event in body(key):
+        for event in write_outputs(body(key), plans or {}, key):
             if isinstance(event, dg.Output):
                 slot: tuple = ("output", event.output_name)
             elif isinstance(event, dg.AssetCheckResult):

@@ -62,10 +62,13 @@ def rebuild_cron() -> str:
 
 
 class FileHashCache:
-    """SHA-256 of file contents, remembered by (absolute path, size, modification time).
+    """SHA-256 of file contents, remembered by (path, size, modification time, inode).
 
-    It also notes the files whose content is new or changed since they were last hashed
-    (:meth:`changed_under`), and keeps, per observable and partition, the last such list
+    :meth:`observe` fingerprints a folder: one ``stat`` per file, the folder's cached hashes read in one
+    query, a file's content read only when its ``stat`` changed (and once per inode within an
+    observation: hard links share their content), the new hashes written in one statement. A folder's
+    files that are new or changed are returned with its fingerprint, so a whole observation costs time
+    linear in its files. Per observable and partition the last such list is kept
     (:meth:`record_changes`, :func:`last_changed_files`): the files that started a rebuild.
     """
 
@@ -73,13 +76,14 @@ class FileHashCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = sqlite3.connect(path, timeout=60)
         self._connection.execute(
-            "CREATE TABLE IF NOT EXISTS hashes (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT)"
+            "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
+            "inode INTEGER, sha256 TEXT) WITHOUT ROWID"
         )
         self._connection.execute(
             "CREATE TABLE IF NOT EXISTS changes (observable TEXT, partition TEXT, files TEXT, "
             "PRIMARY KEY (observable, partition))"
         )
-        self._changed: set[Path] = set()
+        self._hashed_inodes: dict[tuple[int, int, int, int], str] = {}
 
     def __enter__(self) -> FileHashCache:
         return self
@@ -88,37 +92,56 @@ class FileHashCache:
         self._connection.commit()
         self._connection.close()
 
-    def sha256(self, path: Path) -> str:
-        """The content hash of ``path``, read from disk only when its size or modification time changed."""
-        stat = path.stat()
-        key = str(path.resolve())
-        row = self._connection.execute(
-            "SELECT size, mtime_ns, sha256 FROM hashes WHERE path = ?", (key,)
-        ).fetchone()
-        if row is not None and row[0] == stat.st_size and row[1] == stat.st_mtime_ns:
-            return row[2]
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-        value = digest.hexdigest()
-        if row is None or row[2] != value:
-            self._changed.add(path)
-        self._connection.execute(
-            "INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?)", (key, stat.st_size, stat.st_mtime_ns, value)
+    def _cached(self, prefix: str) -> dict[str, tuple[int, int, int, str]]:
+        """``{path: (size, mtime_ns, inode, sha256)}`` of every cached file whose path starts with ``prefix``."""
+        rows = self._connection.execute(
+            "SELECT path, size, mtime_ns, inode, sha256 FROM file_hashes WHERE path >= ? AND path < ?",
+            (prefix, prefix + "\U0010ffff"),
         )
+        return {path: (size, mtime_ns, inode, sha256) for path, size, mtime_ns, inode, sha256 in rows}
+
+    def _content_hash(self, path: str, stat: os.stat_result) -> str:
+        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        value = self._hashed_inodes.get(identity)
+        if value is None:
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                while chunk := handle.read(_CHUNK):
+                    digest.update(chunk)
+            value = self._hashed_inodes[identity] = digest.hexdigest()
         return value
 
-    def changed_under(self, root: Path | None) -> list[str]:
-        """The files under ``root`` hashed as new or changed content by this cache, relative to ``root``."""
-        if root is None:
-            return []
-        base = Path(root)
-        return sorted(
-            path.name if path == base else path.relative_to(base).as_posix()
-            for path in self._changed
-            if path == base or path.is_relative_to(base)
-        )
+    def observe(self, root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+        """``(relative path, sha256)`` of every file under ``root`` (``root`` itself when it is a file), in
+        path order, and the relative paths whose content is new or changed since the cache last saw them.
+
+        A missing ``root`` has no files.
+        """
+        root = Path(root)
+        files = list(_files_under(root))
+        if not files:
+            return [], []
+        resolved = str(root.resolve())
+        if root.is_file():
+            cached = self._cached(resolved)
+            keys = [resolved]
+        else:
+            cached = self._cached(resolved + os.sep)
+            keys = [resolved + os.sep + relative for relative, _, _ in files]
+        hashes, changed, updates = [], [], []
+        for key, (relative, path, stat) in zip(keys, files, strict=True):
+            known = cached.get(key)
+            if known is not None and known[:3] == (stat.st_size, stat.st_mtime_ns, stat.st_ino):
+                hashes.append((relative, known[3]))
+                continue
+            value = self._content_hash(path, stat)
+            if known is None or known[3] != value:
+                changed.append(relative)
+            updates.append((key, stat.st_size, stat.st_mtime_ns, stat.st_ino, value))
+            hashes.append((relative, value))
+        if updates:
+            self._connection.executemany("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?, ?)", updates)
+        return hashes, changed
 
     def record_changes(self, observable: str, partition: str | None, files: list[str]) -> None:
         """Keep ``files`` as the last change of ``observable`` (and ``partition``); an empty list keeps the previous."""
@@ -142,14 +165,39 @@ def last_changed_files(storage_root: Path, observable: str, partition: str | Non
         return cache.last_changes(observable, partition)
 
 
-def _files_under(root: Path) -> Iterator[tuple[str, Path]]:
-    """``(path relative to root, path)`` of every file under ``root`` (``root`` itself when it is a file)."""
+def _walk(folder: str, relative: str) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Files below ``folder`` in path order (names sorted per folder; symlinked folders not entered)."""
+    with os.scandir(folder) as scan:
+        entries = sorted(scan, key=lambda entry: entry.name)
+    for entry in entries:
+        name = relative + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(entry.path, name + "/")
+        elif entry.is_file():
+            yield name, entry.path, entry.stat()
+
+
+def _files_under(root: Path) -> Iterator[tuple[str, str, os.stat_result]]:
+    """``(path relative to root, path, stat)`` of every file under ``root`` (``root`` itself when it is a file)."""
     if root.is_file():
-        yield root.name, root
+        yield root.name, str(root), root.stat()
     elif root.is_dir():
-        for path in sorted(root.rglob("*")):
-            if path.is_file():
-                yield path.relative_to(root).as_posix(), path
+        yield from _walk(str(root), "")
+
+
+def observe_roots(roots: Iterable[Path | None], cache: FileHashCache) -> tuple[str, list[str]]:
+    """The content fingerprint of ``roots`` (see :func:`content_fingerprint`) and the files whose content is
+    new or changed, relative to their root."""
+    digest = hashlib.sha256()
+    changed: list[str] = []
+    for index, root in enumerate(roots):
+        digest.update(f"root {index}\n".encode())
+        if root is None:
+            continue
+        hashes, root_changed = cache.observe(Path(root))
+        digest.update("".join(f"{relative}\0{value}\n" for relative, value in hashes).encode())
+        changed.extend(root_changed)
+    return digest.hexdigest()[:16], changed
 
 
 def content_fingerprint(roots: Iterable[Path | None], cache: FileHashCache) -> str:
@@ -157,14 +205,7 @@ def content_fingerprint(roots: Iterable[Path | None], cache: FileHashCache) -> s
 
     A missing root counts as empty, so a folder that appears later changes the fingerprint.
     """
-    digest = hashlib.sha256()
-    for index, root in enumerate(roots):
-        digest.update(f"root {index}\n".encode())
-        if root is None:
-            continue
-        for relative, path in _files_under(Path(root)):
-            digest.update(f"{relative}\0{cache.sha256(path)}\n".encode())
-    return digest.hexdigest()[:16]
+    return observe_roots(roots, cache)[0]
 
 
 def scan_folders(sources: SourcesResource, storage: StorageResource) -> dict[str, Path]:
@@ -183,8 +224,8 @@ def _observe_on_cron() -> dg.AutomationCondition:
 
 def _observe(cache: FileHashCache, observable: str, partition: str | None, roots: list[Path | None]) -> str:
     """The content version of ``roots``; the files whose content changed are kept as the observable's last change."""
-    version = content_fingerprint(roots, cache)
-    cache.record_changes(observable, partition, [f for root in roots for f in cache.changed_under(root)])
+    version, changed = observe_roots(roots, cache)
+    cache.record_changes(observable, partition, changed)
     return version
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from data_contracts.quarantine import CONTRACT_VERSION as QUARANTINE_CONTRACT_VE
 from data_contracts.quarantine import Quarantine, QuarantineLog
 from data_contracts.storage import safe_partition_name
 from data_contracts.validation import split_valid
-from model_clients.client import LLMClient
+from model_clients.client import LLMClient, UsageSummary
 from model_clients.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
 from readers.common import EmptySourceError, MissingInputError
 
@@ -81,54 +82,140 @@ def finalize_table(
 
     With ``storage_root``, the preview image is also written to ``<root>/previews/<asset>.png``, or
     ``<asset>__<partition>.png`` for one partition (``partition_key``), so the previews of the partitions
-    of one asset do not overwrite each other.
+    of one asset do not overwrite each other. A table too large to hold goes through :class:`StreamedTable`.
     """
-    key = dg.AssetKey(asset_key) if isinstance(asset_key, str) else asset_key
-    valid, invalid, failure_counts = split_valid(frame, contract)
-    if quarantine is not None and invalid.height:
-        id_column = record_id_column or next(iter(contract.primary_key()), None)
-        for row in invalid.iter_rows(named=True):
-            record = {k: v for k, v in row.items() if not isinstance(v, (bytes, dict))}  # no image bytes
-            quarantine.add(row.get(id_column, "?"), f"contract violation: {row['reason']}", payload=record)
-    metadata: dict[str, Any] = {
-        "dagster/row_count": valid.height,
-        "contract_version": contract_version,
-        "contract": contract.__name__,
-        "dagster/column_schema": column_schema(contract),
-        "preview": dg.MetadataValue.md(
-            markdown_preview(valid, columns=list(preview_columns) if preview_columns else None)
-        ),
-    }
-    if quarantine is not None:
-        metadata["quarantined"] = len(quarantine)
-        metadata["quarantine_reasons"] = dg.MetadataValue.json(quarantine.reason_counts())
-    if preview_image is not None and valid.height:
-        image = preview_image(valid)
-        if image is not None:
-            metadata["preview_image"] = dg.MetadataValue.md(markdown_image(image, alt=key.to_user_string()))
-            if storage_root is not None:
-                name = key.to_python_identifier()
-                if partition_key is not None:
-                    name = f"{name}__{safe_partition_name(partition_key)}"
-                metadata["preview_image_path"] = dg.MetadataValue.path(
-                    str(save_preview(image, storage_root, name))
-                )
-    metadata.update(extra_metadata or {})
-    # Bad input is caught (and explained) by the producing code before this point; a row that still
-    # breaks the contract here means that code is wrong, so the check fails and blocks downstream
-    # assets. The row itself is kept in the quarantine, never lost.
-    check = dg.AssetCheckResult(
-        asset_key=key,
-        check_name=CONTRACT_CHECK,
-        passed=invalid.height == 0,
-        metadata={
-            "contract_version": contract_version,
-            "valid_rows": valid.height,
-            "rows_moved_to_quarantine": invalid.height,
-            "failures_by_rule": dg.MetadataValue.json(failure_counts),
-        },
+    table = StreamedTable(
+        contract,
+        contract_version,
+        asset_key=asset_key,
+        quarantine=quarantine,
+        record_id_column=record_id_column,
+        preview_columns=preview_columns,
+        preview_image=preview_image,
+        storage_root=storage_root,
+        partition_key=partition_key,
+        preview_rows=frame.height,  # the whole table is in hand: its previews see every row
     )
+    valid = table.check(frame)
+    metadata, check = table.finish(extra_metadata)
     return CheckedTable(frame=valid, metadata=metadata, check=check)
+
+
+class StreamedTable:
+    """A table checked against its contract batch by batch, for a step that writes it as it reads it.
+
+    :meth:`check` returns a batch's contract-valid rows (the invalid ones go to ``quarantine`` with the rules
+    they broke; a primary key already seen in an earlier batch is invalid too) and keeps the first rows for
+    the preview; :meth:`finish` gives the metadata and the contract check of the whole table, as
+    :func:`finalize_table` gives them for a table held whole.
+    """
+
+    def __init__(
+        self,
+        contract: type[dy.Schema],
+        contract_version: str,
+        *,
+        asset_key: str | dg.AssetKey,
+        quarantine: QuarantineLog | None = None,
+        record_id_column: str | None = None,
+        preview_columns: Iterable[str] | None = None,
+        preview_image: Callable[[pl.DataFrame], Any] | None = None,
+        storage_root: str | Path | None = None,
+        partition_key: str | None = None,
+        preview_rows: int = 20,
+    ) -> None:
+        self.contract, self.contract_version = contract, contract_version
+        self.key = dg.AssetKey(asset_key) if isinstance(asset_key, str) else asset_key
+        self.quarantine = quarantine
+        self.record_id_column = record_id_column or next(iter(contract.primary_key()), None)
+        self.preview_columns = list(preview_columns) if preview_columns else None
+        self.preview_image, self.storage_root, self.partition_key = preview_image, storage_root, partition_key
+        self.rows = 0
+        self.invalid_rows = 0
+        self.failure_counts: Counter[str] = Counter()
+        self.head: pl.DataFrame | None = None
+        self._preview_rows = preview_rows
+        self._primary_key = list(contract.primary_key())
+        self._seen_keys: set[tuple] = set()
+
+    def check(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The contract-valid rows of ``frame`` (the others quarantined)."""
+        valid, invalid, failure_counts = split_valid(frame, self.contract)
+        if self._primary_key and valid.height:
+            keys = valid.select(self._primary_key).rows()
+            repeated = [key in self._seen_keys for key in keys]
+            if any(repeated):
+                mask = pl.Series(repeated)
+                invalid = pl.concat(
+                    [invalid, valid.filter(mask).with_columns(reason=pl.lit("primary_key"))],
+                    how="diagonal_relaxed",
+                )
+                failure_counts = {
+                    **failure_counts,
+                    "primary_key": failure_counts.get("primary_key", 0) + sum(repeated),
+                }
+                valid = valid.filter(~mask)
+            self._seen_keys.update(key for key, seen in zip(keys, repeated, strict=True) if not seen)
+        if self.quarantine is not None and invalid.height:
+            for row in invalid.iter_rows(named=True):
+                record = {k: v for k, v in row.items() if not isinstance(v, (bytes, dict))}  # no image bytes
+                self.quarantine.add(
+                    row.get(self.record_id_column, "?"),
+                    f"contract violation: {row['reason']}",
+                    payload=record,
+                )
+        self.rows += valid.height
+        self.invalid_rows += invalid.height
+        self.failure_counts.update(failure_counts)
+        if self.head is None or self.head.height < max(1, self._preview_rows):
+            taken = valid.head(self._preview_rows - (0 if self.head is None else self.head.height))
+            self.head = taken if self.head is None else pl.concat([self.head, taken])
+        return valid
+
+    def finish(
+        self, extra_metadata: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dg.AssetCheckResult]:
+        """The table's materialization metadata and its contract check result."""
+        head = self.head if self.head is not None else self.contract.create_empty()
+        metadata: dict[str, Any] = {
+            "dagster/row_count": self.rows,
+            "contract_version": self.contract_version,
+            "contract": self.contract.__name__,
+            "dagster/column_schema": column_schema(self.contract),
+            "preview": dg.MetadataValue.md(markdown_preview(head, columns=self.preview_columns)),
+        }
+        if self.quarantine is not None:
+            metadata["quarantined"] = len(self.quarantine)
+            metadata["quarantine_reasons"] = dg.MetadataValue.json(self.quarantine.reason_counts())
+        if self.preview_image is not None and head.height:
+            image = self.preview_image(head)
+            if image is not None:
+                metadata["preview_image"] = dg.MetadataValue.md(
+                    markdown_image(image, alt=self.key.to_user_string())
+                )
+                if self.storage_root is not None:
+                    name = self.key.to_python_identifier()
+                    if self.partition_key is not None:
+                        name = f"{name}__{safe_partition_name(self.partition_key)}"
+                    metadata["preview_image_path"] = dg.MetadataValue.path(
+                        str(save_preview(image, self.storage_root, name))
+                    )
+        metadata.update(extra_metadata or {})
+        # Bad input is caught (and explained) by the producing code before this point; a row that still
+        # breaks the contract here means that code is wrong, so the check fails and blocks downstream
+        # assets. The row itself is kept in the quarantine, never lost.
+        check = dg.AssetCheckResult(
+            asset_key=self.key,
+            check_name=CONTRACT_CHECK,
+            passed=self.invalid_rows == 0,
+            metadata={
+                "contract_version": self.contract_version,
+                "valid_rows": self.rows,
+                "rows_moved_to_quarantine": self.invalid_rows,
+                "failures_by_rule": dg.MetadataValue.json(dict(self.failure_counts)),
+            },
+        )
+        return metadata, check
 
 
 def table_and_quarantine_outs(
@@ -255,18 +342,21 @@ def input_failure(error: MissingInputError | EmptySourceError, **metadata: Any) 
 
 
 def llm_failure_check(
-    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
+    usage: LLMClient | UsageSummary | None, settings: FailureBudgetSettings, stage: str, resource: str
 ) -> dict:
-    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed.
+    """The failure counts for the metadata; ``dagster.Failure`` when too many of the requests failed.
 
-    The failure says what failed and how to re-run (the response cache keeps every good answer).
+    ``usage`` is the stage's client (its whole summary) or the summary of one shard's requests (a stage whose
+    shards share a client). The failure says what failed and how to re-run (the response cache keeps every good
+    answer).
     """
-    if client is None:
+    if usage is None:
         return {}
-    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
-    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
+    summary = usage.summary if isinstance(usage, LLMClient) else usage
+    metadata = failure_metadata(summary, settings.max_failure_fraction)
+    message = failure_budget_message(summary, settings.max_failure_fraction, stage, resource)
     if message is not None:
-        raise dg.Failure(description=message, metadata={**client.summary.as_metadata(), **metadata})
+        raise dg.Failure(description=message, metadata={**summary.as_metadata(), **metadata})
     return metadata
 
 

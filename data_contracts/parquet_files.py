@@ -30,35 +30,78 @@ FILE_METADATA_KEYS = (
     "input_data_versions",
     "data_version",
 )
-"""Key-value metadata the asset graph writes into every table file (see ``pipelines.file_metadata``):
+"""Key-value metadata the asset graph writes into every table file (see :mod:`assets.provenance`):
 the table's contract version, the code version of the asset that wrote it, its inputs' content
 versions (JSON) and a fingerprint of them, and the file's own content version."""
 DATA_VERSION_KEY = "data_version"
 """The key of a file's own content version, which the files built from it record as their input version."""
 
 
+ROW_GROUP_ROWS = 2048
+ROW_GROUP_BYTES = 32 << 20
+"""A row group holds at most :data:`ROW_GROUP_ROWS` rows and about :data:`ROW_GROUP_BYTES` bytes in memory: a
+reader holds one row group of a table (images included) at a time."""
+
+
+class ParquetTableWriter:
+    """Writes a table to an open binary handle batch by batch, as Parquet with ``datasets`` feature metadata.
+
+    Every :meth:`write` appends its frame as row groups of at most :data:`ROW_GROUP_ROWS` rows and about
+    :data:`ROW_GROUP_BYTES` bytes, cast to ``schema``, so a table of any size is written holding one batch at a time. ``key_value_metadata`` entries
+    go into the file's key-value metadata beside the ``datasets`` features (which they may not replace). A
+    table with no rows is written with no row group at all (a 0-row row group makes Arrow's batch reader,
+    and so ``datasets``, fail with "BatchSize must be greater than 0"); its metadata is written all the same.
+
+    >>> import io
+    >>> buffer = io.BytesIO()
+    >>> writer = ParquetTableWriter(buffer, pl.Schema({"a": pl.Int64}), {"contract_version": "1.0.0"})
+    >>> writer.write(pl.DataFrame({"a": [1, 2]})); writer.write(pl.DataFrame({"a": [3]})); writer.close()
+    3
+    >>> pq.ParquetFile(io.BytesIO(buffer.getvalue())).metadata.num_row_groups
+    2
+    """
+
+    def __init__(
+        self, handle: BinaryIO, schema: pl.Schema, key_value_metadata: Mapping[str, str] | None = None
+    ) -> None:
+        arrow_schema = to_huggingface_arrow(pl.DataFrame(schema=schema)).schema
+        if key_value_metadata:
+            reserved = {HUGGINGFACE_METADATA_KEY, "ARROW:schema"} & set(key_value_metadata)
+            if reserved:
+                raise ValueError(f"key-value metadata may not replace {sorted(reserved)}")
+            metadata = dict(arrow_schema.metadata or {})
+            metadata.update({str(k).encode(): str(v).encode() for k, v in key_value_metadata.items()})
+            arrow_schema = arrow_schema.with_metadata(metadata)
+        self.schema = schema
+        self.rows = 0
+        self._writer = pq.ParquetWriter(handle, arrow_schema, compression="zstd")
+
+    def write(self, frame: pl.DataFrame) -> None:
+        """Append ``frame``'s rows (its columns are selected and cast to the schema)."""
+        if frame.height == 0:
+            return
+        batch = frame.select([pl.col(name).cast(dtype) for name, dtype in self.schema.items()])
+        table = to_huggingface_arrow(batch).cast(self._writer.schema)
+        row_bytes = max(1, table.nbytes // table.num_rows)
+        self._writer.write_table(
+            table, row_group_size=max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // row_bytes))
+        )
+        self.rows += frame.height
+
+    def close(self) -> int:
+        """Write the footer; the number of rows written."""
+        self._writer.close()
+        return self.rows
+
+
 def write_parquet(
     frame: pl.DataFrame, handle: BinaryIO, key_value_metadata: Mapping[str, str] | None = None
 ) -> None:
-    """Write ``frame`` as Parquet with Hugging Face feature metadata to an open binary handle.
-
-    ``key_value_metadata`` entries are added to the file's key-value metadata beside the
-    ``datasets`` features (which they may not replace). A frame with no rows is written with no row
-    group at all (a 0-row row group makes Arrow's batch reader, and so ``datasets``, fail with
-    "BatchSize must be greater than 0"); its metadata is written all the same.
-    """
-    table = to_huggingface_arrow(frame)
-    if key_value_metadata:
-        reserved = {HUGGINGFACE_METADATA_KEY, "ARROW:schema"} & set(key_value_metadata)
-        if reserved:
-            raise ValueError(f"key-value metadata may not replace {sorted(reserved)}")
-        metadata = dict(table.schema.metadata or {})
-        metadata.update({str(k).encode(): str(v).encode() for k, v in key_value_metadata.items()})
-        table = table.replace_schema_metadata(metadata)
-    if table.num_rows == 0:
-        pq.ParquetWriter(handle, table.schema, compression="zstd").close()
-    else:
-        pq.write_table(table, handle, compression="zstd")
+    """Write ``frame`` as Parquet with Hugging Face feature metadata to an open binary handle (see
+    :class:`ParquetTableWriter`)."""
+    writer = ParquetTableWriter(handle, frame.schema, key_value_metadata)
+    writer.write(frame)
+    writer.close()
 
 
 def read_file_metadata(path: str | Path) -> dict[str, str]:

@@ -39,12 +39,18 @@ import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import polars as pl
 
-from data_contracts.parquet_files import read_file_metadata, read_parquet_file, write_parquet
+from data_contracts.parquet_files import (
+    DATA_VERSION_KEY,
+    ParquetTableWriter,
+    read_file_metadata,
+    read_parquet_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -250,18 +256,44 @@ def write_json_atomic(path: str | Path, data: object, indent: int | None = 2) ->
         handle.write((json.dumps(data, indent=indent, sort_keys=True) + "\n").encode("utf-8"))
 
 
-def write_table(frame: pl.DataFrame, path: Path, key_value_metadata: Mapping[str, str] | None = None) -> None:
-    """Write ``frame`` to ``path`` atomically (see :func:`atomic_write` and :func:`write_parquet`).
+@dataclass(frozen=True)
+class WrittenTable:
+    """A table file already written whole under the storage root: what a step hands on instead of the rows
+    when it wrote the file itself (a worker writing its partition, an asset streaming a large table), so the
+    rows never pass through the run's process. ``data_version`` is the file's own (its key-value metadata)."""
+
+    path: str
+    rows: int
+    data_version: str | None = None
+
+
+@contextlib.contextmanager
+def table_writer(
+    path: str | Path, schema: pl.Schema, key_value_metadata: Mapping[str, str] | None = None
+) -> Iterator[ParquetTableWriter]:
+    """A :class:`~data_contracts.parquet_files.ParquetTableWriter` whose file replaces ``path`` atomically when
+    the block ends (see :func:`atomic_write`); if the block raises, ``path`` is left as it was."""
+    with atomic_write(path) as handle:
+        writer = ParquetTableWriter(handle, schema, key_value_metadata)
+        yield writer
+        writer.close()
+
+
+def write_table(
+    frame: pl.DataFrame, path: str | Path, key_value_metadata: Mapping[str, str] | None = None
+) -> WrittenTable:
+    """Write ``frame`` to ``path`` atomically (see :func:`atomic_write` and :func:`table_writer`).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = Path(folder) / "t.parquet"
-    ...     write_table(pl.DataFrame({"a": [1]}).head(0), path, {"contract_version": "1.0.0"})
-    ...     pl.read_parquet(path).columns, read_file_metadata(path)
-    (['a'], {'contract_version': '1.0.0'})
+    ...     written = write_table(pl.DataFrame({"a": [1]}).head(0), path, {"contract_version": "1.0.0"})
+    ...     pl.read_parquet(path).columns, read_file_metadata(path), written.rows
+    (['a'], {'contract_version': '1.0.0'}, 0)
     """
-    with atomic_write(path) as handle:
-        write_parquet(frame, handle, key_value_metadata)
+    with table_writer(path, frame.schema, key_value_metadata) as writer:
+        writer.write(frame)
+    return WrittenTable(str(path), frame.height, (key_value_metadata or {}).get(DATA_VERSION_KEY))
 
 
 def read_table_metadata(root: str | Path, table: str, partition: str | None = None) -> dict[str, str]:

@@ -80,6 +80,21 @@ def with_rebuild_policy(assets: Sequence[dg.AssetsDefinition]) -> list[dg.Assets
     )
 
 
+_UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def observation_in_flight(instance: dg.DagsterInstance) -> bool:
+    """Whether a run of the observation job is queued or running (a new one would only repeat its work)."""
+    unfinished = dg.RunsFilter(job_name=OBSERVE_RAW_FILES_JOB, statuses=_UNFINISHED)
+    return bool(instance.get_run_ids(filters=unfinished, limit=1))
+
+
 def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition], list]:
     """The observation job and the two sensors, as ``(jobs, sensors)``."""
     observe_job = dg.define_asset_job(
@@ -106,6 +121,8 @@ def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDef
     def raw_files_sensor(
         context: dg.SensorEvaluationContext, sources: SourcesResource, storage: StorageResource
     ):
+        if observation_in_flight(context.instance):
+            return dg.SkipReason("the previous observation of the raw folders is still queued or running")
         known = set(context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
         new_scenes = [scene for scene in scan_folders(sources, storage) if scene not in known]
         return dg.SensorResult(

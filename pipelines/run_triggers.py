@@ -2,7 +2,7 @@
 
 A run launched by the automation sensor (``dagster/from_automation_condition``) is tagged when it
 starts, from what its tables were last built from (their files' ``input_data_versions``, see
-:mod:`pipelines.file_metadata`) against what is there now:
+:mod:`assets.provenance`) against what is there now:
 
 - ``spatial/trigger``: the raw-file observables whose content changed, with the scan for a per-scan
   one (``raw_scan_files[scene0000_00]``); else the input tables rebuilt since (``input:mcq_questions``);
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.provenance import input_data_versions
 from assets.raw_files import RAW_FILE_KEYS, last_changed_files
 from data_contracts.parquet_files import read_file_metadata
 from data_contracts.storage import table_path
-from pipelines.file_metadata import input_data_versions
 
 TRIGGER_TAG = "spatial/trigger"
 CHANGED_FILES_TAG = "spatial/changed_files"

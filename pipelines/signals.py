@@ -29,6 +29,8 @@ QUARANTINED = "quarantined"
 _LOOKBACK = 10
 """Latest materializations of one asset partition searched for this run's (another run may have written
 the same partition since)."""
+_QUERY_CHUNK = 500
+"""Partitions whose records one query reads together."""
 
 RGBD_FRAMES_NOTE = (
     " One partition per scan: a scan read from fewer than half of its previous frames warns here (a scan "
@@ -94,28 +96,63 @@ def drop_verdict(figure: str, label: str, min_ratio: float) -> Verdict:
     return verdict
 
 
-def compare(
-    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str | None, run_id: str
-) -> Comparison:
-    """The figures of ``asset_key`` (``partition``) as run ``run_id`` materialized it, and as the
-    materialization before that one had them."""
-    partitions = [partition] if partition is not None else None
-    latest = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=_LOOKBACK
-    ).records
-    current = next((record for record in latest if record.run_id == run_id), None)
+def _comparison(partition: str | None, current, previous) -> Comparison:
     if current is None:
         return Comparison(partition, None, {})
-    before = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=asset_key, asset_partitions=partitions, before_storage_id=current.storage_id
-        ),
-        limit=1,
-    ).records
-    previous = before[0] if before else None
     return Comparison(
         partition, _figures(current), _figures(previous), previous.run_id if previous is not None else None
     )
+
+
+def compare(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partitions: Sequence[str | None], run_id: str
+) -> list[Comparison]:
+    """The figures of ``asset_key`` (each of ``partitions``; ``[None]`` when unpartitioned) as run ``run_id``
+    materialized it, and as the materialization before that one had them.
+
+    The records of many partitions are read together, newest first, a page at a time, until every partition
+    has this run's materialization and the one before it (or its records run out): a range run of
+    thousands of scans costs a few queries, not two per scan.
+    """
+    if list(partitions) == [None]:
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset_key), limit=_LOOKBACK
+        ).records
+        current = next((record for record in latest if record.run_id == run_id), None)
+        before = (
+            instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=asset_key, before_storage_id=current.storage_id), limit=1
+            ).records
+            if current is not None
+            else []
+        )
+        return [_comparison(None, current, before[0] if before else None)]
+    current: dict[str, dg.EventLogRecord] = {}
+    previous: dict[str, dg.EventLogRecord] = {}
+    seen: dict[str, int] = {}
+    keys = [partition for partition in partitions if partition is not None]
+    for start in range(0, len(keys), _QUERY_CHUNK):
+        chunk = keys[start : start + _QUERY_CHUNK]
+        cursor = None
+        while open_ := [
+            key for key in chunk if key not in previous and (key in current or seen.get(key, 0) < _LOOKBACK)
+        ]:
+            page = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=open_),
+                limit=2 * len(open_),
+                cursor=cursor,
+            )
+            for record in page.records:  # newest first
+                key = record.partition_key
+                seen[key] = seen.get(key, 0) + 1
+                if key in current:
+                    previous.setdefault(key, record)
+                elif record.run_id == run_id and seen[key] <= _LOOKBACK:
+                    current[key] = record
+            if not page.has_more:
+                break
+            cursor = page.cursor
+    return [_comparison(key, current.get(key), previous.get(key)) for key in partitions]
 
 
 def signal_result(
@@ -218,7 +255,7 @@ def _signals_check(
             wanted = [key for key in verdicts if key.asset_key == table and key in selected]
             if not wanted:
                 continue
-            comparisons = [compare(context.instance, table, p, context.run.run_id) for p in partitions]
+            comparisons = compare(context.instance, table, partitions, context.run.run_id)
             for key in wanted:
                 result = signal_result(table, key.name, comparisons, verdicts[key][1], partitioned)
                 if not result.passed:

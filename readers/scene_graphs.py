@@ -18,7 +18,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from data_contracts.boxes import BoxError, cxcywh_to_xyxy, pixels_to_grid, xywh_
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema
 from readers.common import (
-    ImageCache,
+    MalformedInputError,
     MissingInputError,
     column_problem,
     image_problem,
@@ -46,6 +46,8 @@ VG150_SPLIT_CODES = {0: "train", 1: "val", 2: "test"}
 PROMPT_PARQUET_COLUMNS = ("image_id", "image", "objects", "relationships")
 SCENE_GRAPH_LAYOUTS = ("auto", "raw", "vg150", "parquet")
 IMAGES_DIR_FIELD = "visual_genome_images_dir"
+_OUT_OF_ORDER_WARNING = 10_000
+"""Entries waiting for their image at which a warning says the raw files are not in one order."""
 
 
 def vg_image_folders(root: Path, images_dir: str | Path | None = None) -> list[Path]:
@@ -89,10 +91,134 @@ def _object_name(obj: dict) -> str:
     return str(obj.get("name", "")).strip().lower()
 
 
-def _by_image(items: Any) -> dict[str, dict]:
-    if not isinstance(items, list):
+def _image_key(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    value = item.get("image_id", item.get("id"))
+    return None if value is None else str(value)
+
+
+def iter_json_array(path: Path, config_field: str) -> Iterator[Any]:
+    """The items of the JSON array in ``path``, parsed incrementally (one item in memory at a time).
+
+    Raises:
+        `MalformedInputError`: naming the file and how far it was read, when it is not a JSON array.
+    """
+    import ijson
+
+    count = 0
+    try:
+        with path.open("rb") as handle:
+            for count, item in enumerate(ijson.items(handle, "item", use_float=True), start=1):  # noqa: B007
+                yield item
+    except (ijson.JSONError, UnicodeDecodeError) as error:
+        raise MalformedInputError(
+            f"{path} is not a readable JSON array (after {count} items: {error}); re-download it, then check "
+            f"the config field `{config_field}`.",
+            location=path,
+            config_field=config_field,
+        ) from None
+
+
+class _ImageAligned:
+    """Per-image entries of one raw-VG file, read in step with ``image_data.json``.
+
+    The release's files list the images in the same order, so entries are read as each image is reached and
+    memory holds about one image's entries; entries that come earlier than their image (another order) wait
+    in a buffer until it is reached.
+    """
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items = items
+        self._waiting: dict[str, dict] = {}
+        self._done = False
+
+    def take(self, image_id: str) -> dict:
+        """The entry of ``image_id`` (empty when the file has none before its end)."""
+        if image_id in self._waiting:
+            return self._waiting.pop(image_id)
+        while not self._done:
+            item = next(self._items, None)
+            if item is None:
+                self._done = True
+                break
+            key = _image_key(item)
+            if key == image_id:
+                return item
+            if key is not None:
+                self._waiting[key] = item
+                if len(self._waiting) == _OUT_OF_ORDER_WARNING:
+                    logger.warning(
+                        "Visual Genome files list the images in different orders: %d entries wait for their "
+                        "image in memory",
+                        len(self._waiting),
+                    )
         return {}
-    return {str(item.get("image_id", item.get("id"))): item for item in items if isinstance(item, dict)}
+
+
+def iter_visual_genome(
+    root: str | Path,
+    log: QuarantineLog,
+    *,
+    images_dir: str | Path | None = None,
+    split: str | None = None,
+    source: str = "visual_genome",
+    config_field: str = "visual_genome_root",
+) -> Iterator[dict]:
+    """The ``scene_graphs`` rows of raw Visual Genome v1.4 JSON (``image_data``, ``objects``,
+    ``relationships``, ``attributes``), one image at a time: the four files are parsed incrementally, in step,
+    and each image's file is read when its row is made. Rejected records go to ``log``.
+
+    Raw Visual Genome has no split: every image is labelled ``split`` (default ``train``).
+
+    Raises:
+        `MissingInputError`: when the folder, ``image_data.json`` or ``objects.json`` is missing.
+        `MalformedInputError`: when a file is not a JSON array.
+    """
+    folder = require_path(root, config_field, "Visual Genome folder")
+    image_folders = vg_image_folders(folder, images_dir)
+    split = _checked_split(split or "train")
+    paths = {
+        name: folder / f"{name}.json" for name in ("image_data", "objects", "relationships", "attributes")
+    }
+    for name in ("image_data", "objects"):
+        if not paths[name].exists():
+            raise MissingInputError(
+                f"Visual Genome {paths[name].name} not found in {folder}: set `{config_field}`."
+            )
+    aligned = {
+        name: _ImageAligned(iter_json_array(paths[name], config_field) if paths[name].exists() else iter(()))
+        for name in ("objects", "relationships", "attributes")
+    }
+    kept = 0
+    for info in iter_json_array(paths["image_data"], config_field):
+        image_id = _image_key(info)
+        if image_id is None:
+            log.add("?", "malformed record: image_data entry without image_id", payload=info)
+            continue
+        objects, relationships, attributes = (aligned[name].take(image_id) for name in aligned)
+        image_path = _vg_image_path(image_folders, image_id, info.get("url"))
+        image, problem = image_problem(image_path, image_id)
+        if image is None:
+            log.add(image_id, problem, source_file=str(image_path or paths["image_data"]))
+            continue
+        cell, file_width, file_height = image
+        width = int(info.get("width") or file_width)
+        height = int(info.get("height") or file_height)
+        row = _vg_scene(
+            image_id,
+            width,
+            height,
+            objects.get("objects", []),
+            relationships.get("relationships", []),
+            attributes.get("attributes", []),
+            log,
+            folder,
+        )
+        row.update({"image": cell, "source": source, "split": split})
+        kept += 1
+        yield row
+    logger.info("Visual Genome %s: %d images kept, %d records quarantined", folder, kept, len(log))
 
 
 def read_visual_genome(
@@ -103,54 +229,12 @@ def read_visual_genome(
     source: str = "visual_genome",
     config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read raw Visual Genome v1.4 JSON (``image_data``, ``objects``, ``relationships``, ``attributes``).
-
-    Raw Visual Genome has no split: every image is labelled ``split`` (default ``train``).
-    """
-    folder = require_path(root, config_field, "Visual Genome folder")
-    image_folders = vg_image_folders(folder, images_dir)
-    split = _checked_split(split or "train")
+    """Raw Visual Genome v1.4 JSON as one frame (see :func:`iter_visual_genome`; the asset streams it)."""
     log = QuarantineLog("scene_graphs")
-    files = {}
-    for name in ("image_data", "objects", "relationships", "attributes"):
-        path = folder / f"{name}.json"
-        if name in ("image_data", "objects") and not path.exists():
-            raise MissingInputError(f"Visual Genome {path.name} not found in {folder}: set `{config_field}`.")
-        files[name] = load_json(path, log) if path.exists() else []
-    if files["image_data"] is None or files["objects"] is None:
-        return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log
-    objects_by_image = _by_image(files["objects"])
-    relations_by_image = _by_image(files["relationships"] or [])
-    attributes_by_image = _by_image(files["attributes"] or [])
-    cache = ImageCache()
-    rows = []
-    for info in files["image_data"]:
-        if not isinstance(info, dict) or "image_id" not in info and "id" not in info:
-            log.add("?", "malformed record: image_data entry without image_id", payload=info)
-            continue
-        image_id = str(info.get("image_id", info.get("id")))
-        image_path = _vg_image_path(image_folders, image_id, info.get("url"))
-        image, problem = image_problem(cache, image_path, image_id)
-        if image is None:
-            log.add(image_id, problem, source_file=str(image_path or folder / "image_data.json"))
-            continue
-        cell, file_width, file_height = image
-        width = int(info.get("width") or file_width)
-        height = int(info.get("height") or file_height)
-        row = _vg_scene(
-            image_id,
-            width,
-            height,
-            objects_by_image.get(image_id, {}).get("objects", []),
-            relations_by_image.get(image_id, {}).get("relationships", []),
-            attributes_by_image.get(image_id, {}).get("attributes", []),
-            log,
-            folder,
-        )
-        row.update({"image": cell, "source": source, "split": split})
-        rows.append(row)
-    logger.info("Visual Genome %s: %d images kept, %d records quarantined", folder, len(rows), len(log))
-    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
+    rows = iter_visual_genome(
+        root, log, images_dir=images_dir, split=split, source=source, config_field=config_field
+    )
+    return pl.DataFrame(list(rows), schema=polars_schema(scene_graphs.SceneGraphs)), log
 
 
 def _vg_scene(
@@ -288,23 +372,19 @@ def read_vg150(
     source: str = "vg150",
     config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read the VG150 scene-graph split (``VG-SGG-with-attri.h5`` + dicts + ``image_data.json``).
-
-    Boxes in the h5 file are centre x, centre y, width, height scaled so the longer image side is
-    ``box_scale`` (1024 in the common release; the dataset ``boxes_512`` is used when asked for 512).
-    Rows of the h5 file align with ``image_data.json`` after dropping the known corrupted images. The
-    h5 ``split`` array (0 train, 2 test) becomes the ``split`` column; with ``splits`` given, images of
-    other splits are skipped before their image file is read.
-    """
-    frame, log, _ = _read_vg150(
+    """The VG150 scene-graph split as one frame (see :func:`iter_vg150`; the asset streams it)."""
+    log = QuarantineLog("scene_graphs")
+    rows = iter_vg150(
         root,
+        log,
+        Counter(),
         box_scale=box_scale,
         images_dir=images_dir,
         splits=splits,
         source=source,
         config_field=config_field,
     )
-    return frame, log
+    return pl.DataFrame(list(rows), schema=polars_schema(scene_graphs.SceneGraphs)), log
 
 
 def _vg150_split_labels(h5: Any, count: int, log: QuarantineLog, h5_path: Path) -> list[str | None]:
@@ -322,35 +402,37 @@ def _vg150_split_labels(h5: Any, count: int, log: QuarantineLog, h5_path: Path) 
     return labels + [None] * (count - len(labels))
 
 
-def _read_vg150(
+def iter_vg150(
     root: str | Path,
+    log: QuarantineLog,
+    excluded: Counter[str],
     *,
-    box_scale: int,
-    images_dir: str | Path | None,
-    splits: Collection[str] | None,
-    source: str,
-    config_field: str,
-) -> tuple[pl.DataFrame, QuarantineLog, dict[str, int]]:
+    box_scale: int = 1024,
+    images_dir: str | Path | None = None,
+    splits: Collection[str] | None = None,
+    source: str = "vg150",
+    config_field: str = "visual_genome_root",
+) -> Iterator[dict]:
+    """The ``scene_graphs`` rows of the VG150 split (``VG-SGG-with-attri.h5`` + dicts + ``image_data.json``),
+    one image at a time (``image_data.json`` parsed incrementally, each image's file read for its row).
+
+    Boxes in the h5 file are centre x, centre y, width, height scaled so the longer image side is
+    ``box_scale`` (1024 in the common release; the dataset ``boxes_512`` is used when asked for 512).
+    Rows of the h5 file align with ``image_data.json`` after dropping the known corrupted images. The
+    h5 ``split`` array (0 train, 2 test) becomes the ``split`` column; with ``splits`` given, images of
+    other splits are skipped before their image file is read and counted in ``excluded``.
+    """
     import h5py
 
     folder = require_path(root, config_field, "VG150 folder")
     image_folders = vg_image_folders(folder, images_dir)
-    log = QuarantineLog("scene_graphs")
-    excluded: Counter[str] = Counter()
     dicts = load_json(require_path(folder / VG150_DICTS, config_field, "VG150 dictionary"), log)
-    image_data = load_json(
-        require_path(folder / "image_data.json", config_field, "VG150 image_data.json"), log
-    )
-    if dicts is None or image_data is None:
-        return pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs)), log, {}
-    image_data = [
-        info for info in image_data if str(info.get("image_id", info.get("id"))) not in VG150_CORRUPTED_IMAGES
-    ]
+    image_data_path = require_path(folder / "image_data.json", config_field, "VG150 image_data.json")
+    if dicts is None:
+        return
     label_names = {int(k): v for k, v in dicts.get("idx_to_label", {}).items()}
     predicate_names = {int(k): v for k, v in dicts.get("idx_to_predicate", {}).items()}
     attribute_names = {int(k): v for k, v in dicts.get("idx_to_attribute", {}).items()}
-    cache = ImageCache()
-    rows = []
     h5_path = require_path(folder / VG150_H5, config_field, "VG150 h5 file")
     with h5py.File(h5_path, "r") as h5:
         boxes = h5[f"boxes_{box_scale}"][:]
@@ -361,92 +443,142 @@ def _read_vg150(
         relationships = h5["relationships"][:]
         predicates = h5["predicates"][:].reshape(-1)
         split_labels = _vg150_split_labels(h5, len(first_box), log, h5_path)
-        if len(first_box) != len(image_data):
-            log.add(
-                "vg150",
-                f"misaligned: {len(first_box)} h5 rows vs {len(image_data)} images after dropping corrupted ones",
-                source_file=str(h5_path),
-            )
-        for index, info in enumerate(image_data[: len(first_box)]):
-            image_id = str(info.get("image_id", info.get("id")))
-            split = split_labels[index]
-            if split is None:
-                log.add(image_id, "unknown split code in the h5 'split' array", source_file=str(h5_path))
-                continue
-            if splits is not None and split not in splits:
-                excluded[split] += 1
-                continue
-            image_path = _vg_image_path(image_folders, image_id, info.get("url"))
-            image, problem = image_problem(cache, image_path, image_id)
-            if image is None:
-                log.add(image_id, problem, source_file=str(image_path or folder))
-                continue
-            cell, file_width, file_height = image
-            width, height = int(info.get("width") or file_width), int(info.get("height") or file_height)
-            scale = max(width, height) / box_scale
-            objects: dict[int, dict] = {}
-            if first_box[index] >= 0:
-                for box_index in range(int(first_box[index]), int(last_box[index]) + 1):
-                    object_id = f"{label_names.get(int(labels[box_index]), 'object')}.{box_index - int(first_box[index]) + 1}"
-                    try:
-                        box_px = [v * scale for v in cxcywh_to_xyxy(boxes[box_index].tolist())]
-                        box = pixels_to_grid(box_px, width, height)
-                    except BoxError as error:
-                        log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(h5_path))
-                        continue
-                    name = label_names.get(int(labels[box_index]), "object")
-                    objects[box_index] = {
-                        "object_id": object_id,
-                        "name": name,
-                        "names": [name],
-                        "attributes": [
-                            attribute_names[a] for a in attributes[box_index].tolist() if a in attribute_names
-                        ],
-                        "bbox": box,
-                        "bbox_px": [
-                            max(0.0, box_px[0]),
-                            max(0.0, box_px[1]),
-                            min(width, box_px[2]),
-                            min(height, box_px[3]),
-                        ],
-                    }
-            relations = []
-            if first_rel[index] >= 0:
-                for rel_index in range(int(first_rel[index]), int(last_rel[index]) + 1):
-                    subject_index, object_index = (int(v) for v in relationships[rel_index])
-                    if subject_index not in objects or object_index not in objects:
-                        log.add(
-                            f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range"
-                        )
-                        continue
-                    relations.append(
-                        {
-                            "subject_id": objects[subject_index]["object_id"],
-                            "predicate": predicate_names.get(int(predicates[rel_index]), "related to"),
-                            "object_id": objects[object_index]["object_id"],
-                        }
-                    )
-            rows.append(
-                {
-                    "image_id": image_id,
-                    "image": cell,
-                    "image_width": width,
-                    "image_height": height,
-                    "objects": list(objects.values()),
-                    "relationships": relations,
-                    "source": source,
-                    "split": split,
+    images = (
+        info
+        for info in iter_json_array(image_data_path, config_field)
+        if str(_image_key(info)) not in VG150_CORRUPTED_IMAGES
+    )
+    count = 0
+    for index, info in enumerate(images):
+        count = index + 1
+        if index >= len(first_box):
+            continue  # counted for the misalignment record below
+        image_id = str(_image_key(info))
+        split = split_labels[index]
+        if split is None:
+            log.add(image_id, "unknown split code in the h5 'split' array", source_file=str(h5_path))
+            continue
+        if splits is not None and split not in splits:
+            excluded[split] += 1
+            continue
+        image_path = _vg_image_path(image_folders, image_id, info.get("url"))
+        image, problem = image_problem(image_path, image_id)
+        if image is None:
+            log.add(image_id, problem, source_file=str(image_path or folder))
+            continue
+        cell, file_width, file_height = image
+        width, height = int(info.get("width") or file_width), int(info.get("height") or file_height)
+        scale = max(width, height) / box_scale
+        objects: dict[int, dict] = {}
+        if first_box[index] >= 0:
+            for box_index in range(int(first_box[index]), int(last_box[index]) + 1):
+                name = label_names.get(int(labels[box_index]), "object")
+                object_id = f"{name}.{box_index - int(first_box[index]) + 1}"
+                try:
+                    box_px = [v * scale for v in cxcywh_to_xyxy(boxes[box_index].tolist())]
+                    box = pixels_to_grid(box_px, width, height)
+                except BoxError as error:
+                    log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(h5_path))
+                    continue
+                objects[box_index] = {
+                    "object_id": object_id,
+                    "name": name,
+                    "names": [name],
+                    "attributes": [
+                        attribute_names[a] for a in attributes[box_index].tolist() if a in attribute_names
+                    ],
+                    "bbox": box,
+                    "bbox_px": [
+                        max(0.0, box_px[0]),
+                        max(0.0, box_px[1]),
+                        min(width, box_px[2]),
+                        min(height, box_px[3]),
+                    ],
                 }
-            )
+        relations = []
+        if first_rel[index] >= 0:
+            for rel_index in range(int(first_rel[index]), int(last_rel[index]) + 1):
+                subject_index, object_index = (int(v) for v in relationships[rel_index])
+                if subject_index not in objects or object_index not in objects:
+                    log.add(
+                        f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range"
+                    )
+                    continue
+                relations.append(
+                    {
+                        "subject_id": objects[subject_index]["object_id"],
+                        "predicate": predicate_names.get(int(predicates[rel_index]), "related to"),
+                        "object_id": objects[object_index]["object_id"],
+                    }
+                )
+        yield {
+            "image_id": image_id,
+            "image": cell,
+            "image_width": width,
+            "image_height": height,
+            "objects": list(objects.values()),
+            "relationships": relations,
+            "source": source,
+            "split": split,
+        }
+    if count != len(first_box):
+        log.add(
+            "vg150",
+            f"misaligned: {len(first_box)} h5 rows vs {count} images after dropping corrupted ones",
+            source_file=str(h5_path),
+        )
     if excluded:
         logger.info("VG150 %s: images left out by split: %s", folder, dict(excluded))
-    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log, dict(excluded)
 
 
 def _parquet_files(location: Path) -> list[Path]:
     if location.is_file():
         return [location]
     return sorted(location.rglob("*.parquet"))
+
+
+def iter_scene_graph_parquet(
+    path: str | Path,
+    log: QuarantineLog,
+    *,
+    split: str | None = None,
+    source: str = "vg150_prompt",
+    config_field: str = "visual_genome_root",
+) -> Iterator[dict]:
+    """The ``scene_graphs`` rows of the prompt-style VG150 variant (``image_id, image, objects,
+    relationships`` with JSON strings), read a row group at a time.
+
+    ``path`` is a Parquet file or a folder of them (a Hub snapshot with ``data/*.parquet``). Objects are
+    ``{"id": "name.N", "bbox": [x1, y1, x2, y2]}`` in pixels; relationships are ``{"subject": id,
+    "predicate": str, "object": id}``. A file whose columns are not these is quarantined once, naming
+    the missing columns. ``split`` labels every row; by default a row's ``split`` column, else the file
+    name's split (``val-00000-of-00001.parquet``), else ``train``.
+    """
+    import pyarrow.parquet as pq
+
+    location = require_path(path, config_field, "scene-graph Parquet file or folder")
+    files = _parquet_files(location)
+    if not files:
+        log.add(location.name, "no Parquet file in the folder", source_file=str(location))
+    kept = 0
+    for table in files:
+        with table.open("rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            problem = column_problem(parquet.schema_arrow.names, PROMPT_PARQUET_COLUMNS)
+            if problem:
+                log.add(table.name, problem, source_file=str(table))
+                continue
+            file_split = split or split_from_file_name(table) or "train"
+            for batch in parquet.iter_batches(batch_size=256):
+                for record in batch.to_pylist():
+                    row = _prompt_style_row(record, table, log)
+                    if row is None:
+                        continue
+                    row_split = split or str(record.get("split") or file_split).lower()
+                    row.update({"source": source, "split": "val" if row_split == "validation" else row_split})
+                    kept += 1
+                    yield row
+    logger.info("Scene-graph Parquet %s: %d images kept, %d records quarantined", location, kept, len(log))
 
 
 def read_scene_graph_parquet(
@@ -456,37 +588,10 @@ def read_scene_graph_parquet(
     source: str = "vg150_prompt",
     config_field: str = "visual_genome_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read the prompt-style VG150 variant: ``image_id, image, objects, relationships`` with JSON strings.
-
-    ``path`` is a Parquet file or a folder of them (a Hub snapshot with ``data/*.parquet``). Objects are
-    ``{"id": "name.N", "bbox": [x1, y1, x2, y2]}`` in pixels; relationships are ``{"subject": id,
-    "predicate": str, "object": id}``. A file whose columns are not these is quarantined once, naming
-    the missing columns. ``split`` labels every row; by default a row's ``split`` column, else the file
-    name's split (``val-00000-of-00001.parquet``), else ``train``.
-    """
-    location = require_path(path, config_field, "scene-graph Parquet file or folder")
+    """The prompt-style VG150 variant as one frame (see :func:`iter_scene_graph_parquet`)."""
     log = QuarantineLog("scene_graphs")
-    rows: list[dict] = []
-    files = _parquet_files(location)
-    if not files:
-        log.add(location.name, "no Parquet file in the folder", source_file=str(location))
-    for table in files:
-        problem = column_problem(pl.read_parquet_schema(table), PROMPT_PARQUET_COLUMNS)
-        if problem:
-            log.add(table.name, problem, source_file=str(table))
-            continue
-        file_split = split or split_from_file_name(table) or "train"
-        for record in pl.read_parquet(table).iter_rows(named=True):
-            row = _prompt_style_row(record, table, log)
-            if row is None:
-                continue
-            row_split = split or str(record.get("split") or file_split).lower()
-            row.update({"source": source, "split": "val" if row_split == "validation" else row_split})
-            rows.append(row)
-    logger.info(
-        "Scene-graph Parquet %s: %d images kept, %d records quarantined", location, len(rows), len(log)
-    )
-    return pl.DataFrame(rows, schema=polars_schema(scene_graphs.SceneGraphs)), log
+    rows = iter_scene_graph_parquet(path, log, split=split, source=source, config_field=config_field)
+    return pl.DataFrame(list(rows), schema=polars_schema(scene_graphs.SceneGraphs)), log
 
 
 def _prompt_style_row(record: dict, table: Path, log: QuarantineLog) -> dict | None:
@@ -587,7 +692,35 @@ class SceneGraphRead:
     excluded_by_split: dict[str, int] = field(default_factory=dict)
 
 
-def read_scene_graphs(
+@dataclass
+class SceneGraphStream:
+    """Scene graphs read incrementally: :meth:`batches` yields frames of at most ``batch_rows`` rows under the
+    ``scene_graphs`` contract, and fills ``quarantine`` and ``excluded_by_split`` as it goes (complete once
+    the batches are consumed). Memory holds one batch, whatever the size of the data set."""
+
+    rows: Iterator[dict]
+    quarantine: QuarantineLog
+    layout: str
+    keep_splits: Collection[str] | None = None
+    excluded_by_split: Counter[str] = field(default_factory=Counter)
+    batch_rows: int = 256
+
+    def batches(self) -> Iterator[pl.DataFrame]:
+        schema = polars_schema(scene_graphs.SceneGraphs)
+        batch: list[dict] = []
+        for row in self.rows:
+            if self.keep_splits is not None and row["split"] not in self.keep_splits:
+                self.excluded_by_split[row["split"]] += 1
+                continue
+            batch.append(row)
+            if len(batch) == self.batch_rows:
+                yield pl.DataFrame(batch, schema=schema)
+                batch = []
+        if batch:
+            yield pl.DataFrame(batch, schema=schema)
+
+
+def stream_scene_graphs(
     root: str | Path,
     *,
     layout: str = "auto",
@@ -596,8 +729,10 @@ def read_scene_graphs(
     split: str | None = None,
     keep_splits: Collection[str] | None = None,
     config_field: str = "visual_genome_root",
-) -> SceneGraphRead:
-    """Read scene graphs in ``layout`` (``auto`` detects it) and keep the images of ``keep_splits`` (all when ``None``).
+    batch_rows: int = 256,
+) -> SceneGraphStream:
+    """Scene graphs in ``layout`` (``auto`` detects it), the images of ``keep_splits`` (all when ``None``),
+    read incrementally (see :class:`SceneGraphStream`).
 
     Args:
         root: the raw or VG150 folder, or a prompt-style Parquet file or folder (local or on the Hub).
@@ -608,6 +743,7 @@ def read_scene_graphs(
 
     Raises:
         `ValueError`: for an unknown layout or split label.
+        `MissingInputError`: when the location does not exist.
     """
     if layout not in SCENE_GRAPH_LAYOUTS:
         raise ValueError(
@@ -617,28 +753,35 @@ def read_scene_graphs(
         _checked_split(split)
     location = require_path(root, config_field, "Visual Genome folder or file")
     detected = detect_scene_graph_layout(location) if layout == "auto" else layout
+    log = QuarantineLog("scene_graphs")
+    excluded: Counter[str] = Counter()
     if detected == "vg150":
-        frame, log, excluded = _read_vg150(
+        rows = iter_vg150(
             location,
+            log,
+            excluded,
             box_scale=box_scale,
             images_dir=images_dir,
             splits=keep_splits,
             source="vg150",
             config_field=config_field,
         )
-        return SceneGraphRead(frame, log, detected, excluded)
-    if detected == "parquet":
-        frame, log = read_scene_graph_parquet(location, split=split, config_field=config_field)
+    elif detected == "parquet":
+        rows = iter_scene_graph_parquet(location, log, split=split, config_field=config_field)
     else:
-        frame, log = read_visual_genome(
-            location, images_dir=images_dir, split=split, config_field=config_field
+        rows = iter_visual_genome(
+            location, log, images_dir=images_dir, split=split, config_field=config_field
         )
-    excluded = {}
-    if keep_splits is not None and frame.height:
-        left_out = frame.filter(~pl.col("split").is_in(list(keep_splits)))
-        excluded = dict(Counter(left_out["split"].to_list()))
-        frame = frame.filter(pl.col("split").is_in(list(keep_splits)))
-    return SceneGraphRead(frame, log, detected, excluded)
+    return SceneGraphStream(rows, log, detected, keep_splits, excluded, batch_rows)
+
+
+def read_scene_graphs(root: str | Path, **options: Any) -> SceneGraphRead:
+    """Scene graphs as one frame (see :func:`stream_scene_graphs`, which takes the same options; the
+    ``scene_graphs`` asset streams them)."""
+    stream = stream_scene_graphs(root, **options)
+    frames = list(stream.batches())
+    frame = pl.concat(frames) if frames else pl.DataFrame(schema=polars_schema(scene_graphs.SceneGraphs))
+    return SceneGraphRead(frame, stream.quarantine, stream.layout, dict(stream.excluded_by_split))
 
 
 # --------------------------------------------------------------------------------------------------

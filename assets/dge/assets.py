@@ -24,9 +24,9 @@ must be on storage every node sees).
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -47,17 +47,22 @@ from assets.dge.tasks.rows import colour_problem
 from assets.dge.visibility import VisibilitySettings, build_frame_visibility
 from assets.partition_ranges import (
     SINGLE_RUN,
-    PartitionTables,
+    PartitionFiles,
     PortableEvent,
+    TableFile,
+    iter_row_groups,
     portable_events,
+    read_partition,
     restore_events,
     run_partitions,
 )
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
 from assets.previews import draw_boxes, gallery, markdown_image, save_preview, with_caption
+from assets.provenance import TableFilePlan, table_file_plans, write_outputs
 from assets.resources import StorageResource, WorkersResource
 from assets.tables import (
     EMPTY_REASON_KEY,
+    StreamedTable,
     contract_check_specs,
     finalize_table,
     json_metadata,
@@ -71,6 +76,7 @@ from data_contracts import frame_visibility as frame_visibility_contract
 from data_contracts import scene_geometry as scene_geometry_contract
 from data_contracts.images import encode_image
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +125,8 @@ class DgeImageTasksAssetConfig(dg.Config, SingleImageSettings):
     """Run configuration of ``dge_image_tasks``: the depth source and trust (nothing is produced unless a source is set)."""
 
 
-def _scene_row(rgbd_scenes: pl.DataFrame, scene_id: str) -> dict:
-    rows = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
+def _scene_row(scenes_file: Path, scene_id: str) -> dict:
+    rows = read_partition(scenes_file).filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(
             description=f"scene {scene_id} is not in rgbd_scenes (partition key without a scan); "
@@ -170,37 +176,36 @@ def scene_geometry_asset(
     config: SceneGeometryAssetConfig,
     storage: StorageResource,
     workers: WorkersResource,
-    rgbd_frames: pl.DataFrame,
-    rgbd_scenes: pl.DataFrame,
+    rgbd_frames: PartitionFiles,
+    rgbd_scenes: PartitionFiles,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Fuse each scan's RGB-D frames (open3d) and measure its floor, room and objects."""
     settings = SceneGeometrySettings.model_validate(
         config.model_dump(include=set(SceneGeometrySettings.model_fields))
     )
+    plans = table_file_plans(context, storage.path)
     arguments = {
-        scene_id: (
-            _scene_row(rgbd_scenes, scene_id),
-            rgbd_frames.filter(pl.col("scene_id") == scene_id),
-            settings,
-            storage.path,
-        )
+        scene_id: (scene_id, rgbd_scenes[scene_id], rgbd_frames[scene_id], settings, storage.path, plans)
         for scene_id in context.partition_keys
     }
     with partition_results(
         scene_geometry_partition, arguments, workers.count(), compute_settings(config)
     ) as result:
-        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)), plans)
 
 
 def scene_geometry_partition(
-    scene: Mapping[str, Any],
-    scene_frames: pl.DataFrame,
+    scene_id: str,
+    scenes_file: Path,
+    frames_file: Path,
     settings: SceneGeometrySettings,
     storage_path: Path,
+    plans: Mapping[str, TableFilePlan],
 ) -> list[PortableEvent]:
-    """One scan of ``scene_geometry``: its outputs and check, as :func:`portable_events`
-    (``scene_frames``: the scan's ``rgbd_frames`` rows)."""
-    scene_id = str(scene["scene_id"])
+    """One scan of ``scene_geometry``: its files written, its outputs and check as :func:`portable_events`
+    (``scenes_file``, ``frames_file``: the scan's ``rgbd_scenes`` and ``rgbd_frames`` files)."""
+    scene = _scene_row(scenes_file, scene_id)
+    scene_frames = read_partition(frames_file)
     log = QuarantineLog(SCENE_GEOMETRY)
     try:
         geometry = build_scan_geometry(scene_frames, scene, settings, log)
@@ -250,13 +255,12 @@ def scene_geometry_partition(
         "scene_geometry %s: %d objects, %d quarantined records", scene_id, len(geometry.objects), len(log)
     )
     quarantine, metadata = quarantine_output(log)
-    return portable_events(
-        [
-            dg.Output(checked.frame, output_name=SCENE_GEOMETRY, metadata=checked.metadata),
-            checked.check,
-            dg.Output(quarantine, output_name=f"{SCENE_GEOMETRY}_quarantine", metadata=metadata),
-        ]
-    )
+    events = [
+        dg.Output(checked.frame, output_name=SCENE_GEOMETRY, metadata=checked.metadata),
+        checked.check,
+        dg.Output(quarantine, output_name=f"{SCENE_GEOMETRY}_quarantine", metadata=metadata),
+    ]
+    return portable_events(write_outputs(events, plans, scene_id))
 
 
 def _label_counts(labels: list[str]) -> dict[str, int]:
@@ -300,44 +304,53 @@ def _visibility_preview(frames: pl.DataFrame):
 def frame_visibility_asset(
     context: dg.AssetExecutionContext,
     config: FrameVisibilityAssetConfig,
+    storage: StorageResource,
     workers: WorkersResource,
-    scene_geometry: PartitionTables,
-    rgbd_frames: pl.DataFrame,
-    rgbd_scenes: pl.DataFrame,
+    scene_geometry: PartitionFiles,
+    rgbd_frames: PartitionFiles,
+    rgbd_scenes: PartitionFiles,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Every measured object in every used frame of each scan: one ray cast per frame against the scan's
     segmented mesh when it has one, else its points projected with a depth-buffer test."""
     settings = VisibilitySettings.model_validate(config.model_dump())
-    arguments = {}
-    for scene_id in context.partition_keys:
-        scenes = rgbd_scenes.filter(pl.col("scene_id") == scene_id)
-        arguments[scene_id] = (
+    plans = table_file_plans(context, storage.path)
+    arguments = {
+        scene_id: (
+            scene_id,
             settings,
-            _geometry_row(scene_geometry[scene_id], scene_id),
-            rgbd_frames.filter(pl.col("scene_id") == scene_id),
-            scenes.row(0, named=True) if scenes.height else None,
+            scene_geometry[scene_id],
+            rgbd_frames[scene_id],
+            rgbd_scenes[scene_id],
+            plans,
         )
+        for scene_id in context.partition_keys
+    }
     with partition_results(frame_visibility_partition, arguments, workers.count()) as result:
-        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)), plans)
 
 
-def _geometry_row(scene_geometry: pl.DataFrame, scene_id: str) -> dict:
+def _geometry_row(geometry_file: Path, scene_id: str) -> dict:
     """The ``scene_geometry`` row of one scan, points as numpy arrays (a failure naming the scan when it has none)."""
-    rows = scene_geometry.filter(pl.col("scene_id") == scene_id)
+    rows = read_partition(geometry_file).filter(pl.col("scene_id") == scene_id)
     if rows.height == 0:
         raise dg.Failure(description=f"scene_geometry has no row for scene {scene_id}")
     return row_with_arrays(rows)
 
 
 def frame_visibility_partition(
+    scene_id: str,
     config: VisibilitySettings,
-    geometry_row: Mapping[str, Any],
-    scene_frames: pl.DataFrame,
-    scene: Mapping[str, Any] | None,
+    geometry_file: Path,
+    frames_file: Path,
+    scenes_file: Path,
+    plans: Mapping[str, TableFilePlan],
 ) -> list[PortableEvent]:
-    """One scan of ``frame_visibility``, as :func:`portable_events` (``scene_frames``: the scan's
-    ``rgbd_frames`` rows)."""
-    geometry = ScanGeometry.from_row(dict(geometry_row))
+    """One scan of ``frame_visibility``: its files written, its events as :func:`portable_events` (the
+    files: the scan's ``scene_geometry``, ``rgbd_frames`` and ``rgbd_scenes``)."""
+    geometry = ScanGeometry.from_row(_geometry_row(geometry_file, scene_id))
+    scene_frames = read_partition(frames_file)
+    scenes = read_partition(scenes_file).filter(pl.col("scene_id") == scene_id)
+    scene = scenes.row(0, named=True) if scenes.height else None
     log = QuarantineLog(FRAME_VISIBILITY)
     frame = build_frame_visibility(geometry, scene_frames, config, log, scene=scene)
     checked = finalize_table(
@@ -369,13 +382,12 @@ def frame_visibility_partition(
         },
     )
     quarantine, metadata = quarantine_output(log)
-    return portable_events(
-        [
-            dg.Output(checked.frame, output_name=FRAME_VISIBILITY, metadata=checked.metadata),
-            checked.check,
-            dg.Output(quarantine, output_name=f"{FRAME_VISIBILITY}_quarantine", metadata=metadata),
-        ]
-    )
+    events = [
+        dg.Output(checked.frame, output_name=FRAME_VISIBILITY, metadata=checked.metadata),
+        checked.check,
+        dg.Output(quarantine, output_name=f"{FRAME_VISIBILITY}_quarantine", metadata=metadata),
+    ]
+    return portable_events(write_outputs(events, plans, scene_id))
 
 
 _ASKED_OBJECT_KEYS = ("object_id", "objects", "standing", "facing", "target", "anchor", "choices")
@@ -473,36 +485,43 @@ def _tasks_preview(frame_visibility: pl.DataFrame, count: int = 3):
 def dge_tasks_asset(
     context: dg.AssetExecutionContext,
     config: DgeTasksAssetConfig,
+    storage: StorageResource,
     workers: WorkersResource,
-    scene_geometry: PartitionTables,
-    frame_visibility: PartitionTables,
-    rgbd_frames: pl.DataFrame,
+    scene_geometry: PartitionFiles,
+    frame_visibility: PartitionFiles,
+    rgbd_frames: PartitionFiles,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Generate each scan's unambiguous questions with exact answers."""
     settings = TaskSettings.model_validate(config.model_dump())
+    plans = table_file_plans(context, storage.path)
     arguments = {
         scene_id: (
-            settings,
-            _geometry_row(scene_geometry[scene_id], scene_id),
-            frame_visibility[scene_id],
-            rgbd_frames.filter(pl.col("scene_id") == scene_id),
             scene_id,
+            settings,
+            scene_geometry[scene_id],
+            frame_visibility[scene_id],
+            rgbd_frames[scene_id],
+            plans,
         )
         for scene_id in context.partition_keys
     }
     with partition_results(dge_tasks_partition, arguments, workers.count()) as result:
-        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)))
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)), plans)
 
 
 def dge_tasks_partition(
-    config: TaskSettings,
-    geometry_row: Mapping[str, Any],
-    frame_visibility: pl.DataFrame,
-    scene_frames: pl.DataFrame,
     scene_id: str,
+    config: TaskSettings,
+    geometry_file: Path,
+    visibility_file: Path,
+    frames_file: Path,
+    plans: Mapping[str, TableFilePlan],
 ) -> list[PortableEvent]:
-    """One scan of ``dge_tasks``, as :func:`portable_events` (``scene_frames``: the scan's ``rgbd_frames``
-    rows)."""
+    """One scan of ``dge_tasks``: its files written, its events as :func:`portable_events` (the files: the
+    scan's ``scene_geometry``, ``frame_visibility`` and ``rgbd_frames``)."""
+    geometry_row = _geometry_row(geometry_file, scene_id)
+    frame_visibility = read_partition(visibility_file)
+    scene_frames = read_partition(frames_file)
     log = QuarantineLog(DGE_TASKS)
     report = GenerationReport()
     tasks = build_scene_tasks(geometry_row, frame_visibility, scene_frames, config, log, report)
@@ -527,13 +546,12 @@ def dge_tasks_partition(
         },
     )
     quarantine, metadata = quarantine_output(log)
-    return portable_events(
-        [
-            dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata),
-            checked.check,
-            dg.Output(quarantine, output_name=f"{DGE_TASKS}_quarantine", metadata=metadata),
-        ]
-    )
+    events = [
+        dg.Output(checked.frame, output_name=DGE_TASKS, metadata=checked.metadata),
+        checked.check,
+        dg.Output(quarantine, output_name=f"{DGE_TASKS}_quarantine", metadata=metadata),
+    ]
+    return portable_events(write_outputs(events, plans, scene_id))
 
 
 @dg.multi_asset(
@@ -549,36 +567,47 @@ def dge_tasks_partition(
     group_name=GROUP,
 )
 def dge_image_tasks_asset(
-    context: dg.AssetExecutionContext, config: DgeImageTasksAssetConfig, scene_graphs: pl.DataFrame
+    context: dg.AssetExecutionContext,
+    config: DgeImageTasksAssetConfig,
+    storage: StorageResource,
+    scene_graphs: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Single-image mode: ordinal (and, with metric depth, metric) questions from estimated geometry."""
+    """Single-image mode: ordinal (and, with metric depth, metric) questions from estimated geometry (the scene
+    graphs read and the questions written a row group at a time)."""
     log = QuarantineLog(DGE_IMAGE_TASKS)
-    if config.enabled:
-        tasks = single_image_tasks(scene_graphs, config, log)
-    else:
-        context.log.info(
-            "dge_image_tasks: no depth_dir or depth_model_path configured; no single-image questions"
-        )
-        tasks = dge_tasks_contract.DgeTasks.create_empty()
-    checked = finalize_table(
-        tasks,
+    plan = table_file_plans(context, storage.path)[DGE_IMAGE_TASKS]
+    table = StreamedTable(
         dge_tasks_contract.DgeTasks,
         dge_tasks_contract.CONTRACT_VERSION,
         asset_key=DGE_IMAGE_TASKS,
         quarantine=log,
         preview_columns=["task_type", "question", "options", "answer", "unit"],
-        extra_metadata={
+    )
+    task_types: Counter[str] = Counter()
+    schema = polars_schema(dge_tasks_contract.DgeTasks)
+    with plan.writer(None, schema, dge_tasks_contract.CONTRACT_VERSION) as out:
+        if config.enabled:
+            for images in iter_row_groups(scene_graphs):
+                valid = table.check(single_image_tasks(images, config, log))
+                task_types.update(valid["task_type"].to_list())
+                out.write(valid)
+        else:
+            context.log.info(
+                "dge_image_tasks: no depth_dir or depth_model_path configured; no single-image questions"
+            )
+    metadata, check = table.finish(
+        {
             "depth_source": "model" if config.depth_model_path else ("files" if config.depth_dir else "none"),
-            "task_types": json_metadata(value_counts(tasks, "task_type")),
+            "task_types": json_metadata(dict(sorted(task_types.items()))),
             **(
                 {} if config.enabled else {EMPTY_REASON_KEY: "off until depth_dir or depth_model_path is set"}
             ),
-        },
+        }
     )
-    yield dg.Output(checked.frame, output_name=DGE_IMAGE_TASKS, metadata=checked.metadata)
-    yield checked.check
-    quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name=f"{DGE_IMAGE_TASKS}_quarantine", metadata=metadata)
+    yield dg.Output(plan.written(None), output_name=DGE_IMAGE_TASKS, metadata=metadata)
+    yield check
+    quarantine, quarantine_metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name=f"{DGE_IMAGE_TASKS}_quarantine", metadata=quarantine_metadata)
 
 
 DGE_ASSETS = [scene_geometry_asset, frame_visibility_asset, dge_tasks_asset, dge_image_tasks_asset]

@@ -19,7 +19,7 @@ configuration.
 >>> settings.object_points_source, settings.pixel_stride, settings.floor_distance_threshold_m
 ('auto', 0, 0.02)
 >>> sorted(SceneGeometrySettings.model_fields)  # the run configuration
-['max_depth_m', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
+['max_depth_m', 'max_keyframes', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from assets.dge.fusion import (
     voxel_downsample,
     voxel_indices,
 )
+from assets.dge.keyframes import KeyframeSettings, keyframe_indices
 from assets.dge.objects import (
     MeshSegmentationError,
     ObjectGeometry,
@@ -82,13 +83,15 @@ class SceneBuildError(RuntimeError):
     """A scene that cannot be built at all (no usable frame); the message names the scene and why."""
 
 
-class SceneGeometrySettings(FusionSettings, FloorSettings, ObjectSettings, ConfidenceSettings):
+class SceneGeometrySettings(
+    FusionSettings, FloorSettings, ObjectSettings, ConfidenceSettings, KeyframeSettings
+):
     """Settings of :func:`build_scan_geometry`: fusion, floor, object and confidence settings plus the scene's own.
 
     It *is a* :class:`~assets.dge.fusion.FusionSettings`, :class:`~assets.dge.floor.FloorSettings`,
     :class:`~assets.dge.objects.ObjectSettings` and :class:`~assets.dge.confidence.ConfidenceSettings`,
     so each stage reads its knobs from it. The fields are the run configuration of ``scene_geometry``;
-    the ``ClassVar`` attributes here and in the stage settings are the method's constants, not run
+    the ``ClassVar`` attributes here and in the stage settings (the keyframes: :class:`~assets.dge.keyframes.KeyframeSettings`) are the method's constants, not run
     configuration. A test or benchmark that needs other constants passes an instance of a subclass that
     overrides them (``class FewSamples(SceneGeometrySettings): mesh_min_samples = 100``).
     """
@@ -693,6 +696,7 @@ def build_scan_geometry(
     records = frame_records(frames.filter(pl.col("scene_id") == scene_id), log)
     if not records:
         raise SceneBuildError(f"scene {scene_id} has no usable frame: rgbd_frames has no row for it")
+    records = [records[i] for i in keyframe_indices([record.pose for record in records], config)]
     source = choose_object_source(scene, records, config.object_points_source)
     fused = _fuse_scan(scene_id, records, source, config, log, progress)
     floor, floor_source = _find_floor(scene_id, fused, records, config, scene.get("axis_alignment"))

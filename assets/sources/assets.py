@@ -2,8 +2,8 @@
 
 | asset | contents | reader |
 |---|---|---|
-| ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`read_omnispatial`, :func:`read_spatialab` |
-| ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`read_scene_graphs` |
+| ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`readers.mcq.omnispatial_questions`, :func:`readers.mcq.spatialab_questions` |
+| ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`readers.scene_graphs.stream_scene_graphs` (streamed) |
 | ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans, one ``scenes`` partition per scan | :func:`read_scannet_scene` |
 
 Every row carries its ``origin``: ``sample_world`` when its kind of source fell back to the built-in
@@ -27,18 +27,27 @@ left out are counted in the metadata (``excluded_by_split``), not quarantined.
 """
 
 import logging
-from collections.abc import Iterator
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
+import pyarrow.parquet as pq
 
-from assets.partition_ranges import SINGLE_RUN, run_partitions
+from assets.compute import partition_results
+from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, restore_events, run_partitions
 from assets.partitions import scenes_partitions
 from assets.previews import draw_boxes, gallery
+from assets.provenance import TableFilePlan, table_file_plans, write_outputs
 from assets.raw_files import HASH_CACHE_NAME, FileHashCache, content_fingerprint
-from assets.resources import SourcesResource, StorageResource
+from assets.resources import SourcesResource, StorageResource, WorkersResource
+from assets.stvqa.shards import shard_of
 from assets.tables import (
+    StreamedTable,
     contract_check_specs,
     finalize_table,
     input_failure,
@@ -47,16 +56,20 @@ from assets.tables import (
     value_counts,
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
+from data_contracts.images import encode_image
+from data_contracts.parquet_files import ROW_GROUP_BYTES, ROW_GROUP_ROWS, ParquetTableWriter
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.validation import polars_schema
 from readers.common import EmptySourceError, MissingInputError, require_rows
-from readers.mcq import read_omnispatial, read_spatialab
+from readers.mcq import iter_image_cells, omnispatial_questions, spatialab_questions
 from readers.scannet import read_scannet
-from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphRead, read_scene_graphs
+from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphStream, stream_scene_graphs
 
 logger = logging.getLogger(__name__)
 
 GROUP = "sources"
-SOURCES_CODE_VERSION = "2"
+# 3: rgbd_scenes.axis_alignment (the scan's gravity, read from its <scene>.txt meta file).
+SOURCES_CODE_VERSION = "3"
 
 
 def with_origin(frame: pl.DataFrame, origin: str) -> pl.DataFrame:
@@ -72,6 +85,13 @@ def _mcq_preview(frame: pl.DataFrame):
     return gallery([draw_boxes(row["image"], []) for row in frame.head(3).iter_rows(named=True)])
 
 
+def _mcq_question_preview(paths: list[str]):
+    def preview(frame: pl.DataFrame):
+        return gallery([draw_boxes(encode_image(path), []) for path in paths[:3]])
+
+    return preview
+
+
 def _scene_graph_preview(frame: pl.DataFrame):
     images = []
     for row in frame.head(3).iter_rows(named=True):
@@ -81,7 +101,8 @@ def _scene_graph_preview(frame: pl.DataFrame):
 
 
 def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[pl.DataFrame, QuarantineLog]:
-    """The multiple-choice questions of the configured sources (or the sample world's) and their quarantine.
+    """The multiple-choice questions of the configured sources (or the sample world's, see
+    :func:`readers.mcq.question_frame`: no image bytes) and their quarantine.
 
     Raises:
         MissingInputError: when a configured location does not exist.
@@ -92,7 +113,7 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
     frames = []
     omnispatial_root = sources.omnispatial(storage)
     if omnispatial_root is not None:
-        frame, omnispatial_log = read_omnispatial(
+        frame, omnispatial_log = omnispatial_questions(
             omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
         )
         require_rows(
@@ -108,7 +129,7 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
         log.extend(omnispatial_log)
     spatialab = sources.spatialab(storage)
     if spatialab is not None:
-        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images())
+        spatialab_frame, spatialab_log = spatialab_questions(spatialab, images_dir=sources.spatialab_images())
         require_rows(
             spatialab_frame.height,
             spatialab_log,
@@ -124,14 +145,20 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
 
 
 @dg.multi_asset(
-    outs=table_and_quarantine_outs(
-        "mcq_questions",
-        "Multiple-choice spatial questions (OmniSpatial, SpatiaLab) with images; "
-        "gold answer as a 0-based index and its letter.",
-        SOURCES_CODE_VERSION,
-        "Questions rejected while reading the raw files, with the reason and source file.",
-    ),
-    check_specs=contract_check_specs("mcq_questions"),
+    outs={
+        **table_and_quarantine_outs(
+            "mcq_questions",
+            "Multiple-choice spatial questions (OmniSpatial, SpatiaLab), each naming its image by image_sha256; "
+            "gold answer as a 0-based index and its letter.",
+            SOURCES_CODE_VERSION,
+            "Questions rejected while reading the raw files, with the reason and source file.",
+        ),
+        "mcq_images": dg.AssetOut(
+            description="The questions' images, one row per distinct image (image_sha256, the file's bytes, size).",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+    },
+    check_specs=contract_check_specs("mcq_questions", "mcq_images"),
     group_name=GROUP,
     deps=["sample_world", "raw_mcq_files"],
 )
@@ -139,7 +166,8 @@ def mcq_questions_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Read OmniSpatial (``data.json``, 0-based answers) and SpatiaLab (1-based answers): the configured
-    ones, or both of the sample world's when neither is configured."""
+    ones, or both of the sample world's when neither is configured. The images are written once each, a batch
+    at a time, to ``mcq_images``."""
     try:
         frame, log = read_questions(sources, storage)
     except (MissingInputError, EmptySourceError) as error:
@@ -147,70 +175,147 @@ def mcq_questions_asset(
     origin = sources.questions_origin()
     combined = with_origin(frame, origin)
     checked = finalize_table(
-        combined,
+        combined.drop("image_path"),
         mcq_questions.McqQuestions,
         mcq_questions.CONTRACT_VERSION,
         asset_key="mcq_questions",
         quarantine=log,
         preview_columns=["question_id", "question", "options", "answer", "task_type", "split"],
-        preview_image=_mcq_preview,
+        preview_image=_mcq_question_preview(combined["image_path"].head(3).to_list()),
         storage_root=storage.path,
         extra_metadata={
             "origin": origin,
             "rows_by_source": dg.MetadataValue.json(value_counts(combined, "source")),
             "rows_by_split": dg.MetadataValue.json(value_counts(combined, "split")),
+            "distinct_images": combined["image_sha256"].n_unique(),
         },
     )
     context.log.info("mcq_questions: %d %s rows, %d quarantined", checked.frame.height, origin, len(log))
     yield dg.Output(checked.frame, output_name="mcq_questions", metadata=checked.metadata)
     yield checked.check
+    images_plan = table_file_plans(context, storage.path)["mcq_images"]
+    images = StreamedTable(
+        mcq_questions.McqImages,
+        mcq_questions.IMAGES_CONTRACT_VERSION,
+        asset_key="mcq_images",
+        quarantine=log,
+        preview_columns=["image_sha256", "image", "image_width", "image_height"],
+        preview_image=_mcq_preview,
+    )
+    schema = polars_schema(mcq_questions.McqImages)
+    kept = combined.filter(pl.col("question_id").is_in(checked.frame["question_id"].implode()))
+    with images_plan.writer(None, schema, mcq_questions.IMAGES_CONTRACT_VERSION) as out:
+        cells = iter_image_cells(kept)
+        while batch := list(islice(cells, IMAGE_BATCH_ROWS)):
+            out.write(images.check(pl.DataFrame(batch, schema=schema)))
+    metadata, check = images.finish({"questions": checked.frame.height})
+    yield dg.Output(images_plan.written(None), output_name="mcq_images", metadata=metadata)
+    yield check
     quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata)
 
 
-def read_scene_graph_source(sources: SourcesResource, storage: StorageResource) -> SceneGraphRead:
-    """The scene graphs of the configured Visual Genome source (or the sample world's), kept splits only.
+IMAGE_BATCH_ROWS = 256
+"""Images read and written at a time by the ``mcq_images`` output."""
+
+
+def open_scene_graph_source(sources: SourcesResource, storage: StorageResource) -> SceneGraphStream:
+    """The scene graphs of the configured Visual Genome source (or the sample world's), kept splits only, as a
+    stream of batches.
 
     Raises:
         MissingInputError: when the configured location does not exist.
-        EmptySourceError: when the source holds no record (and `visual_genome` is not in
-            `allow_empty_sources`), every record was quarantined, or no image is of a kept split.
     """
-    root = sources.visual_genome(storage)
-    read = read_scene_graphs(
-        root,
+    return stream_scene_graphs(
+        sources.visual_genome(storage),
         layout=sources.visual_genome_layout,
         images_dir=sources.visual_genome_images(),
         box_scale=sources.vg150_box_scale,
         split=sources.visual_genome_split,
         keep_splits=sources.scene_graph_splits,
     )
-    excluded = sum(read.excluded_by_split.values())
+
+
+def require_scene_graphs(
+    stream: SceneGraphStream, rows: int, sources: SourcesResource, storage: StorageResource
+):
+    """Raise :class:`EmptySourceError` when the consumed ``stream`` gave no row of the kept splits: no record at
+    all (unless `visual_genome` is in `allow_empty_sources`), every record quarantined, or every image of a
+    split left out."""
+    root = sources.visual_genome(storage)
+    excluded = sum(stream.excluded_by_split.values())
     # kept images all quarantined (a VG150 h5 whose images are elsewhere) fail with their reasons, not the splits
     require_rows(
-        read.frame.height + (0 if len(read.quarantine) else excluded),
-        read.quarantine,
-        what=f"Visual Genome ({read.layout} layout)",
+        rows + (0 if len(stream.quarantine) else excluded),
+        stream.quarantine,
+        what=f"Visual Genome ({stream.layout} layout)",
         location=root,
         config_field="visual_genome_root` / `visual_genome_images_dir",
         allow_empty=sources.allows_empty("visual_genome"),
         allow_empty_switch=sources.allow_empty_switch("visual_genome"),
     )
-    if read.frame.height == 0 and excluded:
+    if rows == 0 and excluded:
         raise EmptySourceError(
             f"Visual Genome at {root} gave no image of the kept splits {sources.scene_graph_splits}: "
-            f"{read.excluded_by_split} left out; check the config fields `scene_graph_splits` and "
+            f"{dict(stream.excluded_by_split)} left out; check the config fields `scene_graph_splits` and "
             "`visual_genome_split`.",
             location=root,
             config_field="scene_graph_splits",
         )
-    return read
+
+
+SHARD_STAGING_BYTES = 4 << 20
+"""Rows of one STVQA shard held before they are appended to its staging file (32 shards: about 128 MB at most)."""
+
+
+class _ShardStaging:
+    """Rows grouped by STVQA shard in staging files, then copied shard after shard into one file, so the table's
+    row groups each hold one shard's rows (a shard step reads only its own row groups)."""
+
+    def __init__(self, folder: Path, schema: pl.Schema) -> None:
+        self.folder, self.schema = folder, schema
+        self._pending: dict[str, list[pl.DataFrame]] = {}
+        self._handles: dict[str, Any] = {}
+        self._writers: dict[str, ParquetTableWriter] = {}
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if frame.height == 0:
+            return
+        shards = frame["image_id"].map_elements(shard_of, return_dtype=pl.String)
+        for (shard,), rows in frame.with_columns(_shard=shards).partition_by("_shard", as_dict=True).items():
+            self._pending.setdefault(shard, []).append(rows.drop("_shard"))
+            if sum(part.estimated_size() for part in self._pending[shard]) >= SHARD_STAGING_BYTES:
+                self._flush(shard)
+
+    def _flush(self, shard: str) -> None:
+        if shard not in self._writers:
+            self._handles[shard] = (self.folder / f"{shard}.parquet").open("wb")
+            self._writers[shard] = ParquetTableWriter(self._handles[shard], self.schema)
+        self._writers[shard].write(pl.concat(self._pending.pop(shard)))
+
+    def copy_into(self, out: ParquetTableWriter) -> None:
+        """Append every shard's rows to ``out``, shard after shard, row groups of about ROW_GROUP_BYTES."""
+        for shard in list(self._pending):
+            self._flush(shard)
+        for shard in sorted(self._writers):
+            self._writers[shard].close()
+            self._handles[shard].close()
+            with (self.folder / f"{shard}.parquet").open("rb") as handle:
+                staged = pq.ParquetFile(handle)
+                meta = staged.metadata
+                size = sum(meta.row_group(index).total_byte_size for index in range(meta.num_row_groups))
+                batch_rows = max(
+                    1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES * max(1, meta.num_rows) // max(1, size))
+                )
+                for batch in staged.iter_batches(batch_size=batch_rows):
+                    out.write(pl.from_arrow(batch))
 
 
 @dg.multi_asset(
     outs=table_and_quarantine_outs(
         "scene_graphs",
-        "Scene graphs: objects (canonical boxes, names, attributes) and relations per image.",
+        "Scene graphs: objects (canonical boxes, names, attributes) and relations per image; rows grouped by "
+        "STVQA shard.",
         SOURCES_CODE_VERSION,
         "Images, objects and relations rejected while reading (missing images, zero-area boxes, "
         "dangling relations).",
@@ -222,42 +327,63 @@ def read_scene_graph_source(sources: SourcesResource, storage: StorageResource) 
 def scene_graphs_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read Visual Genome scene graphs in the configured (or detected) layout; keep the configured splits."""
+    """Read Visual Genome scene graphs in the configured (or detected) layout; keep the configured splits.
+
+    The source is read a batch of images at a time and the table written as it is read (memory holds a
+    batch, not the data set), its rows grouped by STVQA shard (``assets.stvqa.shards``) so that each shard's
+    steps read only their own row groups.
+    """
     if sources.visual_genome_layout not in SCENE_GRAPH_LAYOUTS:
         raise dg.Failure(
             f"unknown visual_genome_layout {sources.visual_genome_layout!r}: use "
             f"{', '.join(map(repr, SCENE_GRAPH_LAYOUTS))}"
         )
+    origin = sources.scene_graphs_origin()
+    plan = table_file_plans(context, storage.path)["scene_graphs"]
+    schema = polars_schema(scene_graphs.SceneGraphs)
+    objects = relationships = 0
+    splits: Counter[str] = Counter()
     try:
-        read = read_scene_graph_source(sources, storage)
+        stream = open_scene_graph_source(sources, storage)
+        table = StreamedTable(
+            scene_graphs.SceneGraphs,
+            scene_graphs.CONTRACT_VERSION,
+            asset_key="scene_graphs",
+            quarantine=stream.quarantine,
+            preview_columns=["image_id", "image_width", "image_height", "objects", "relationships"],
+            preview_image=_scene_graph_preview,
+            storage_root=storage.path,
+        )
+        storage.path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".scene_graphs.", dir=storage.path) as staging_folder:
+            staging = _ShardStaging(Path(staging_folder), schema)
+            for batch in stream.batches():
+                valid = table.check(with_origin(batch, origin))
+                objects += int(valid["objects"].list.len().sum() or 0)
+                relationships += int(valid["relationships"].list.len().sum() or 0)
+                splits.update(valid["split"].to_list())
+                staging.add(valid)
+            require_scene_graphs(stream, table.rows, sources, storage)
+            with plan.writer(None, schema, scene_graphs.CONTRACT_VERSION) as out:
+                staging.copy_into(out)
     except (MissingInputError, EmptySourceError) as error:
         raise input_failure(error) from None
-    frame, log, layout = read.frame, read.quarantine, read.layout
-    origin = sources.scene_graphs_origin()
-    frame = with_origin(frame, origin)
-    checked = finalize_table(
-        frame,
-        scene_graphs.SceneGraphs,
-        scene_graphs.CONTRACT_VERSION,
-        asset_key="scene_graphs",
-        quarantine=log,
-        preview_columns=["image_id", "image_width", "image_height", "objects", "relationships"],
-        preview_image=_scene_graph_preview,
-        storage_root=storage.path,
-        extra_metadata={
-            "layout": layout,
+    metadata, check = table.finish(
+        {
+            "layout": stream.layout,
             "origin": origin,
-            "objects": int(frame["objects"].list.len().sum() or 0),
-            "relationships": int(frame["relationships"].list.len().sum() or 0),
-            "rows_by_split": dg.MetadataValue.json(value_counts(frame, "split")),
-            "excluded_by_split": dg.MetadataValue.json(read.excluded_by_split),
-        },
+            "objects": objects,
+            "relationships": relationships,
+            "rows_by_split": dg.MetadataValue.json(dict(sorted(splits.items()))),
+            "excluded_by_split": dg.MetadataValue.json(dict(stream.excluded_by_split)),
+        }
     )
-    context.log.info("scene_graphs: %d images, %d quarantined records", checked.frame.height, len(log))
-    yield dg.Output(checked.frame, output_name="scene_graphs", metadata=checked.metadata)
-    yield checked.check
-    quarantine, metadata = quarantine_output(log)
-    yield dg.Output(quarantine, output_name="scene_graphs_quarantine", metadata=metadata)
+    log = stream.quarantine
+    context.log.info("scene_graphs: %d images, %d quarantined records", table.rows, len(log))
+    yield dg.Output(plan.written(None), output_name="scene_graphs", metadata=metadata)
+    yield check
+    quarantine, quarantine_metadata = quarantine_output(log)
+    yield dg.Output(quarantine, output_name="scene_graphs_quarantine", metadata=quarantine_metadata)
 
 
 @dg.multi_asset(
@@ -284,13 +410,31 @@ def scene_graphs_asset(
     backfill_policy=SINGLE_RUN,
 )
 def rgbd_asset(
-    context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
+    context: dg.AssetExecutionContext,
+    sources: SourcesResource,
+    storage: StorageResource,
+    workers: WorkersResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Read each scan folder (one partition per scan) of a ScanNet SensReader export (frames sorted numerically)."""
+    """Read each scan folder (one partition per scan) of a ScanNet SensReader export (frames sorted
+    numerically; the scans of a range run in the step's worker processes)."""
     root = sources.scannet(storage)
-    origin = sources.scans_origin()
-    with FileHashCache(storage.path / HASH_CACHE_NAME) as hashes:
-        yield from run_partitions(context, lambda scene_id: _scan_tables(root / scene_id, origin, hashes))
+    plans = table_file_plans(context, storage.path)
+    arguments = {
+        scene_id: (root / scene_id, sources.scans_origin(), storage.path / HASH_CACHE_NAME, plans)
+        for scene_id in context.partition_keys
+    }
+    with partition_results(scan_partition, arguments, workers.count()) as result:
+        yield from run_partitions(context, lambda scene_id: restore_events(result(scene_id)), plans)
+
+
+def scan_partition(
+    folder: Path, origin: str, hash_cache: Path, plans: Mapping[str, TableFilePlan]
+) -> list[PortableEvent]:
+    """One scan's ``rgbd_frames``, ``rgbd_scenes`` and quarantine files written, its events as
+    :func:`portable_events`."""
+    with FileHashCache(hash_cache) as hashes:
+        events = list(_scan_tables(folder, origin, hashes))
+    return portable_events(write_outputs(events, plans, folder.name))
 
 
 def _scan_tables(

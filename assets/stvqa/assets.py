@@ -30,7 +30,10 @@ override, source) are added here.
 Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_llm`` and
 ``stvqa_judge_llm`` (:class:`assets.resources.LLMResource`; only used by the ``anthropic`` and
 ``openai`` backends, but always bound). The bodies are thin: the work is in
-:mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`.
+:mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`. With a model
+backend every shard of a run shares one client in the run's process and the shards' rounds go out together
+(:mod:`assets.stvqa.work`): in batch mode the stage waits for batches once per round, whatever the number of
+shards, and its budget is checked once against every shard.
 
 A shard that calls a model fails (``dagster.Failure``, one sentence: what failed, the first errors, how
 to re-run) when more than its ``max_failure_fraction`` of the requests failed (endpoint down, bad key,
@@ -40,7 +43,8 @@ garbage answers; :mod:`model_clients.failures`), so an empty or tiny table never
 
 import functools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,28 +53,32 @@ import polars as pl
 from pydantic import Field
 
 from assets.compute import partition_results
-from assets.llm_costs import answer_requests, generation_requests
-from assets.partition_ranges import SINGLE_RUN, PartitionTables, restore_events, run_partitions
-from assets.partitions import LLM_POOL, stvqa_shard_partitions
-from assets.resources import (
-    LLMResource,
-    SourcesResource,
-    StorageResource,
-    WorkersResource,
-    check_stage_budget,
+from assets.partition_ranges import (
+    SINGLE_RUN,
+    PartitionFiles,
+    PortableEvent,
+    TableFile,
+    read_partition,
+    restore_events,
+    run_partitions,
 )
+from assets.partitions import LLM_POOL, stvqa_shard_partitions
+from assets.provenance import table_file_plans
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, count_by
 from assets.stvqa.geometry import ImageGeometry, load_geometry
 from assets.stvqa.pass_at_2 import PassAt2Settings
-from assets.stvqa.shards import STVQA_SHARD_KEYS, image_rows, shard_rows
+from assets.stvqa.shards import STVQA_SHARD_KEYS, read_image_rows, read_shard_rows
 from assets.stvqa.work import (
     GENERATOR_RESOURCE_KEY,
     JUDGE_RESOURCE_KEY,
     STVQA_CODE_VERSION,
     candidates_shard,
+    candidates_with_model,
     gt_preview,
     validated_shard,
+    validated_with_model,
 )
 from assets.tables import (
     contract_check_specs,
@@ -123,31 +131,91 @@ class StvqaConfig(dg.Config, StvqaDatasetSettings):
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GeometrySource:
+    """Where the metric geometry of the images comes from (picklable: a shard's worker loads it)."""
+
+    path: str | None
+    description: str
+
+    def for_images(self, image_ids: Iterable[str]) -> Mapping[str, ImageGeometry]:
+        """The geometry of the given images (none when there is no source)."""
+        if self.path is None:
+            return {}
+        stat = Path(self.path).stat()
+        every_image = _load_geometry_cached(self.path, stat.st_mtime_ns, stat.st_size)
+        return {image_id: every_image[image_id] for image_id in image_ids if image_id in every_image}
+
+
+def geometry_source(setting: str, sources: SourcesResource, storage: StorageResource) -> GeometrySource:
+    """Where the geometry of the ``geometry`` setting comes from, and a description of it."""
+    if setting == "none":
+        return GeometrySource(None, "none")
+    if setting == "auto":
+        if sources.visual_genome_root:
+            return GeometrySource(None, "none (scene graphs are not the sample world's)")
+        path = sources.sample_world(storage) / "truth" / "world.json"
+        if not path.exists():
+            return GeometrySource(None, f"none ({path} does not exist)")
+        return GeometrySource(str(path), str(path))
+    return GeometrySource(setting, setting)
+
+
 def resolve_geometry(
     setting: str, sources: SourcesResource, storage: StorageResource, image_ids: list[str]
 ) -> tuple[Mapping[str, ImageGeometry], str]:
     """Geometry for the given images and a description of where it came from."""
-    if setting == "none":
-        return {}, "none"
-    if setting == "auto":
-        if sources.visual_genome_root:
-            return {}, "none (scene graphs are not the sample world's)"
-        path = sources.sample_world(storage) / "truth" / "world.json"
-        if not path.exists():
-            return {}, f"none ({path} does not exist)"
-    else:
-        path = Path(setting)
-    wanted = set(image_ids)
-    stat = path.stat()
-    every_image = _load_geometry_cached(str(path), stat.st_mtime_ns, stat.st_size)
-    geometry = {image_id: objects for image_id, objects in every_image.items() if image_id in wanted}
-    return geometry, str(path)
+    source = geometry_source(setting, sources, storage)
+    return source.for_images(image_ids), source.description
 
 
 @functools.lru_cache(maxsize=4)
 def _load_geometry_cached(path: str, mtime_ns: int, size: int) -> Mapping[str, ImageGeometry]:
     """:func:`load_geometry` of ``path``, read once per version of the file (every shard of a run reads it)."""
     return load_geometry(path)
+
+
+def candidates_arguments(
+    shard: str, scene_graphs_file: Path, geometry: GeometrySource, *arguments: Any
+) -> tuple:
+    """:func:`assets.stvqa.work.candidates_shard`'s arguments of one shard, its ``scene_graphs`` rows read from the
+    table's file (only the shard's row groups)."""
+    rows = read_shard_rows(scene_graphs_file, shard)
+    settings, output_settings, source_file = arguments
+    geometry_map = geometry.for_images(rows["image_id"].to_list())
+    return (shard, rows, settings, output_settings, geometry_map, geometry.description, source_file)
+
+
+def candidates_shard_from_file(*arguments: Any) -> list[PortableEvent]:
+    """:func:`assets.stvqa.work.candidates_shard` of one shard (:func:`candidates_arguments`), its rows read where
+    the shard runs: no shard's rows pass through the run's process."""
+    return candidates_shard(*candidates_arguments(*arguments))
+
+
+def validated_arguments(
+    shard: str, candidates_file: Path, scene_graphs_file: Path, geometry: GeometrySource, *arguments: Any
+) -> tuple:
+    """:func:`assets.stvqa.work.validated_shard`'s arguments of one shard, its candidates and the ``scene_graphs``
+    rows of their images read from their files."""
+    candidates = read_partition(candidates_file)
+    image_ids = sorted(set(candidates["image_id"].to_list()))
+    settings, output_settings = arguments
+    scene_rows = read_image_rows(scene_graphs_file, image_ids)
+    return (
+        shard,
+        candidates,
+        scene_rows,
+        settings,
+        output_settings,
+        geometry.for_images(image_ids),
+        geometry.description,
+    )
+
+
+def validated_shard_from_file(*arguments: Any) -> list[PortableEvent]:
+    """:func:`assets.stvqa.work.validated_shard` of one shard (:func:`validated_arguments`), its inputs read where
+    the shard runs."""
+    return validated_shard(*validated_arguments(*arguments))
 
 
 def _output_settings(config: dg.Config) -> dict[str, Any]:
@@ -180,69 +248,36 @@ def stvqa_candidates_asset(
     sources: SourcesResource,
     workers: WorkersResource,
     stvqa_generator_llm: LLMResource,
-    scene_graphs: pl.DataFrame,
+    scene_graphs: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Generate STVQA questions for each shard of the scene graphs (offline: the shards of a range run in the
-    step's worker processes, see :mod:`assets.stvqa.work`)."""
+    step's worker processes, see :mod:`assets.stvqa.work`; each reads only its shard's rows)."""
     source_file = upstream_table_location(context, "scene_graphs")
     settings = QuestionGenerationSettings.model_validate(
         config.model_dump(include=set(QuestionGenerationSettings.model_fields))
     )
-    arguments = {}
-    for shard in context.partition_keys:
-        rows = shard_rows(scene_graphs, shard)
-        geometry, geometry_source = resolve_geometry(
-            config.geometry, sources, storage, rows["image_id"].to_list()
-        )
-        arguments[shard] = (
+    geometry = geometry_source(config.geometry, sources, storage)
+    arguments = {
+        shard: (
             shard,
-            rows,
+            scene_graphs,
+            geometry,
             settings,
             _output_settings(config),
-            geometry,
-            geometry_source,
             source_file,
-            stvqa_generator_llm if config.calls_model else None,
-            config.model,
         )
-    if config.calls_model:  # every shard's requests against max_cost_usd before the first is sent
-        requests = [
-            request
-            for args in arguments.values()
-            for request in generation_requests(args[1], settings, args[4])
-        ]
-        check_stage_budget(stvqa_generator_llm, "stvqa_candidates", requests, config.model)
-    # A model backend runs in this process, which holds the client (its cache, rate limit and failure budget).
-    with partition_results(
-        candidates_shard, arguments, 1 if config.calls_model else workers.count()
-    ) as result:
-        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
-
-
-def _validated_arguments(
-    shard: str,
-    candidates: pl.DataFrame,
-    scene_graphs: pl.DataFrame,
-    config: StvqaValidatedConfig,
-    sources: SourcesResource,
-    storage: StorageResource,
-    judge: LLMResource | None,
-) -> tuple:
-    """The arguments of one shard's ``stvqa_validated`` (for :func:`assets.stvqa.work.validated_shard`)."""
-    settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
-    image_ids = sorted(set(candidates["image_id"].to_list()))
-    geometry, geometry_source = resolve_geometry(config.geometry, sources, storage, image_ids)
-    return (
-        shard,
-        candidates,
-        image_rows(scene_graphs, image_ids),
-        settings,
-        _output_settings(config),
-        geometry,
-        geometry_source,
-        judge if config.calls_model else None,
-        config.model,
-    )
+        for shard in context.partition_keys
+    }
+    plans = table_file_plans(context, storage.path)
+    if config.calls_model:  # every shard on one client in this process, round by round (one wait per round)
+        model_arguments = {shard: candidates_arguments(*values) for shard, values in arguments.items()}
+        events = candidates_with_model(
+            model_arguments, settings, stvqa_generator_llm, config.model, storage.path
+        )
+        yield from run_partitions(context, lambda shard: restore_events(events[shard]), plans)
+        return
+    with partition_results(candidates_shard_from_file, arguments, workers.count()) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)), plans)
 
 
 @dg.multi_asset(
@@ -271,35 +306,35 @@ def _validated_arguments(
 def stvqa_validated_asset(
     context: dg.AssetExecutionContext,
     config: StvqaValidatedConfig,
-    stvqa_candidates: PartitionTables,
-    scene_graphs: pl.DataFrame,
+    stvqa_candidates: PartitionFiles,
+    scene_graphs: TableFile,
     storage: StorageResource,
     sources: SourcesResource,
     workers: WorkersResource,
     stvqa_judge_llm: LLMResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Filter each shard's candidates by pass@2 (offline: the shards of a range run in worker processes)."""
+    settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
+    geometry = geometry_source(config.geometry, sources, storage)
     arguments = {
-        shard: _validated_arguments(
+        shard: (
             shard,
             stvqa_candidates[shard],
             scene_graphs,
-            config,
-            sources,
-            storage,
-            stvqa_judge_llm,
+            geometry,
+            settings,
+            _output_settings(config),
         )
         for shard in context.partition_keys
     }
-    if config.calls_model:  # every shard's first round against max_cost_usd before the first is sent
-        requests = [
-            request for args in arguments.values() for request in answer_requests(args[1], args[2], args[3])
-        ]
-        check_stage_budget(stvqa_judge_llm, "stvqa_validated", requests, config.model)
-    with partition_results(
-        validated_shard, arguments, 1 if config.calls_model else workers.count()
-    ) as result:
-        yield from run_partitions(context, lambda shard: restore_events(result(shard)))
+    plans = table_file_plans(context, storage.path)
+    if config.calls_model:  # every shard on one client in this process, round by round (one wait per round)
+        model_arguments = {shard: validated_arguments(*values) for shard, values in arguments.items()}
+        events = validated_with_model(model_arguments, settings, stvqa_judge_llm, config.model, storage.path)
+        yield from run_partitions(context, lambda shard: restore_events(events[shard]), plans)
+        return
+    with partition_results(validated_shard_from_file, arguments, workers.count()) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)), plans)
 
 
 def load_validated_shards(
@@ -359,8 +394,10 @@ def stvqa_asset(
         extra["gt_objects_dropped"] = report["gt_objects_dropped"]
     else:
         validated, shards = load_validated_shards(context, storage.path)
-        scene_graphs = context.load_asset_value(dg.AssetKey("scene_graphs"))
-        scene_rows = image_rows(scene_graphs, validated["image_id"].to_list()).select("image_id", "image")
+        scene_graphs = table_path(storage.path, "scene_graphs")
+        scene_rows = read_image_rows(scene_graphs, validated["image_id"].to_list()).select(
+            "image_id", "image"
+        )
         images = {row["image_id"]: row["image"] for row in scene_rows.iter_rows(named=True)}
         frame, log, report = build_stvqa(validated, images, config)
         extra["shards_included"] = json_metadata(shards)

@@ -2,7 +2,7 @@
 
 Why static hash shards: the full Visual Genome has about 108K images, and generation plus pass@2
 answering costs model calls per image. The work is split into :data:`STVQA_SHARD_COUNT` fixed
-partitions, an image belonging to shard ``sha256(image_id) mod 32`` (a stable hash, identical in
+partitions, an image belonging to shard ``stable_bucket(image_id, 32)`` (a SHA-256 of the id, identical in
 every process and Python version, unlike the salted built-in `hash()`). So:
 
 - shards run in parallel (one Dagster run per shard, on as many workers as there are);
@@ -18,18 +18,21 @@ every process and Python version, unlike the salted built-in `hash()`). So:
 >>> len(STVQA_SHARD_KEYS)
 32
 
-The assets receive ``scene_graphs`` from the IO manager; :func:`shard_rows` and :func:`image_rows`
-select from it (a ``polars.LazyFrame`` works too: then only the ids are read for every image, and the
-full rows, image bytes included, only for the selected images).
+The ``scene_graphs`` table's rows are grouped by shard (each row group holds one shard's images), so a shard
+step reads its rows from the file with :func:`read_shard_rows`: the ``image_id`` column of every row group,
+then only the row groups that hold its images (about 1/32 of the file). :func:`read_image_rows` reads given
+images the same way; :func:`shard_rows` and :func:`image_rows` select from a frame already in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from data_contracts.images import image_sha256
 from data_contracts.stable_hash import stable_bucket
@@ -70,6 +73,35 @@ def image_rows(scene_graphs: pl.DataFrame | pl.LazyFrame, image_ids: Iterable[st
     if not wanted:
         return table.head(0).collect()
     return table.filter(pl.col("image_id").is_in(wanted)).collect()
+
+
+def _read_matching(path: str | Path, wanted: Callable[[str], bool]) -> pl.DataFrame:
+    """The rows of a ``scene_graphs`` file whose ``image_id`` is ``wanted``, reading only the row groups that
+    hold one (through one handle, see :func:`data_contracts.parquet_files.read_parquet_file`)."""
+    with open(path, "rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        groups, ids = [], []
+        for index in range(parquet.num_row_groups):
+            group_ids = parquet.read_row_group(index, columns=["image_id"]).column(0).to_pylist()
+            matching = {image_id for image_id in group_ids if wanted(image_id)}
+            if matching:
+                groups.append(index)
+                ids.extend(matching)
+        if not groups:
+            return pl.from_arrow(parquet.schema_arrow.empty_table())
+        table = pl.from_arrow(parquet.read_row_groups(groups))
+    return table.filter(pl.col("image_id").is_in(ids))
+
+
+def read_shard_rows(path: str | Path, shard: str) -> pl.DataFrame:
+    """The ``scene_graphs`` rows of one shard, read from the table's file, sorted by image id."""
+    return _read_matching(path, lambda image_id: shard_of(image_id) == shard).sort("image_id")
+
+
+def read_image_rows(path: str | Path, image_ids: Iterable[str]) -> pl.DataFrame:
+    """The ``scene_graphs`` rows of the given images, read from the table's file, in file order."""
+    wanted = set(image_ids)
+    return _read_matching(path, wanted.__contains__)
 
 
 def shard_fingerprint(rows: pl.DataFrame, *extra: object) -> str:

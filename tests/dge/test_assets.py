@@ -36,7 +36,7 @@ from data_contracts.scene_geometry import SceneGeometry
 from data_contracts.storage import read_table, table_path, write_table
 from data_contracts.validation import check_frame
 from pipelines.io_manager import ParquetIOManager
-from tests.dge.scans import read_sample_scans
+from tests.dge.scans import SCAN_TABLE_SOURCES, read_sample_scans, write_scan_tables
 
 GOOD, DAMAGED, EMPTY = "scene0000_00", "scene0001_00", "scene0099_00"
 
@@ -72,8 +72,7 @@ def materialized(sample_world, tmp_path_factory):
         .alias("pose"),
     )
     root = work / "storage"
-    write_table(frames, table_path(root, "rgbd_frames"))
-    write_table(tables.scenes, table_path(root, "rgbd_scenes"))
+    write_scan_tables(frames, tables.scenes, root)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, [GOOD, DAMAGED, EMPTY])
     resources = {
@@ -85,8 +84,7 @@ def materialized(sample_world, tmp_path_factory):
         scene_geometry_asset,
         frame_visibility_asset,
         dge_tasks_asset,
-        dg.SourceAsset("rgbd_frames"),
-        dg.SourceAsset("rgbd_scenes"),
+        *SCAN_TABLE_SOURCES,
     ]
     results = {
         key: dg.materialize(
@@ -169,7 +167,10 @@ def test_image_tasks_asset(tmp_path):
     depth_dir = tmp_path / "depth"
     depth_dir.mkdir()
     _depth_file(depth_dir)
-    resources = {"io_manager": ParquetIOManager(root=str(tmp_path))}
+    resources = {
+        "io_manager": ParquetIOManager(root=str(tmp_path)),
+        "storage": StorageResource(root=str(tmp_path)),
+    }
     selection = [dge_image_tasks_asset, dg.SourceAsset("scene_graphs")]
     config = dg.RunConfig({"dge_image_tasks_asset": {"config": {"depth_dir": str(depth_dir)}}})
     result = dg.materialize(selection, resources=resources, run_config=config)
@@ -217,6 +218,7 @@ RUN_CONFIG_FIELDS = {
             "min_object_points",
             "max_stored_points",
             "seed",
+            "max_keyframes",
             *ComputeSettings.model_fields,
         },
     ),

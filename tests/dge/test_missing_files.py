@@ -20,13 +20,13 @@ from assets.dge.assets import (
 )
 from assets.resources import StorageResource, WorkersResource
 from data_contracts.quarantine import Quarantine
-from data_contracts.storage import table_path, write_table
+from data_contracts.storage import table_path
 from data_contracts.validation import check_frame
 from pipelines.io_manager import ParquetIOManager
-from tests.dge.scans import read_sample_scans
+from tests.dge.scans import SCAN_TABLE_SOURCES, read_sample_scans, write_scan_tables
 
 LATE, EARLY = "scene0000_00", "scene0001_00"
-SOURCES = [dg.SourceAsset("rgbd_frames"), dg.SourceAsset("rgbd_scenes")]
+SOURCES = SCAN_TABLE_SOURCES
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +40,7 @@ def broken(sample_world, tmp_path_factory):
         scans / EARLY / "color" / "1.jpg"
     ).unlink()  # gone after the frames table was read, before scene_geometry
     root = work / "storage"
-    write_table(tables.frames, table_path(root, "rgbd_frames"))
-    write_table(tables.scenes, table_path(root, "rgbd_scenes"))
+    write_scan_tables(tables.frames, tables.scenes, root)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, [LATE, EARLY])
     resources = {

@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import SCENES_PARTITIONS_NAME
+from assets.resources import WorkersResource
 from pipelines.cli import partition_range_tags
 
 
@@ -18,6 +19,7 @@ def materialize_sources(
     """One result per run made; the scan tables' run only when ``assets`` holds them (``scans_root``: the
     scan folders, default the configured sources')."""
     instance = dg.DagsterInstance.ephemeral()
+    resources = {"workers": WorkersResource(max_workers=1), **resources}  # the scan tables' worker pool
     results = []
     unpartitioned = [asset for asset in assets if asset.partitions_def is None]
     if unpartitioned:

@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.resources import SourcesResource, StorageResource
+from assets.resources import SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import SOURCE_ASSETS
 from data_contracts import scene_graphs
 from data_contracts.storage import read_table, table_path
@@ -17,6 +17,7 @@ def _resources(root, world):
         "io_manager": ParquetIOManager(root=str(root)),
         "storage": StorageResource(root=str(root)),
         "sources": SourcesResource(sample_world_root=str(world)),
+        "workers": WorkersResource(max_workers=1),
     }
 
 
@@ -39,6 +40,7 @@ def test_materialize_sources(tmp_path, small_world):
     ]
     assert {c.asset_key.to_user_string() for c in checks} == {
         "mcq_questions",
+        "mcq_images",
         "scene_graphs",
         "rgbd_frames",
         "rgbd_scenes",
@@ -48,7 +50,7 @@ def test_materialize_sources(tmp_path, small_world):
     metadata = materializations["scene_graphs"].materialization.metadata
     assert metadata["contract_version"].value == scene_graphs.CONTRACT_VERSION
     assert metadata["dagster/row_count"].value == read_table(tmp_path, "scene_graphs").height
-    assert "preview_image" in metadata and "data:image/png;base64" in metadata["preview_image"].value
+    assert "preview_image" in metadata and "data:image/jpeg;base64" in metadata["preview_image"].value
 
 
 def test_caches_load_with_datasets(tmp_path, small_world):
@@ -56,9 +58,13 @@ def test_caches_load_with_datasets(tmp_path, small_world):
 
     assert all(run.success for run in materialize_sources(SOURCE_ASSETS, _resources(tmp_path, small_world)))
     loaded = datasets.load_dataset(
-        "parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train"
+        "parquet", data_files=str(table_path(tmp_path, "mcq_images")), split="train"
     )
     assert loaded[0]["image"].size[0] > 0  # decoded as a PIL image
+    questions = datasets.load_dataset(
+        "parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train"
+    )
+    assert set(questions["image_sha256"]) == set(loaded["image_sha256"])  # each image stored once
 
 
 def test_broken_world_keeps_good_rows(tmp_path, world_copy):

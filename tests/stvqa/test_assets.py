@@ -94,7 +94,7 @@ def test_stage_metadata(built_chain):
     assert candidates["backend"] == "template" and candidates["shard"] == shards[0]
     assert set(candidates["counts_generated"]) == {"categories", "levels"}
     assert candidates["counts_kept"] == candidates["counts_generated"]
-    assert "data:image/png;base64" in candidates["preview_image"]
+    assert "data:image/jpeg;base64" in candidates["preview_image"]
     assert candidates["geometry"].endswith("world.json")
     validated, _ = _metadata(shard_results[shards[0]], "stvqa_validated")
     assert validated["pass_at_2_retention"] == 1.0 and validated["counts_before"] == validated["counts_after"]
@@ -105,7 +105,7 @@ def test_stage_metadata(built_chain):
     )
     assert final["quotas"]["relation"] == final["counts_after"]["categories"]["relation"]
     assert set(final["rows_by_split"]) == {"train", "val"}
-    assert "data:image/png;base64" in final["preview_image"]
+    assert "data:image/jpeg;base64" in final["preview_image"]
 
 
 def test_unchanged_shard_keeps_its_data_version(built_chain):
