@@ -125,6 +125,26 @@ EMPTY_ALLOWED_SOURCES = ("omnispatial", "spatialab", "visual_genome")
 """The sources `SourcesResource.allow_empty_sources` can name."""
 
 
+SCANNET_SCAN_FOLDERS = ("color", "depth", "pose", "intrinsic")
+"""Subfolders of one ScanNet scan (SensReader export)."""
+
+
+def scannet_scans_folder(root: Path) -> Path:
+    """The folder holding one folder per scan: ``root``, or its ``scans/`` when ``root`` is the ScanNet dataset's
+    folder (``scans/``, ``scans_test/``, the label files), so that neither partitions nor scans are named ``scans``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     (Path(folder) / "scans" / "scene0000_00").mkdir(parents=True)
+    ...     [scannet_scans_folder(Path(folder)).name, scannet_scans_folder(Path(folder) / "scans").name]
+    ['scans', 'scans']
+    """
+    scans = root / "scans"
+    if scans.is_dir() and not any((root / name).is_dir() for name in SCANNET_SCAN_FOLDERS):
+        return scans
+    return root
+
+
 class SourcesResource(dg.ConfigurableResource):
     """Paths of the raw data sets. A kind of source with no path configured reads the sample world.
 
@@ -200,7 +220,8 @@ class SourcesResource(dg.ConfigurableResource):
         default=1024, description="Longer-side scale of the VG150 h5 boxes (1024 or 512)."
     )
     scannet_root: str | None = Field(
-        default=None, description="ScanNet 'scans' folder with one folder per scene."
+        default=None,
+        description="ScanNet 'scans' folder with one folder per scene, or the dataset's folder that holds 'scans/'.",
     )
     arkitscenes_root: str | None = Field(
         default=None,
@@ -320,11 +341,14 @@ class SourcesResource(dg.ConfigurableResource):
             ARKITSCENES: (self.arkitscenes_root, "arkitscenes_root"),
             SCANNETPP: (self.scannetpp_root, "scannetpp_root"),
         }
-        return {
+        roots = {
             dataset: resolve_location(location, field)
             for dataset, (location, field) in configured.items()
             if location
         }
+        if SCANNET in roots:  # scannet_root may name the scans' folder or the dataset's folder above it
+            roots[SCANNET] = scannet_scans_folder(roots[SCANNET])
+        return roots
 
     def coco_instances(self, storage: StorageResource) -> Path:
         """COCO instances file (the sample world's when unset and the questions are the sample world's).

@@ -14,7 +14,9 @@ import polars as pl
 from data_contracts.origin import origin_column
 from data_contracts.scan_datasets import dataset_column
 
-CONTRACT_VERSION = "1.2.0"  # 1.2: ARKitScenes and ScanNet++ (object boxes, world_up); 1.1: origin
+CONTRACT_VERSION = (
+    "1.3.0"  # 1.3: axis_alignment; 1.2: ARKitScenes and ScanNet++ (object boxes, world_up); 1.1: origin
+)
 
 
 def _floats(size: int, description: str) -> dy.List:
@@ -86,6 +88,15 @@ class RgbdScenes(dy.Schema):
         description="The up direction the data set defines in the scan's world frame (unit vector; "
         "ARKitScenes and ScanNet++: [0, 0, 1], their worlds are gravity-aligned with z up); the floor's normal "
         "is then this axis, not a fitted one. Null where the data set does not say (ScanNet's raw poses).",
+    )
+    axis_alignment = dy.List(
+        dy.Float64(nullable=False),
+        nullable=True,
+        min_length=16,
+        max_length=16,
+        description="4x4 row-major 'axisAlignment' of the scan's '<scene>.txt' meta file: the rigid transform that "
+        "turns the scan's world frame (rgbd_frames.pose) z-up and axis-aligned, so its third row's rotation part "
+        "is the gravity 'up' direction in the world frame; null when the scan has none.",
     )
     source = dataset_column("the scan")
     origin = origin_column("scans")

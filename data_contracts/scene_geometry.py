@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataframely as dy
 import polars as pl
 
-CONTRACT_VERSION = "1.3.0"  # 1.3: annotated_boxes
+CONTRACT_VERSION = "1.4.0"  # 1.4: floor sources world_up, axis_alignment, camera_poses; 1.3: annotated_boxes
 
 GEOMETRY_SOURCES = ["scanned", "estimated"]
 OBJECT_POINT_SOURCES = ["mesh", "instance_masks", "annotated_boxes", "none"]
-FLOOR_SOURCES = ["ransac", "fallback"]
+FLOOR_SOURCES = ["ransac", "world_up", "axis_alignment", "camera_poses", "fallback"]
 
 
 def _vector(size: int, description: str | None = None) -> dy.List:
@@ -131,9 +131,11 @@ class SceneGeometry(dy.Schema):
     )
     floor_source = dy.String(
         nullable=False,
-        description="How the floor was found: 'ransac' (lowest well-supported upward plane, refined by least "
-        "squares) or 'fallback' (no plane qualified: the 1st percentile of heights along the cameras' mean up "
-        "direction).",
+        description="How the floor (and 'up') was found: 'ransac' (lowest well-supported upward plane, refined by "
+        "least squares; levelled on rgbd_scenes.world_up where the data set gives one); when no plane qualified, the "
+        "1st percentile of heights along the scan's gravity, 'world_up' (rgbd_scenes.world_up), 'axis_alignment' "
+        "(rgbd_scenes.axis_alignment) or 'camera_poses' (the cameras' common up axis); else "
+        "'fallback' (along the cameras' mean up direction, a guess: questions that depend on 'up' are withheld).",
     )
     floor_normal = _vector(
         3,

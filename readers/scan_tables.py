@@ -136,9 +136,10 @@ def scene_row(
     segs_path: Path | None = None,
     aggregation_path: Path | None = None,
     world_up: Sequence[float] | None = None,
+    axis_alignment: np.ndarray | None = None,
 ) -> dict:
     """One ``rgbd_scenes`` row (``objects``: ``{object_id, label, box}`` dicts, ``box`` None or
-    ``{centroid, axes, lengths}``)."""
+    ``{centroid, axes, lengths}``; ``axis_alignment``: ScanNet's 4x4 ``axisAlignment``)."""
     return {
         "scene_id": scene_id,
         "scene_dir": str(scene_dir),
@@ -148,6 +149,7 @@ def scene_row(
         "objects": [{"box": None, **item} for item in objects],
         "num_frames": int(num_frames),
         "world_up": None if world_up is None else [float(value) for value in world_up],
+        "axis_alignment": None if axis_alignment is None else np.asarray(axis_alignment).reshape(-1).tolist(),
         "source": source,
     }
 

@@ -7,6 +7,11 @@ Each frame's files are checked cheaply, since a scan has thousands of frames: th
 are read, and a colour JPEG or depth PNG that was cut short (no end-of-image marker, no ``IEND`` chunk;
 :func:`data_contracts.images.truncation_problem`) is quarantined, as is a frame lacking one of its files
 (the reason names the missing file's path). An empty scan folder gives one quarantine record.
+
+The scan's meta file ``<scene>.txt`` holds ``axisAlignment``, the 4x4 transform that turns the scan z-up
+and axis-aligned (ScanNet's train and validation scans have it): it is kept as the scene's
+``axis_alignment``, the gravity direction the DGE uses. A scan without one, or with one that is not a
+rigid 4x4 matrix (logged with the file), has none.
 """
 
 from __future__ import annotations
@@ -40,6 +45,40 @@ def read_matrix(path: Path, size: int) -> np.ndarray:
     if values.size != size * size:
         raise ValueError(f"{path} has {values.size} numbers, expected {size * size}")
     return values.reshape(size, size)
+
+
+def read_axis_alignment(meta_path: Path) -> np.ndarray | None:
+    """The ``axisAlignment`` 4x4 matrix of a ScanNet meta file (``<scene>.txt``), or None when there is none.
+
+    A line that is not 16 numbers forming a rigid transform is logged as a warning naming the file, and
+    the scan is read without it.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     meta = Path(folder) / "scene0000_00.txt"
+    ...     _ = meta.write_text("axisAlignment = 0 1 0 -2 -1 0 0 3 0 0 1 -0.05 0 0 0 1\\ncolorHeight = 968\\n")
+    ...     read_axis_alignment(meta)[:3, :3].tolist()
+    [[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    if not meta_path.is_file():
+        return None
+    for line in meta_path.read_text(errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() != "axisAlignment":
+            continue
+        try:
+            matrix = np.array(value.split(), dtype=np.float64).reshape(4, 4)
+        except ValueError:
+            logger.warning("%s: axisAlignment is not 16 numbers; the scan is read without it", meta_path)
+            return None
+        problem = rigid_pose_problem(matrix)
+        if problem:
+            logger.warning(
+                "%s: axisAlignment is not usable (%s); the scan is read without it", meta_path, problem
+            )
+            return None
+        return matrix
+    return None
 
 
 def _numeric_frames(folder: Path, suffixes: Iterable[str]) -> dict[int, Path]:
@@ -161,6 +200,7 @@ def read_scannet_scene(
             )
     mesh = scene_dir / f"{scene_id}_vh_clean_2.ply"
     segs = scene_dir / f"{scene_id}_vh_clean_2.0.010000.segs.json"
+    alignment = read_axis_alignment(scene_dir / f"{scene_id}.txt")
     scene = scene_row(
         scene_id=scene_id,
         scene_dir=scene_dir,
@@ -170,6 +210,7 @@ def read_scannet_scene(
         objects=objects,
         num_frames=len(frames),
         source=source,
+        axis_alignment=alignment,
     )
     return frames, scene, log
 

@@ -28,7 +28,14 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from filelock import FileLock  # noqa: E402
 
-SMALL_WORLD = {"seed": 7, "num_scenes": 2, "views_per_scene": 3, "width": 160, "height": 120}
+SMALL_WORLD = {
+    "seed": 7,
+    "num_scenes": 2,
+    "views_per_scene": 3,
+    "width": 160,
+    "height": 120,
+    "camera_path": "loop",
+}
 LAYOUT_WORLD = {
     "seed": 3,
     "num_scenes": 0,
@@ -38,6 +45,7 @@ LAYOUT_WORLD = {
     "arkitscenes_videos": 4,
     "scannetpp_scenes": 2,
     "scan_realism": "exact",
+    "camera_path": "loop",
 }
 """The rooms written as ARKitScenes videos (sky directions Left, Up, Right, Down) and ScanNet++ scenes, exact."""
 

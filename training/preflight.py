@@ -2,7 +2,7 @@
 
 Usage::
 
-    spatial-train preflight --config training/recipes/spatialcore_8b.yaml --gpus 8 --gpu-memory-gib 80
+    spatial-train preflight --config training/recipes/spatialcore_8b.yaml --gpus 8 --gpu h100-80gb
     spatial-train preflight --config training/recipes/spatialthinker_7b.yaml --accelerate-config \\
         training/recipes/accelerate/zero3_8gpu.yaml --data_root DATA
     spatial-train preflight --config training/recipes/spatialthinker_7b_vllm_server.yaml \\
@@ -12,16 +12,25 @@ Without a GPU and without downloads, from the model's shape (`training.architect
 cached `config.json`, else the recipe models' published configs) and from the training table (the
 longest prompt in tokens, image tokens included, plus `max_completion_length`), it prints one budget
 per GPU: weights (ZeRO stage, LoRA), optimizer state and gradients, activations of one micro-batch,
-the colocated vLLM engine's share (its weights, its overhead and the KV cache that is left, per token
-and for the context the data needs), and a verdict. It exits with status 1 and one sentence naming
-the first violation:
+the colocated vLLM engine's share (its weights, its overhead, the activations of its start-up profiling
+run on a largest image, and the KV cache that is left, per token and for the context the data needs),
+and a verdict. With `vllm_enable_sleep_mode` the engine is asleep while the policy trains and awake
+beside the policy's weights and trainable state while it generates: both phases are budgeted. The GPU
+is named (`--gpu h100-80gb`, `h200`, `a100-80gb`, `a100-40gb`, `l40s`: the memory CUDA reports for
+each, `GPU_MEMORY_GIB`) or given in GiB (`--gpu-memory-gib`). It exits with status 1 and one sentence
+naming the first violation:
 
 * the vLLM engine cannot hold one sequence of its context (`vllm_max_model_length`; unset, vLLM sizes
   the engine for the model's full context: 262,144 tokens for Qwen3-VL, 36 GiB of KV cache for the 8B);
 * the tensor-parallel size does not divide the attention heads (vLLM's or the `trl vllm-serve` one);
 * the context is shorter than the longest prompt + completion (`vllm_max_model_length`, the model's
   positions);
-* the generation batch is not a multiple of the group size;
+* a batch setting TRL's `GRPOConfig` refuses (the generation batch not a multiple of the global batch or
+  of the group size, fewer than 2 generations, ...): checked by the config's own rules, which a test holds
+  equal to constructing it (`grpo_config_rules_problem`); with `--check-packages`, where TRL is installed,
+  the config itself is constructed with the recipe's values for the number of GPUs (every rule of TRL and
+  transformers, at the cost of importing them: several CPU seconds); `spatial-train grpo` constructs it on
+  the machine itself;
 * vision LoRA on a model without a vision encoder;
 * the estimated peak does not fit in the GPU;
 * DeepSpeed, vLLM or flash-attn missing (checked with `--check-packages`, and always inside
@@ -39,8 +48,10 @@ token is at least one byte), and the table says so.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -60,12 +71,31 @@ from training.recipe_file import Recipe, RecipeFileError, read_recipe
 logger = logging.getLogger(__name__)
 
 GIB = 2**30
-H100_MEMORY_GIB = 79.6  # an "80 GB" H100 / A100 as CUDA reports it (85,520,809,984 bytes)
+GPU_MEMORY_GIB = {
+    "h100-80gb": 79.6,
+    "h200": 139.7,
+    "a100-80gb": 79.3,
+    "a100-40gb": 39.5,
+    "l40s": 44.3,
+}
+"""Memory of one GPU, by `--gpu` name: the total CUDA reports (`torch.cuda.get_device_properties(i).total_memory`,
+GiB, rounded down), less than the marketing size (an "80 GB" H100 has 85,520,809,984 bytes, 79.6 GiB)."""
+GPU_LABELS = {
+    "h100-80gb": "H100 80GB",
+    "h200": "H200 141GB",
+    "a100-80gb": "A100 80GB",
+    "a100-40gb": "A100 40GB",
+    "l40s": "L40S 48GB",
+}
+DEFAULT_GPU = "h100-80gb"
+H100_MEMORY_GIB = GPU_MEMORY_GIB[DEFAULT_GPU]
 # CUDA context, NCCL buffers and the caching allocator's fragmentation, per GPU.
 RUNTIME_RESERVE_GIB = 2.0
-# vLLM's own use beyond weights and KV cache: the profiled activation peak at TRL's 4,096 batched
-# tokens, the sampler, CUDA graphs and non-torch memory.
-VLLM_OVERHEAD_GIB = 2.0
+# vLLM's own use beyond weights, KV cache and its profiling run's activations: CUDA graphs, the sampler's
+# buffers and memory outside torch (NCCL, cuBLAS workspaces).
+VLLM_RUNTIME_GIB = 1.5
+# TRL's colocated engine: `max_num_batched_tokens` (the language model's profiling run).
+VLLM_BATCHED_TOKENS = 4096
 # `trl vllm-serve --gpu_memory_utilization` default.
 VLLM_SERVE_MEMORY_UTILIZATION = 0.9
 # TRL's chunked log-prob head projects 4,096 tokens at a time.
@@ -97,10 +127,14 @@ class Machine:
     Attributes:
         gpus: training processes, one per GPU (all machines together).
         gpu_memory_gib: memory of one GPU; `None` skips the memory checks (no GPU to check against).
+        gpu_label: what the memory is (a `--gpu` name, `--gpu-memory-gib`, the GPU here), for the report.
         zero_stage: DeepSpeed ZeRO stage (0: DDP, no DeepSpeed); `None` follows the recipe (3 for full
             fine-tuning, as the recipes' ZeRO-3 accelerate configs; 0 for LoRA).
         server_tensor_parallel_size: `trl vllm-serve --tensor_parallel_size` of a server-mode run.
         check_packages: report a missing vLLM / DeepSpeed / flash-attn as a violation.
+        trl_config: how the batch settings are checked: by `GRPOConfig`'s `rules` (no import), by constructing
+            it (`construct`, where TRL is installed; else its rules), or `parsed`: the trainer's parser has built
+            the config already (`machine_here`), so they hold.
     """
 
     gpus: int = 8
@@ -108,6 +142,27 @@ class Machine:
     zero_stage: int | None = None
     server_tensor_parallel_size: int | None = None
     check_packages: bool = False
+    gpu_label: str = f"{GPU_LABELS[DEFAULT_GPU]}, --gpu {DEFAULT_GPU}"
+    trl_config: str = "rules"
+
+    @classmethod
+    def named(cls, gpu: str, gpus: int = 8, **fields) -> Machine:
+        """`gpus` GPUs of the named kind (a key of `GPU_MEMORY_GIB`).
+
+        >>> machine = Machine.named("a100-40gb", gpus=4)
+        >>> machine.gpu_memory_gib, machine.gpu_label
+        (39.5, 'A100 40GB, --gpu a100-40gb')
+        """
+        if gpu not in GPU_MEMORY_GIB:
+            raise PreflightError(
+                f"unknown GPU {gpu!r}: name one of {', '.join(GPU_MEMORY_GIB)} or give --gpu-memory-gib"
+            )
+        return cls(
+            gpus=gpus,
+            gpu_memory_gib=GPU_MEMORY_GIB[gpu],
+            gpu_label=f"{GPU_LABELS[gpu]}, --gpu {gpu}",
+            **fields,
+        )
 
 
 @dataclass
@@ -166,11 +221,18 @@ class Report:
     engine_lines: list[BudgetLine] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    generation_gib: float | None = None
+    """With `vllm_enable_sleep_mode`: one GPU while generating (the engine awake beside the policy), else None."""
+
+    @property
+    def training_gib(self) -> float:
+        """One GPU while the policy trains (the budget lines' sum)."""
+        return sum(line.gib for line in self.lines)
 
     @property
     def total_gib(self) -> float:
-        """The estimated peak of one GPU."""
-        return sum(line.gib for line in self.lines)
+        """The estimated peak of one GPU: the larger of the training and the generating phase."""
+        return max(self.training_gib, self.generation_gib or 0.0)
 
     @property
     def violations(self) -> list[Check]:
@@ -190,7 +252,11 @@ class Report:
         """The report as text: header, model and data, the budget table, the checks, the verdict."""
         out = io.StringIO()
         recipe, machine, shape = self.recipe, self.machine, self.shape
-        memory = f"{machine.gpu_memory_gib:g} GiB" if machine.gpu_memory_gib else "memory not checked"
+        memory = (
+            f"{machine.gpu_memory_gib:g} GiB ({machine.gpu_label})"
+            if machine.gpu_memory_gib
+            else "memory not checked"
+        )
         engine = "DDP (no DeepSpeed)" if self.zero_stage == 0 else f"DeepSpeed ZeRO-{self.zero_stage}"
         out.write(
             f"preflight of {recipe.path or 'the command-line recipe'} ({recipe.kind}): "
@@ -226,13 +292,25 @@ class Report:
             if line.label.startswith("vLLM engine"):
                 for part in self.engine_lines:
                     out.write(f"    {part.label.ljust(width - 4)} {part.gib:7.2f}  {part.how}\n")
-        if machine.gpu_memory_gib:
+        phases = [("total (estimate)", self.training_gib)]
+        if self.generation_gib is not None:
+            phases = [
+                ("training (estimate)", self.training_gib),
+                ("generating (estimate)", self.generation_gib),
+            ]
+        for label, gib in phases:
+            if machine.gpu_memory_gib:
+                out.write(
+                    f"  {label.ljust(width - 2)} {gib:7.2f}  of {machine.gpu_memory_gib:g} GiB "
+                    f"({machine.gpu_memory_gib - gib:+.2f} GiB left)\n"
+                )
+            else:
+                out.write(f"  {label.ljust(width - 2)} {gib:7.2f}\n")
+        if self.generation_gib is not None:
             out.write(
-                f"  {'total (estimate)'.ljust(width - 2)} {self.total_gib:7.2f}  of {machine.gpu_memory_gib:g} GiB "
-                f"({machine.gpu_memory_gib - self.total_gib:+.2f} GiB left)\n"
+                "  (vllm_enable_sleep_mode: the engine sleeps while the policy trains; while it generates, the engine's "
+                "share sits beside the policy's weights, reference, trainable state and runtime, without activations)\n"
             )
-        else:
-            out.write(f"  {'total (estimate)'.ljust(width - 2)} {self.total_gib:7.2f}\n")
         out.write("\nchecks\n")
         for check in self.checks:
             mark = {True: "ok  ", False: "FAIL", None: "--  "}[check.ok]
@@ -545,7 +623,10 @@ def memory_budget(
     (>= 2) and the weights (3). ZeRO-3 also gathers the largest unit (the embedding, or a layer) twice
     (the one in use and the prefetched one). The colocated vLLM engine takes
     `vllm_gpu_memory_utilization` of the GPU; inside it, its weights (divided by its tensor-parallel
-    size), `VLLM_OVERHEAD_GIB`, and the KV cache gets the rest.
+    size), `VLLM_RUNTIME_GIB`, the activations of its profiling run (`vllm_profile_bytes`), and the KV
+    cache gets the rest. With `vllm_enable_sleep_mode` the engine's line is 0 (asleep while training) and
+    the third value's `generation_gib` is the generating phase: every line but the activations, plus the
+    engine's share.
     """
     gpus, dtype_bytes = machine.gpus, _dtype_bytes(recipe)
     parameters = shape.parameter_count()
@@ -628,20 +709,41 @@ def memory_budget(
     if recipe["use_vllm"] and recipe["vllm_mode"] == "colocate" and machine.gpu_memory_gib:
         utilization = float(recipe["vllm_gpu_memory_utilization"])
         tensor_parallel = int(recipe["vllm_tensor_parallel_size"] or 1)
-        engine = vllm_engine(shape, utilization * machine.gpu_memory_gib, tensor_parallel, dtype_bytes=2)
-        sleep = (
-            " (released while training: vllm_enable_sleep_mode)" if recipe["vllm_enable_sleep_mode"] else ""
+        engine = vllm_engine(
+            shape,
+            utilization * machine.gpu_memory_gib,
+            tensor_parallel,
+            dtype_bytes=2,
+            max_sequences=_engine_max_sequences(recipe, machine),
         )
+        sleep = bool(recipe["vllm_enable_sleep_mode"])
+        share_how = f"vllm_gpu_memory_utilization {utilization:g} x {machine.gpu_memory_gib:g} GiB"
         lines.append(
             BudgetLine(
                 "vLLM engine (colocate)",
                 0.0 if sleep else engine["share_gib"],
-                f"vllm_gpu_memory_utilization {utilization:g} x {machine.gpu_memory_gib:g} GiB{sleep}",
+                f"{share_how}; asleep while training (vllm_enable_sleep_mode), awake while generating"
+                if sleep
+                else share_how,
             )
         )
+        if sleep:
+            engine["generation_gib"] = (
+                sum(line.gib for line in lines if line.label != "activations") + engine["share_gib"]
+            )
+        profile = engine["profile"]
         engine_lines = [
             BudgetLine("engine weights", engine["weights_gib"], f"bf16, tensor parallel {tensor_parallel}"),
-            BudgetLine("engine overhead", VLLM_OVERHEAD_GIB, "activations at 4,096 batched tokens, graphs"),
+            BudgetLine(
+                "engine profiling run",
+                engine["profile_gib"],
+                f"the larger of: the vision encoder on a largest image ({profile['image_tokens']:,} tokens) "
+                f"{profile['vision'] / GIB:.2f}, the language model on {VLLM_BATCHED_TOKENS:,} batched tokens "
+                f"and the sampler {profile['language'] / GIB:.2f}",
+            ),
+            BudgetLine(
+                "engine runtime", VLLM_RUNTIME_GIB, "CUDA graphs, sampler buffers, memory outside torch"
+            ),
             BudgetLine(
                 "KV cache",
                 max(engine["kv_gib"], 0.0),
@@ -651,14 +753,62 @@ def memory_budget(
     return lines, engine_lines, engine
 
 
-def vllm_engine(shape: ModelShape, share_gib: float, tensor_parallel: int, dtype_bytes: int = 2) -> dict:
-    """A vLLM engine's memory: its share, weights per rank, overhead, and the KV cache left (GiB, tokens)."""
+def _engine_max_sequences(recipe: Recipe, machine: Machine) -> int:
+    """`max_num_seqs` TRL gives its colocated engine: per device x tensor parallel x steps per generation."""
+    steps = _steps_per_generation(recipe, machine.gpus) or 1
+    return int(recipe["per_device_train_batch_size"]) * int(recipe["vllm_tensor_parallel_size"] or 1) * steps
+
+
+def vllm_profile_bytes(shape: ModelShape, tensor_parallel: int = 1, max_sequences: int = 256) -> dict:
+    """Activations of the profiling run vLLM makes at start-up (bytes per rank), before it sizes the KV cache.
+
+    vLLM runs the vision encoder on a largest image (`ImageRule.most_tokens` tokens, 4 patches each after
+    the 2 x 2 merge: 16,384 tokens for Qwen3-VL and Qwen2.5-VL) and the language model on
+    `VLLM_BATCHED_TOKENS` tokens, then samples `max_sequences` rows of logits; the KV cache gets what the
+    peak leaves. Inference keeps no activations across layers, so each part is one block's working set in
+    bf16: the vision encoder about 4 hidden + 2 intermediate widths per patch (plus the merged image's
+    embeddings, one per DeepStack layer too), the language model 4 hidden + 2 intermediate widths per
+    token, the sampler fp32 logits and log-probs.
+
+    >>> from training.architectures import published_shape
+    >>> parts = vllm_profile_bytes(published_shape("Qwen/Qwen3-VL-8B-Thinking"), 1, 64)
+    >>> parts["image_tokens"], round(parts["vision"] / GIB, 2), round(parts["language"] / GIB, 2)
+    (16384, 2.11, 0.38)
+    """
+    language = (
+        VLLM_BATCHED_TOKENS * (4 * shape.hidden_size + 2 * shape.intermediate_size) * 2 / tensor_parallel
+    )
+    sampler = max_sequences * shape.vocab_size * 4 * 2
+    vision, image_tokens = 0.0, 0
+    if shape.vision is not None and shape.image_rule is not None:
+        image_tokens = shape.image_rule.most_tokens
+        patches = image_tokens * shape.vision.spatial_merge_size**2
+        block = (
+            patches
+            * (4 * shape.vision.hidden_size + 2 * shape.vision.intermediate_size)
+            * 2
+            / tensor_parallel
+        )
+        embeddings = image_tokens * shape.hidden_size * 2 * (1 + shape.vision.deepstack_layers)
+        vision = block + embeddings
+    return {"language": language + sampler, "vision": vision, "image_tokens": image_tokens}
+
+
+def vllm_engine(
+    shape: ModelShape, share_gib: float, tensor_parallel: int, dtype_bytes: int = 2, max_sequences: int = 256
+) -> dict:
+    """A vLLM engine's memory: its share, weights per rank, profiling run, and the KV cache left (GiB, tokens)."""
     weights = shape.parameter_count() * dtype_bytes / tensor_parallel / GIB
-    kv_gib = share_gib - weights - VLLM_OVERHEAD_GIB
+    profile = vllm_profile_bytes(shape, tensor_parallel, max_sequences)
+    profile_gib = max(profile["language"], profile["vision"]) / GIB
+    kv_gib = share_gib - weights - profile_gib - VLLM_RUNTIME_GIB
     kv_per_token = shape.kv_cache_bytes_per_token(tensor_parallel)
     return {
         "share_gib": share_gib,
         "weights_gib": weights,
+        "profile": profile,
+        "profile_gib": profile_gib,
+        "overhead_gib": profile_gib + VLLM_RUNTIME_GIB,
         "kv_gib": kv_gib,
         "kv_per_token": kv_per_token,
         "kv_tokens": int(kv_gib * GIB // kv_per_token) if kv_gib > 0 else 0,
@@ -681,6 +831,187 @@ def resolved_max_model_length(recipe: Recipe, context: int) -> int | None:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return context
     return int(value) if value is not None else None
+
+
+def _engine_refusal(report: Report, engine: dict, engine_context: int, need: float) -> str:
+    """The sentence refusing a colocated engine that cannot hold one sequence, naming the setting that helps.
+
+    Its share may not even hold its weights and overhead (the context does not matter then), the context may be
+    unset (vLLM sizes it for the model's full context), or the KV cache left may be too small for the context.
+    """
+    recipe, machine = report.recipe, report.machine
+    utilization = float(recipe["vllm_gpu_memory_utilization"])
+    fixed = engine["weights_gib"] + engine["overhead_gib"]
+    least = math.ceil(100 * (fixed + need) / machine.gpu_memory_gib) / 100
+    raise_it = (
+        f"raise vllm_gpu_memory_utilization to at least {least:.2f}"
+        if least <= 1.0
+        else "shard the engine (vllm_tensor_parallel_size) or use a GPU with more memory"
+    )
+    share = (
+        f"vllm_gpu_memory_utilization {utilization:g} of {machine.gpu_memory_gib:g} GiB "
+        f"({engine['share_gib']:.2f} GiB)"
+    )
+    if engine["kv_gib"] <= 0:
+        return (
+            f"the colocated vLLM engine cannot hold one sequence: its share, {share}, is smaller than its "
+            f"{engine['weights_gib']:.2f} GiB of weights and {engine['overhead_gib']:.2f} GiB of overhead (profiling "
+            f"run and runtime); {raise_it}."
+        )
+    head = (
+        f"the colocated vLLM engine cannot hold one sequence: {engine_context:,} tokens need {need:.2f} GiB of KV "
+        f"cache, and {share} leaves {engine['kv_gib']:.2f} GiB after {engine['weights_gib']:.2f} GiB of weights and "
+        f"{engine['overhead_gib']:.2f} GiB of overhead"
+    )
+    if not report.engine_context:
+        return (
+            f"{head} (vllm_max_model_length is unset, so vLLM sizes the engine for the model's full context); set "
+            f"vllm_max_model_length: auto ({report.needed_context:,} tokens for this data) or {raise_it}."
+        )
+    return f"{head}; {raise_it}."
+
+
+def _steps_per_generation(recipe: Recipe, processes: int) -> int:
+    """Steps per generation as TRL's GRPOConfig derives them (0 when its rules refuse the settings)."""
+    per_device = int(recipe["per_device_train_batch_size"])
+    if recipe["steps_per_generation"]:
+        return int(recipe["steps_per_generation"])
+    if recipe["generation_batch_size"]:
+        generation_batch = int(recipe["generation_batch_size"])
+        return (
+            generation_batch // (per_device * processes)
+            if generation_batch % (per_device * processes) == 0
+            else 0
+        )
+    return int(recipe["gradient_accumulation_steps"])
+
+
+def grpo_config_rules_problem(recipe: Recipe, processes: int) -> str | None:
+    """What TRL's `GRPOConfig` (1.16) would refuse in the recipe's values on `processes` GPUs, by its own rules.
+
+    The rules of `GRPOConfig.__post_init__`, for a machine without TRL (`grpo_config_problem` constructs the
+    config where TRL is installed; a test checks that both agree). `None` when they all hold.
+
+    >>> from training.recipe_file import Recipe
+    >>> grpo_config_rules_problem(Recipe("grpo", None, {"generation_batch_size": 100}), 1)
+    'generation_batch_size (100) must be divisible by the global batch size (8).'
+    """
+    per_device = int(recipe["per_device_train_batch_size"])
+    generations = int(recipe["num_generations"])
+    generation_batch, steps = recipe["generation_batch_size"], recipe["steps_per_generation"]
+    if recipe["log_completions_hub_repo"] is not None and not recipe["log_completions"]:
+        return (
+            "log_completions_hub_repo is set, but log_completions is False. Enable log_completions to upload "
+            "completions to the Hub, or unset log_completions_hub_repo."
+        )
+    if recipe["auto_find_batch_size"]:
+        return (
+            "auto_find_batch_size is not supported by GRPO, because the generation batch must contain full prompt "
+            "groups of num_generations completions, and reducing the batch size on out-of-memory breaks this invariant. "
+            "Set auto_find_batch_size=False and lower per_device_train_batch_size instead."
+        )
+    if generation_batch is not None and steps is not None:
+        return (
+            "'generation_batch_size' and 'steps_per_generation' can not be both configured at the same time"
+        )
+    if generation_batch is not None and int(generation_batch) % (per_device * processes):
+        return (
+            f"generation_batch_size ({generation_batch}) must be divisible by the global batch size "
+            f"({per_device * processes})."
+        )
+    if generation_batch is None:
+        generation_batch = per_device * processes * int(steps or recipe["gradient_accumulation_steps"])
+    if str(recipe["eval_strategy"] or "no") != "no":
+        eval_generations = int(recipe["num_generations_eval"] or generations)
+        eval_batch = int(recipe["per_device_eval_batch_size"])
+        if (eval_batch * processes) % eval_generations:
+            return (
+                f"The global eval batch size ({eval_batch} * {processes}) must be divisible by the number of "
+                f"generations used for evaluation ({eval_generations})."
+            )
+    if int(generation_batch) % generations:
+        return f"generation_batch_size ({generation_batch}) must be divisible by num_generations ({generations})."
+    if generations < 2:
+        return (
+            "GRPO requires at least 2 generations per prompt to calculate the advantages. You provided "
+            f"{generations}, which is less than the minimum required."
+        )
+    clip_min, clip_max = (
+        recipe["vllm_importance_sampling_clip_min"],
+        recipe["vllm_importance_sampling_clip_max"],
+    )
+    if recipe["vllm_importance_sampling_cap"] is not None:
+        clip_max = recipe["vllm_importance_sampling_cap"]
+    if clip_min is not None and clip_max is not None and float(clip_min) >= float(clip_max):
+        return (
+            f"vllm_importance_sampling_clip_min ({clip_min}) must be less than vllm_importance_sampling_clip_max "
+            f"({clip_max})."
+        )
+    if (
+        recipe["vllm_importance_sampling_correction"]
+        and recipe["vllm_importance_sampling_mode"] in ("token_truncate", "sequence_truncate")
+        and clip_min is None
+        and clip_max is None
+    ):
+        return (
+            "At least one of `vllm_importance_sampling_clip_min` or `vllm_importance_sampling_clip_max` must be set "
+            "when `vllm_importance_sampling_mode` is a `*_truncate` mode."
+        )
+    return None
+
+
+CONSTRUCTED = "TRL's GRPOConfig constructed"
+BY_RULES = "GRPOConfig's rules, without TRL"
+PARSED = "TRL's GRPOConfig, as the trainer parsed it"
+TRL_CONFIG_NEUTRAL = {
+    "bf16": False,
+    "fp16": False,
+    "tf32": None,
+    "use_cpu": True,
+    "report_to": "none",
+    "push_to_hub": False,
+    "deepspeed": None,
+    "vllm_max_model_length": None,
+}
+"""Values set to construct `GRPOConfig` on any machine: precision, device and reporting settings are checked where the
+run starts (`spatial-train grpo` constructs the real config there), not here."""
+
+
+def trl_config_problem(recipe: Recipe, processes: int) -> str | None:
+    """The error TRL's `GRPOConfig` raises for the recipe's values on `processes` GPUs, or `None` (TRL imported).
+
+    The config is built in this one process with the per-device batch sizes multiplied by `processes`: its rules
+    read them only through the global batch (per device x processes), so they see the same numbers.
+    """
+    import dataclasses
+    import tempfile
+    import warnings
+
+    from trl import GRPOConfig
+
+    names = {item.name for item in dataclasses.fields(GRPOConfig) if item.init}
+    values = {key: value for key, value in recipe.values.items() if key in names}
+    values.update(TRL_CONFIG_NEUTRAL)
+    values["per_device_train_batch_size"] = int(recipe["per_device_train_batch_size"]) * processes
+    values["per_device_eval_batch_size"] = int(recipe["per_device_eval_batch_size"]) * processes
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values["output_dir"] = folder
+        try:
+            GRPOConfig(**values)
+        except ValueError as error:
+            return str(error).strip().splitlines()[0]
+    return None
+
+
+def grpo_config_problem(recipe: Recipe, processes: int, construct: bool = True) -> tuple[str | None, str]:
+    """(what TRL's GRPOConfig refuses in the recipe on `processes` GPUs or None, how it was checked).
+
+    Constructed with TRL where it is installed (and `construct`), else by `grpo_config_rules_problem`.
+    """
+    if construct and importlib.util.find_spec("trl") is not None:
+        return trl_config_problem(recipe, processes), CONSTRUCTED
+    return grpo_config_rules_problem(recipe, processes), BY_RULES
 
 
 def _package_problems(recipe: Recipe, zero_stage: int) -> list[str]:
@@ -708,23 +1039,8 @@ def _checks(report: Report, engine: dict) -> None:
     if colocate and engine:
         engine_context = report.engine_context or shape.max_position_embeddings
         need = engine_context * engine["kv_per_token"] / GIB
-        unset = (
-            ""
-            if report.engine_context
-            else " (vllm_max_model_length is unset, so vLLM sizes the engine for the model's full context)"
-        )
         if engine["kv_gib"] < need:
-            checks.append(
-                Check(
-                    "vLLM engine",
-                    False,
-                    f"the colocated vLLM engine cannot hold one sequence: {engine_context:,} tokens need "
-                    f"{need:.2f} GiB of KV cache, and vllm_gpu_memory_utilization {recipe['vllm_gpu_memory_utilization']:g} "
-                    f"of {machine.gpu_memory_gib:g} GiB leaves {max(engine['kv_gib'], 0):.2f} GiB after "
-                    f"{engine['weights_gib']:.2f} GiB of weights{unset}; set vllm_max_model_length (auto: "
-                    f"{context:,}) or raise vllm_gpu_memory_utilization.",
-                )
-            )
+            checks.append(Check("vLLM engine", False, _engine_refusal(report, engine, engine_context, need)))
         else:
             sequences = int(engine["kv_gib"] // need)
             checks.append(
@@ -804,24 +1120,35 @@ def _checks(report: Report, engine: dict) -> None:
             )
         )
 
-    # 4. batch and group
+    # 4. batch and group: every rule of TRL's GRPOConfig
     if recipe.kind == "grpo":
-        generations = int(recipe["num_generations"])
-        per_device = int(recipe["per_device_train_batch_size"])
-        steps = recipe["steps_per_generation"] or recipe["gradient_accumulation_steps"]
-        generation_batch = recipe["generation_batch_size"] or per_device * machine.gpus * int(steps)
-        ok = generation_batch % generations == 0
-        checks.append(
-            Check(
-                "batch",
-                ok,
-                f"generation batch {generation_batch} ({per_device} per GPU x {machine.gpus} GPUs x {steps} steps) "
-                f"holds {generation_batch // generations} groups of {generations}"
-                if ok
-                else f"the generation batch of {generation_batch} completions ({per_device} per GPU x {machine.gpus} "
-                f"GPUs x {steps} steps) is not a multiple of num_generations {generations}.",
-            )
+        problem, how = (
+            (None, PARSED)
+            if machine.trl_config == "parsed"
+            else grpo_config_problem(recipe, machine.gpus, construct=machine.trl_config == "construct")
         )
+        if problem:
+            by_rules = "" if how == CONSTRUCTED else " (checked by its rules, without TRL)"
+            checks.append(
+                Check(
+                    "batch",
+                    False,
+                    f"TRL's GRPOConfig refuses the recipe on {machine.gpus} GPU(s){by_rules}: {problem.rstrip('.')}.",
+                )
+            )
+        else:
+            generations = int(recipe["num_generations"])
+            per_device = int(recipe["per_device_train_batch_size"])
+            steps = _steps_per_generation(recipe, machine.gpus)
+            generation_batch = per_device * machine.gpus * steps
+            checks.append(
+                Check(
+                    "batch",
+                    True,
+                    f"generation batch {generation_batch} = {per_device} per GPU x {machine.gpus} GPUs x {steps} "
+                    f"steps per generation, {generation_batch // generations} groups of {generations} ({how})",
+                )
+            )
 
     # 5. vision LoRA
     if recipe["use_peft"] and recipe["vision_lora"]:
@@ -840,17 +1167,26 @@ def _checks(report: Report, engine: dict) -> None:
     if machine.gpu_memory_gib:
         total = report.total_gib
         ok = total <= machine.gpu_memory_gib
-        checks.append(
-            Check(
-                "memory",
-                ok,
-                f"estimated peak {total:.2f} of {machine.gpu_memory_gib:g} GiB"
-                if ok
-                else f"the estimated peak of one GPU, {total:.2f} GiB, exceeds its {machine.gpu_memory_gib:g} GiB; "
-                "lower per_device_train_batch_size (raise gradient_accumulation_steps to keep the update), "
-                "vllm_gpu_memory_utilization, or use ZeRO-3.",
+        generating = report.generation_gib is not None and report.generation_gib >= report.training_gib
+        if ok:
+            text = f"estimated peak {total:.2f} of {machine.gpu_memory_gib:g} GiB" + (
+                " (while generating)" if generating else ""
             )
-        )
+        elif generating:
+            text = (
+                f"while generating, the awake vLLM engine's {engine['share_gib']:.2f} GiB "
+                f"(vllm_gpu_memory_utilization {recipe['vllm_gpu_memory_utilization']:g}) beside the policy's "
+                f"{total - engine['share_gib']:.2f} GiB (weights, trainable state, runtime) needs {total:.2f} GiB of "
+                f"one GPU's {machine.gpu_memory_gib:g} GiB (vllm_enable_sleep_mode frees the engine between "
+                "generations, not during them); lower vllm_gpu_memory_utilization or use ZeRO-3."
+            )
+        else:
+            text = (
+                f"the estimated peak of one GPU, {total:.2f} GiB, exceeds its {machine.gpu_memory_gib:g} GiB; "
+                "lower per_device_train_batch_size (raise gradient_accumulation_steps to keep the update), "
+                "vllm_gpu_memory_utilization, or use ZeRO-3."
+            )
+        checks.append(Check("memory", ok, text))
     else:
         checks.append(Check("memory", None, "not checked: no GPU memory given"))
 
@@ -950,6 +1286,7 @@ def run_preflight(
     report.lines, report.engine_lines, engine = memory_budget(
         recipe, shape, machine, zero_stage, context, image_tokens
     )
+    report.generation_gib = engine.get("generation_gib")
     _checks(report, engine)
     _notes(report)
     return report
@@ -980,11 +1317,20 @@ def machine_here(check_packages: bool = True) -> Machine:
     stage = 0
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
         stage = int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "0") or 0)
-    memory = None
+    memory, label = None, "no GPU here"
     if torch.cuda.is_available():
         device = int(os.environ.get("LOCAL_RANK", "0"))
-        memory = round(torch.cuda.get_device_properties(device).total_memory / GIB, 1)
-    return Machine(gpus=gpus, gpu_memory_gib=memory, zero_stage=stage, check_packages=check_packages)
+        properties = torch.cuda.get_device_properties(device)
+        memory = math.floor(10 * properties.total_memory / GIB) / 10
+        label = f"{properties.name}, this machine"
+    return Machine(
+        gpus=gpus,
+        gpu_memory_gib=memory,
+        zero_stage=stage,
+        check_packages=check_packages,
+        gpu_label=label,
+        trl_config="parsed",
+    )
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -993,15 +1339,22 @@ def make_parser() -> argparse.ArgumentParser:
         prog="spatial-train preflight",
         description="Check a recipe against GPUs before booking them: memory budget per GPU, vLLM engine, "
         "tensor parallel size, context, batch, vision LoRA, packages. Other --key value flags override the recipe.",
-        usage="spatial-train preflight --config RECIPE [--gpus N] [--gpu-memory-gib G] [--key value ...]",
+        usage="spatial-train preflight --config RECIPE [--gpus N] [--gpu NAME | --gpu-memory-gib G] [--key value ...]",
     )
     parser.add_argument("--config", required=True, help="the recipe (training/recipes/*.yaml)")
     parser.add_argument("--gpus", type=int, default=None, help="training GPUs, all machines (default 8)")
     parser.add_argument(
+        "--gpu",
+        choices=sorted(GPU_MEMORY_GIB),
+        default=None,
+        help=f"the GPU, by name, with the memory CUDA reports for it ({', '.join(f'{name} {gib:g} GiB' for name, gib in GPU_MEMORY_GIB.items())}; "
+        f"default {DEFAULT_GPU})",
+    )
+    parser.add_argument(
         "--gpu-memory-gib",
         type=float,
-        default=H100_MEMORY_GIB,
-        help=f"memory of one GPU (default {H100_MEMORY_GIB}: an 80 GB H100)",
+        default=None,
+        help="memory of one GPU in GiB, for a GPU --gpu does not name",
     )
     parser.add_argument(
         "--zero-stage",
@@ -1030,7 +1383,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check-packages",
         action="store_true",
-        help="also fail when vLLM/DeepSpeed/flash-attn are missing here",
+        help="also fail when vLLM/DeepSpeed/flash-attn are missing here, and construct TRL's GRPOConfig from the "
+        "recipe where TRL is installed (every TRL and transformers rule; imports them)",
     )
     parser.add_argument(
         "--server-gpus",
@@ -1079,13 +1433,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if server_tensor_parallel is None and options.server_gpus:
             shape = load_shape(str(recipe["model_name_or_path"]))
             server_tensor_parallel = shape.valid_tensor_parallel_sizes(options.server_gpus)[-1]
-        machine = Machine(
-            gpus=options.gpus or gpus,
-            gpu_memory_gib=options.gpu_memory_gib,
-            zero_stage=stage,
-            server_tensor_parallel_size=server_tensor_parallel,
-            check_packages=options.check_packages,
-        )
+        fields = {
+            "gpus": options.gpus or gpus,
+            "zero_stage": stage,
+            "server_tensor_parallel_size": server_tensor_parallel,
+            "check_packages": options.check_packages,
+            "trl_config": "construct" if options.check_packages else "rules",
+        }
+        if options.gpu_memory_gib is not None:
+            if options.gpu is not None:
+                raise PreflightError("give the GPU by --gpu or its memory by --gpu-memory-gib, not both")
+            machine = Machine(
+                gpu_memory_gib=options.gpu_memory_gib,
+                gpu_label=f"--gpu-memory-gib {options.gpu_memory_gib:g}",
+                **fields,
+            )
+        else:
+            machine = Machine.named(options.gpu or DEFAULT_GPU, **fields)
         report = run_preflight(
             recipe, machine, data_root=recipe["data_root"], prompt_tokens=options.prompt_tokens
         )

@@ -107,6 +107,65 @@ def _class_fields(module: str, name: str) -> tuple[tuple[str, object], ...]:
     raise RecipeFileError(f"class {name} not found in {module}")
 
 
+def _help_text(value: ast.expr | None) -> str:
+    """The `metadata={"help": ...}` text of a dataclass field, `""` when it has none or it is not a literal."""
+    if not (
+        isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) == "field"
+    ):
+        return ""
+    for keyword in value.keywords:
+        if keyword.arg == "metadata" and isinstance(keyword.value, ast.Dict):
+            for key, text in zip(keyword.value.keys, keyword.value.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "help":
+                    try:
+                        return " ".join(str(ast.literal_eval(text)).split())
+                    except ValueError:
+                        return ""
+    return ""
+
+
+@cache
+def _class_help(module: str, name: str) -> tuple[tuple[str, str], ...]:
+    for node in _source_tree(module).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return tuple(
+                (statement.target.id, _help_text(statement.value))
+                for statement in node.body
+                if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+            )
+    raise RecipeFileError(f"class {name} not found in {module}")
+
+
+def recipe_help(kind: str) -> str:
+    """`spatial-train grpo|sft --help`: every recipe key with its default and help text, by dataclass, read from
+    the source files (nothing is imported).
+
+    >>> text = recipe_help("grpo")
+    >>> text.startswith("usage: spatial-train grpo --config RECIPE.yaml"), "--num_generations" in text
+    (True, True)
+    """
+    fields = recipe_fields(kind)
+    out = [
+        f"usage: spatial-train {kind} --config RECIPE.yaml [--key value ...]",
+        "",
+        f"Every key of a {kind} recipe, given as --key value, overrides the file's value (lists: --key v1 v2;",
+        "booleans: --key true|false). Keys by the dataclass that holds them, with their defaults:",
+    ]
+    shown: set[str] = set()
+    for module, name in RECIPE_CLASSES[kind]:
+        entries = [(key, text) for key, text in _class_help(module, name) if key not in shown]
+        if not entries:
+            continue
+        out += ["", f"{name} ({module}):"]
+        for key, text in entries:
+            shown.add(key)
+            default = fields.get(key, _MISSING)
+            out.append(f"  --{key}" if default is _MISSING else f"  --{key} (default {default!r})")
+            if text:
+                out.append(f"      {text}")
+    return "\n".join(out) + "\n"
+
+
 @cache
 def recipe_fields(kind: str) -> dict[str, object]:
     """Every key a `kind` recipe (`grpo` or `sft`) may set, with its literal default (`_MISSING` if none).

@@ -68,10 +68,14 @@ def model_problem(name: str | None) -> str | None:
     A folder must hold `config.json`. A name of the form `owner/model` is fine when it is in the Hugging
     Face cache, or when it is one of the recipe models (`training.architectures.PUBLISHED_CONFIGS`) and
     downloads are allowed (`HF_HUB_OFFLINE` unset); anything else (e.g. `outputs/tiny-qwen3-vl` before it
-    was built) would be retried against the hub and end in a traceback, so it is refused here, at once.
+    was built) would be retried against the hub and end in a traceback, so it is refused here, at once. A name
+    that can only be a path (`/data/models/x`, `./x`, `a/b/c`) is told how to build the folder, not to download
+    it.
 
     >>> model_problem("surely/not-here")  # doctest: +ELLIPSIS
     "model 'surely/not-here' is neither a folder here nor in the Hugging Face cache: ..."
+    >>> model_problem("/surely/not/here")  # doctest: +ELLIPSIS
+    'model folder /surely/not/here does not exist: build the tiny CPU model there with ...'
     """
     from pathlib import Path
 
@@ -89,9 +93,16 @@ def model_problem(name: str | None) -> str | None:
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     if str(name) in PUBLISHED_CONFIGS and not offline:
         return None
+    if not is_hub_id(str(name)) or (folder.parent != Path(".") and folder.parent.is_dir()):
+        return (
+            f"model folder {name} does not exist: build the tiny CPU model there with "
+            f"`python -m training.testing tiny-model {name}`, or set model_name_or_path to a model folder or a "
+            "Hugging Face model id."
+        )
     return (
-        f"model {name!r} is neither a folder here nor in the Hugging Face cache: build the tiny CPU model "
-        f"with `python -m training.testing tiny-model {name}`, or download it first (`hf download {name}`)."
+        f"model {name!r} is neither a folder here nor in the Hugging Face cache: if it is a folder, build the tiny "
+        f"CPU model there with `python -m training.testing tiny-model {name}`; if it is a Hugging Face model id, "
+        f"download it first (`hf download {name}`)."
     )
 
 

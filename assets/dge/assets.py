@@ -82,16 +82,18 @@ from data_contracts.validation import polars_schema
 logger = logging.getLogger(__name__)
 
 GROUP = "dge"
-# 9: visibility from points: the in-frame share is the smaller of the points' and the oriented box's; 8: a mesh
+# 10: gravity from the scan's axis alignment or the cameras' common up axis, the coverage term halved; 9: visibility from points: the in-frame share is the smaller of the points' and the oriented box's; 8: a mesh
 # object is whole (coverage 1), an instance-mask object cut off by every frame or floating above its support counts
 # what was unseen in its uncertainty; 7: a wall must cover a quarter of its side, the room's walled
 # sides are recorded; 6: instance-mask objects' tops raised to their masks' tops; 5: outward faces and legs of
 # instance-mask objects; 4: mask vote, settled noisy objects; 3: confidence, walls, faces, balanced tasks; 2: ray
 # cast.
-DGE_CODE_VERSION = "9"
-# The questions' own version (dge_tasks, dge_image_tasks): 8: max_answer_share of the questions a scene emits
+DGE_CODE_VERSION = "10"
+# The questions' own version (dge_tasks, dge_image_tasks): 9: camera turns below a half turn, gold letters drawn
+# uniformly per question, no question that needs "up" where it is a guess, the masks' shortfall, comparisons gated at
+# 0.5 m; 8: max_answer_share of the questions a scene emits
 # (none when every clear candidate has one answer); 7: room size only when walls bound every side; 6: origin.
-DGE_TASKS_CODE_VERSION = "8"
+DGE_TASKS_CODE_VERSION = "9"
 SCENE_GEOMETRY = "scene_geometry"
 FRAME_VISIBILITY = "frame_visibility"
 DGE_TASKS = "dge_tasks"

@@ -1,14 +1,23 @@
-"""The floor plane (seeded RANSAC) and the gravity-aligned frame built on it.
+"""The gravity direction of a scan, the floor plane (seeded RANSAC) and the gravity-aligned frame built on them.
 
-The cameras of a scan are held roughly upright, so the mean of their "up" axes (``-y`` of an
-OpenCV camera) is a prior for gravity. Among the points whose normals agree with that prior
-(floors, table tops, seats), planes are found one after another by a seeded RANSAC
+Gravity comes from the scan where it has it (:func:`scan_gravity`): ScanNet's ``axisAlignment`` (the meta
+file's transform that turns the scan z-up), else the cameras' common up axis (the axis every camera's
+horizontal ``x`` axis is perpendicular to, when the cameras turned enough to pin it down, see
+:func:`common_up_from_poses`). Without either, the mean of the cameras' "up" axes (``-y`` of an OpenCV
+camera) is only a prior: a camera looking down tilts it by its pitch. Among the points whose normals agree
+with the gravity direction or the prior (floors, table tops, seats), planes are found one after another by a
+seeded RANSAC
 (:func:`ransac_plane_inliers`: the same cloud and seed give the same plane in any process; open3d's
 multi-threaded ``segment_plane`` does not); the floor
 is the lowest of the well-supported planes within ``max_tilt_deg`` of the prior. The plane is
 refined by least squares on its inliers, then settled in the middle of the floor's points
 (:func:`settle_plane`): on a noisy scan the floor is a slab thicker than the RANSAC distance,
 RANSAC splits it, and the lowest piece lies a centimetre or two below the floor.
+
+When no plane qualifies, a scan with a gravity direction puts the floor at the lowest points along it
+(``floor_source`` names where "up" came from: ``world_up``, ``axis_alignment`` or ``camera_poses``); a scan
+with none
+has only the cameras' guess (``fallback``), and every question that depends on "up" is withheld.
 
 The gravity-aligned frame has ``z`` along the floor normal (up), the floor at ``z = 0`` and ``x``
 along the world ``x`` axis projected onto the floor, so for a scan whose world frame already has
@@ -63,6 +72,14 @@ class FloorSettings(pydantic.BaseModel):
     floor_settle_window_m: ClassVar[float] = 0.06
     """The floor plane is settled in the middle of the upward-facing points within this distance of it (see
     settle_plane)."""
+    gravity_min_turn_deg: ClassVar[float] = 30.0
+    """The cameras' common up axis pins gravity down only when their headings spread over at least this much (two
+    cameras this far apart, or the equivalent spread of many; see common_up_from_poses)."""
+    gravity_max_roll_deg: ClassVar[float] = 3.0
+    """... and when their horizontal axes lie within this root-mean-square angle of one plane (cameras held without
+    roll)."""
+    gravity_max_prior_angle_deg: ClassVar[float] = 60.0
+    """... and when the axis is within this angle of the cameras' mean up (upright cameras)."""
 
 
 DEFAULT_FLOOR_SETTINGS = FloorSettings()
@@ -108,6 +125,79 @@ def up_prior_from_poses(poses: list[np.ndarray]) -> np.ndarray:
     mean = ups.mean(axis=0)
     norm = np.linalg.norm(mean)
     return mean / norm if norm > 1e-9 else np.array([0.0, 0.0, 1.0])
+
+
+GRAVITY_FROM_WORLD_UP = "world_up"  # the data set's own up axis (rgbd_scenes.world_up)
+GRAVITY_FROM_AXIS_ALIGNMENT = "axis_alignment"
+GRAVITY_FROM_CAMERA_POSES = "camera_poses"
+
+
+def up_from_axis_alignment(alignment: np.ndarray) -> np.ndarray:
+    """The world frame's "up" of a scan whose ``axisAlignment`` turns it z-up: the aligned ``z`` axis in world terms.
+
+    The alignment maps world points to aligned ones (``aligned = A @ world``), so aligned ``z`` is the third row
+    of its rotation.
+
+    >>> turned = np.array([[0.0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 1]])  # world x is up
+    >>> up_from_axis_alignment(turned).tolist()
+    [1.0, 0.0, 0.0]
+    """
+    up = np.asarray(alignment, dtype=np.float64).reshape(4, 4)[2, :3]
+    return up / np.linalg.norm(up)
+
+
+def common_up_from_poses(
+    poses: list[np.ndarray], config: FloorSettings = DEFAULT_FLOOR_SETTINGS
+) -> np.ndarray | None:
+    """The axis all cameras' horizontal ``x`` axes are perpendicular to (gravity, for cameras held without roll).
+
+    Each upright camera's ``x`` axis (image right) lies in the horizontal plane, whatever its pitch, so the
+    plane through the ``x`` axes of cameras that turned is the horizon and its normal is up (the smallest
+    singular vector of the stacked axes). None when the cameras did not turn by ``gravity_min_turn_deg`` (the
+    second singular value of n axes spread over a turn of t degrees is about sqrt(n) sin(t / 2)), when the
+    axes are further than ``gravity_max_roll_deg`` from one plane, or when the axis is more than
+    ``gravity_max_prior_angle_deg`` from the cameras' mean up.
+
+    >>> def camera(yaw_deg, pitch_deg):
+    ...     yaw, pitch = np.radians(yaw_deg), np.radians(pitch_deg)
+    ...     forward = np.array([np.cos(yaw) * np.cos(pitch), np.sin(yaw) * np.cos(pitch), np.sin(pitch)])
+    ...     right = np.array([np.sin(yaw), -np.cos(yaw), 0.0])
+    ...     pose = np.eye(4); pose[:3, :3] = np.column_stack([right, np.cross(forward, right), forward])
+    ...     return pose
+    >>> up = common_up_from_poses([camera(0, -30), camera(50, -20), camera(120, -35)])
+    >>> np.round(up, 6).tolist()
+    [0.0, 0.0, 1.0]
+    >>> common_up_from_poses([camera(0, -30)]) is None, common_up_from_poses([camera(0, -30), camera(10, -20)]) is None
+    (True, True)
+    """
+    if len(poses) < 2:
+        return None
+    axes = np.stack([np.asarray(pose, dtype=np.float64)[:3, 0] for pose in poses])
+    _, singular, vt = np.linalg.svd(axes, full_matrices=False)
+    count = math.sqrt(len(poses))
+    if singular[1] / count < math.sin(math.radians(config.gravity_min_turn_deg) / 2):
+        return None
+    if singular[2] / count > math.sin(math.radians(config.gravity_max_roll_deg)):
+        return None
+    up = vt[2] / np.linalg.norm(vt[2])
+    prior = up_prior_from_poses(poses)
+    if up @ prior < 0:
+        up = -up
+    if up @ prior < math.cos(math.radians(config.gravity_max_prior_angle_deg)):
+        return None
+    return up
+
+
+def scan_gravity(
+    axis_alignment: np.ndarray | None, poses: list[np.ndarray], config: FloorSettings = DEFAULT_FLOOR_SETTINGS
+) -> tuple[np.ndarray | None, str]:
+    """The scan's own "up" and where it came from (``axis_alignment``, ``camera_poses``), or ``(None, "")``."""
+    if axis_alignment is not None:
+        return up_from_axis_alignment(axis_alignment), GRAVITY_FROM_AXIS_ALIGNMENT
+    up = common_up_from_poses(poses, config)
+    if up is not None:
+        return up, GRAVITY_FROM_CAMERA_POSES
+    return None, ""
 
 
 def refine_plane(points: np.ndarray) -> tuple[np.ndarray, float]:
@@ -257,7 +347,7 @@ def fit_floor_plane(
         planes.append((float(-offset), plane))
     if not planes:
         raise FloorNotFoundError(
-            f"no plane within {config.floor_max_tilt_deg} degrees of the cameras' up direction has "
+            f"no plane within {config.floor_max_tilt_deg} degrees of the up direction has "
             f">= {min_support} supporting points"
         )
     planes.sort(key=lambda item: item[0])

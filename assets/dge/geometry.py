@@ -28,7 +28,7 @@ configuration.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -46,11 +46,13 @@ from assets.dge.confidence import (
     support_gap,
 )
 from assets.dge.floor import (
+    GRAVITY_FROM_WORLD_UP,
     FloorNotFoundError,
     FloorPlane,
     FloorSettings,
     fit_floor_plane,
     gravity_transform,
+    scan_gravity,
     up_prior_from_poses,
 )
 from assets.dge.fusion import (
@@ -645,20 +647,38 @@ def _find_floor(
     records: list[FrameRecord],
     settings: SceneGeometrySettings,
     world_up: np.ndarray | None = None,
+    axis_alignment: Sequence[float] | None = None,
 ) -> tuple[FloorPlane, str]:
-    """The floor plane and how it was found (``ransac``, or ``fallback``: the lowest points along the up
-    direction). ``world_up``, the data set's up axis, is the floor's normal when given (the floor's height is
-    still found); else the cameras' mean up is the prior of a fitted plane."""
+    """The floor plane and how it was found: ``ransac``; or, when no plane qualifies, the lowest points along the
+    scan's gravity: the data set's up axis (``world_up``: ARKitScenes, ScanNet++), else the scan's own
+    (``axis_alignment``, ``camera_poses``: :func:`assets.dge.floor.scan_gravity`), else along the cameras' mean
+    up, a guess (``fallback``: the questions that depend on "up" are withheld). A fitted plane is levelled on
+    ``world_up`` when there is one (its height is still found)."""
     used_poses = [record.pose for record in records if record.frame_index in set(fused.used_frames)]
-    up = world_up if world_up is not None else up_prior_from_poses(used_poses)
+    if world_up is not None:
+        gravity, gravity_source = world_up, GRAVITY_FROM_WORLD_UP
+    else:
+        alignment = (
+            None if axis_alignment is None else np.asarray(axis_alignment, dtype=np.float64).reshape(4, 4)
+        )
+        gravity, gravity_source = scan_gravity(alignment, used_poses, settings)
+    up = gravity if gravity is not None else up_prior_from_poses(used_poses)
     try:
         plane = fit_floor_plane(fused.points, fused.normals, up, settings)
         if world_up is not None:
             plane = level_floor(plane, world_up, fused.points, fused.normals, settings.floor_settle_window_m)
         return plane, "ransac"
     except FloorNotFoundError as error:
+        if gravity is not None:
+            logger.warning(
+                "scene %s: %s; the floor is the lowest points along the %s", scene_id, error, gravity_source
+            )
+            return _fallback_floor(fused.points, gravity), gravity_source
         logger.warning(
-            "scene %s: %s; using the lowest points along the cameras' up direction", scene_id, error
+            "scene %s: %s, and the scan gives no gravity direction; using the lowest points along the cameras' up "
+            "direction, and no question that depends on 'up' is asked",
+            scene_id,
+            error,
         )
         return _fallback_floor(fused.points, up), "fallback"
 
@@ -809,7 +829,12 @@ def build_scan_geometry(
     fused = _fuse_scan(scene_id, records, source, config, log, progress)
     world_up = scene.get("world_up")
     floor, floor_source = _find_floor(
-        scene_id, fused, records, config, None if world_up is None else np.asarray(world_up, dtype=np.float64)
+        scene_id,
+        fused,
+        records,
+        config,
+        None if world_up is None else np.asarray(world_up, dtype=np.float64),
+        scene.get("axis_alignment"),
     )
     world_to_gravity = gravity_transform(floor)
     cloud = transform_points(world_to_gravity, fused.points)

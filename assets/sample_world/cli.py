@@ -16,7 +16,6 @@ from pathlib import Path
 from assets.sample_world.config import (
     CAMERA_PATHS,
     DEFAULT_WORLD_ARKITSCENES_VIDEOS,
-    DEFAULT_WORLD_CAMERA_PATH,
     DEFAULT_WORLD_SCANNETPP_SCENES,
     SampleWorldConfig,
     default_root,
@@ -58,7 +57,7 @@ def make_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--camera-path",
         choices=CAMERA_PATHS,
-        default=DEFAULT_WORLD_CAMERA_PATH,
+        default=defaults.camera_path,
         help="'mixed' (default): the rooms take the other four paths in turn; 'loop': once around the room looking "
         "inward; 'handheld': walks and pans in place, so cameras stand behind each other and turn; 'partial': the "
         "loop's first third, a capture of part of the room; 'lookaround': turns once around on the spot "

@@ -11,8 +11,8 @@ GENERATOR_VERSION = "1.2"
 CAMERA_PATHS = ("loop", "handheld", "partial", "lookaround", "mixed")
 """Values of `SampleWorldConfig.camera_path`."""
 DEFAULT_WORLD_CAMERA_PATH = "mixed"
-"""The camera path of the default world (the `sample_world` asset's and `spatial-sample-world`'s default); the
-config's own default stays the loop, the path the tests' small worlds are written for."""
+"""The camera path of the default world: `SampleWorldConfig.camera_path`'s default, which the `sample_world` asset and
+`spatial-sample-world` take too."""
 DEFAULT_WORLD_ARKITSCENES_VIDEOS = 1
 DEFAULT_WORLD_SCANNETPP_SCENES = 1
 """The default world (the `sample_world` asset's and `spatial-sample-world`'s) writes one more room as an
@@ -68,7 +68,7 @@ class SampleWorldConfig:
             Distance of the camera path from the walls.
         camera_height_range (`tuple[float, float]`, *optional*, defaults to (0.9, 2.1)):
             Camera heights above the floor.
-        camera_path (`str`, *optional*, defaults to `"loop"`):
+        camera_path (`str`, *optional*, defaults to `"mixed"`, `DEFAULT_WORLD_CAMERA_PATH`):
             `"loop"`: the camera walks once around the room near the walls, looking inward. `"handheld"`:
             like a hand-held ScanNet capture, the camera walks toward or across the room (looking where
             it goes, so a later camera stands behind an earlier one, or sideways looking at the room),
@@ -129,7 +129,7 @@ class SampleWorldConfig:
     object_wall_margin: float = 0.8
     camera_wall_margin: float = 0.35
     camera_height_range: tuple[float, float] = (0.9, 2.1)
-    camera_path: str = "loop"
+    camera_path: str = DEFAULT_WORLD_CAMERA_PATH
     omnispatial_questions_per_image: int = 2
     spatialab_questions_per_image: int = 1
     max_relationships_per_image: int = 15

@@ -386,22 +386,37 @@ def _missing(*modules: str) -> list[str]:
     return [module for module in modules if importlib.util.find_spec(module) is None]
 
 
+PROJECT_PACKAGES = ("assets", "data_contracts", "model_clients", "pipelines", "readers", "training")
+"""The project's own packages: a missing one is a broken checkout, not a part to skip."""
+
+
+def _skipped_for(error: ModuleNotFoundError) -> dict:
+    """The result of a part whose imports need a dependency this machine lacks (re-raises for the project's own)."""
+    top = (error.name or "").split(".")[0]
+    if not top or top in PROJECT_PACKAGES:
+        raise error
+    return {"status": "skipped", "reason": f"needs {top}, a project dependency (not on a bare GPU machine)"}
+
+
 def run_grpo(dry_run: bool, confidence: bool, work: Path, steps: int = 3) -> dict:
     """`steps` GRPO steps; median step time after the first, peak memory, boxes per completion."""
-    missing = _missing("trl", "peft", "datasets", "polars")
+    missing = _missing("trl", "peft", "datasets", "polars", "dataframely")
     if missing:
         return {
             "status": "skipped",
             "reason": f"needs {', '.join(missing)} (not on a bare GPU machine; the step part measures the GPU work)",
         }
-    import torch
-    from transformers import AutoConfig, AutoModelForImageTextToText
-    from trl import GRPOConfig
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForImageTextToText
+        from trl import GRPOConfig
 
-    from training.data import load_training_data
-    from training.grpo_trainer import SpatialGRPOTrainer
-    from training.models import SpatialModelConfig, load_model, load_processor, prepare_policy
-    from training.rewards import get_reward_funcs
+        from training.data import load_training_data
+        from training.grpo_trainer import SpatialGRPOTrainer
+        from training.models import SpatialModelConfig, load_model, load_processor, prepare_policy
+        from training.rewards import get_reward_funcs
+    except ModuleNotFoundError as error:
+        return _skipped_for(error)
     from training.testing import (
         SPATIALCORE_COMPLETIONS,
         build_tiny_model,
@@ -507,14 +522,17 @@ def run_grpo(dry_run: bool, confidence: bool, work: Path, steps: int = 3) -> dic
 
 
 def run_eval(dry_run: bool, work: Path, items: int = 50) -> dict:
-    """Wall time of `spatial-eval` on `items` OmniSpatial-layout items."""
-    from training.eval.cli import main as spatial_eval
-    from training.testing import build_tiny_model
-
+    """Wall time of `spatial-eval` on `items` OmniSpatial-layout items; skipped, with the reason, where a package it
+    needs is not installed."""
     use_vllm = not dry_run
-    missing = _missing("trl", "peft", "polars")
+    missing = _missing("trl", "peft", "polars", "dataframely")
     if missing:
         return {"status": "skipped", "reason": f"needs {', '.join(missing)} (not on a bare GPU machine)"}
+    try:
+        from training.eval.cli import main as spatial_eval
+        from training.testing import build_tiny_model
+    except ModuleNotFoundError as error:
+        return _skipped_for(error)
     if use_vllm and not _vllm_installed():
         return {
             "status": "skipped",

@@ -65,7 +65,13 @@ def object_fact(obj) -> ObjectFact:
 def sample_world(tmp_path_factory) -> Path:
     """Root of a two-scene sample world."""
     return generated_world(
-        tmp_path_factory, "dge", seed=0, num_scenes=2, views_per_scene=6, scan_realism="exact"
+        tmp_path_factory,
+        "dge",
+        seed=0,
+        num_scenes=2,
+        views_per_scene=6,
+        scan_realism="exact",
+        camera_path="loop",
     )
 
 
@@ -81,13 +87,16 @@ def long_scan_world(tmp_path_factory) -> Path:
         width=256,
         height=192,
         scan_realism="exact",
+        camera_path="loop",
     )
 
 
 @pytest.fixture(scope="session")
 def realistic_world(tmp_path_factory) -> Path:
     """Root of a two-scene realistic sample world (the default mode) with 12 views per scene."""
-    return generated_world(tmp_path_factory, "dge_realistic", seed=0, num_scenes=2, views_per_scene=12)
+    return generated_world(
+        tmp_path_factory, "dge_realistic", seed=0, num_scenes=2, views_per_scene=12, camera_path="loop"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,8 @@ All 16 task types are covered. A numeric answer is wrong when it is off by more 
 wrong when the gold option is not true under the oracle or when any offered distractor is true
 (for most types exactly one option is true; for ``camera_motion`` every offered statement is
 judged on its own: a turn of at least ``TURN_TRUE_DEG`` that way, a move of at least
-``MOVE_TRUE_M`` along the camera's own axes).
+``MOVE_TRUE_M`` along the camera's own axes; a rotation within ``HALF_TURN_EITHER_WAY_DEG`` of a half turn
+is a turn either way, so both turn statements are true of it).
 
 Definitions, written from the task wording (world frame: ``z`` up; OpenCV cameras, pose =
 camera to world): a camera's heading is its optical axis projected onto the floor; directions on
@@ -57,6 +58,9 @@ TURN_TRUE_DEG = 10.0
 """A camera "turned left/right" when its heading rotated at least this much that way."""
 MOVE_TRUE_M = 0.2
 """A camera "moved forward/backward/left/right" when it went at least this far along that axis of view 1."""
+HALF_TURN_EITHER_WAY_DEG = 20.0
+"""Two views whose headings differ by more than 180 minus this could come from a turn either way (which way the
+camera went between them is not in the pair of images): "turned left" and "turned right" are both true."""
 
 
 @dataclass
@@ -173,9 +177,10 @@ def motion_statements(first: int, second: int, truth: SceneTruth) -> set[str]:
         "moved right": -float(offset @ left),
     }
     true = {name for name, distance in along.items() if distance >= MOVE_TRUE_M}
-    if turn >= TURN_TRUE_DEG:
+    either_way = abs(turn) >= 180.0 - HALF_TURN_EITHER_WAY_DEG
+    if turn >= TURN_TRUE_DEG or either_way:
         true.add("turned left")
-    if turn <= -TURN_TRUE_DEG:
+    if turn <= -TURN_TRUE_DEG or either_way:
         true.add("turned right")
     return true
 

@@ -28,6 +28,7 @@ from assets.dge.single_image import SingleImageSettings
 from assets.dge.tasks import TaskSettings
 from assets.dge.visibility import VisibilitySettings
 from assets.resources import StorageResource, WorkersResource
+from data_contracts import scene_geometry
 from data_contracts.dge_tasks import TASK_TYPES, DgeTasks
 from data_contracts.frame_visibility import FrameVisibility
 from data_contracts.quarantine import Quarantine
@@ -133,7 +134,7 @@ def test_metadata(materialized):
     _, results = materialized
     geometry = results[GOOD].asset_materializations_for_node("scene_geometry_asset")
     metadata = next(m for m in geometry if m.asset_key == dg.AssetKey("scene_geometry")).metadata
-    assert metadata["contract_version"].value == "1.3.0"
+    assert metadata["contract_version"].value == scene_geometry.CONTRACT_VERSION
     assert metadata["top_down_plot"].value.startswith("![top-down")
     assert metadata["objects"].value > 0
     tasks = results[GOOD].asset_materializations_for_node("dge_tasks_asset")

@@ -8,6 +8,7 @@ are written out from the task wording (as the oracle is), not imported from the 
 
 import json
 import logging
+import math
 from collections import Counter
 
 import polars as pl
@@ -49,8 +50,8 @@ MAX_ANSWER_SHARE = 0.5
 
 
 @pytest.fixture(scope="module")
-def default_world_run(tmp_path_factory):
-    """The default world's tasks (every scene) with the generation report and the oracle's table."""
+def default_world(tmp_path_factory):
+    """The default world's root, truth by scene and tables."""
     root = tmp_path_factory.mktemp("dge_default_world") / "sample_world"
     generate_sample_world(
         SampleWorldConfig(
@@ -59,17 +60,29 @@ def default_world_run(tmp_path_factory):
     )
     truth = json.loads((root / "truth" / "world.json").read_text())
     truth = {scene["scene_id"]: scene for scene in truth["scenes"]}
-    tables = read_sample_scans(root / "scannet" / "scans")
+    return truth, read_sample_scans(root / "scannet" / "scans")
+
+
+def _run(default_world, source: str) -> tuple[pl.DataFrame, AccuracyTable]:
+    truth, tables = default_world
     table, report, frames = AccuracyTable(), GenerationReport(), []
     for scene in tables.scenes.iter_rows(named=True):
-        geometry = build_scan_geometry(tables.frames, scene, SceneGeometrySettings())
+        geometry = build_scan_geometry(
+            tables.frames, scene, SceneGeometrySettings(object_points_source=source)
+        )
         visibility = build_frame_visibility(geometry, tables.frames, scene=scene)
         tasks = build_scene_tasks(geometry.to_row(), visibility, tables.frames, report=report)
         table.add(tasks.iter_rows(named=True), SceneTruth.from_truth(truth[scene["scene_id"]]))
         frames.append(tasks)
     table.add_withheld(report.withheld)
-    logger.info("default world (mixed paths, mesh)\n%s", table.markdown())
+    logger.info("default world (mixed paths, %s)\n%s", source, table.markdown())
     return pl.concat(frames), table
+
+
+@pytest.fixture(scope="module")
+def default_world_run(default_world):
+    """The default world's tasks from the segmented mesh (every scene) with the oracle's table."""
+    return _run(default_world, "mesh")
 
 
 def _answer(row: dict):
@@ -110,4 +123,42 @@ def test_no_answer_value_holds_more_than_its_share_of_a_scenes_questions(default
 def test_every_answer_agrees_with_the_oracle(default_world_run):
     _, table = default_world_run
     assert sum(table.rows.values()) >= 400
+    assert not any(table.wrong.values()), (table.wrong, table.examples)
+
+
+LETTERS = "ABCD"
+
+
+def test_gold_letters_are_spread_uniformly_per_task_type(default_world_run):
+    """Per multiple-choice task type, each letter holds the answer about as often as a uniform placement gives: the
+    sum of 1/n over the questions with n options that offer it, within 3 binomial standard deviations (and one
+    question); "A" over every type within 3 standard deviations too."""
+    tasks, _ = default_world_run
+    pooled = [0, 0.0, 0.0]  # answers at "A", expected, variance
+    distribution = {}
+    for (task_type,), rows in tasks.filter(tasks["options"].list.len() > 1).group_by(["task_type"]):
+        observed, expected, variance = Counter(), Counter(), Counter()
+        for row in rows.iter_rows(named=True):
+            count = len(row["options"])
+            observed[row["answer_index"]] += 1
+            for letter in range(count):
+                expected[letter] += 1 / count
+                variance[letter] += (1 / count) * (1 - 1 / count)
+        distribution[task_type] = {
+            LETTERS[letter]: f"{observed[letter]} ({expected[letter]:.1f})" for letter in sorted(expected)
+        }
+        for letter in expected:
+            bound = 3 * math.sqrt(variance[letter]) + 1
+            assert abs(observed[letter] - expected[letter]) <= bound, (task_type, distribution[task_type])
+        pooled = [pooled[0] + observed[0], pooled[1] + expected[0], pooled[2] + variance[0]]
+    logger.info("gold letters per task type, observed (uniform expectation): %s", distribution)
+    assert len(distribution) >= 10
+    assert abs(pooled[0] - pooled[1]) <= 3 * math.sqrt(pooled[2]), pooled
+
+
+def test_every_answer_from_the_instance_masks_agrees_with_the_oracle(default_world):
+    """From the instance masks too (a shelf fused from one side panel, its box short of what its masks show, is
+    withheld from measured distances)."""
+    tasks, table = _run(default_world, "instance_masks")
+    assert tasks.height >= 300
     assert not any(table.wrong.values()), (table.wrong, table.examples)

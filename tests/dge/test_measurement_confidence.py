@@ -18,6 +18,8 @@ from assets.dge.confidence import (
     measurement_confidence,
 )
 from assets.dge.geometry import SceneGeometrySettings, build_scan_geometry
+from assets.dge.tasks import ObjectFact, TaskSettings
+from assets.dge.tasks.answers import size_problem
 
 INTRINSICS = np.array([[200.0, 0.0, 160.0], [0.0, 200.0, 120.0], [0.0, 0.0, 1.0]])
 
@@ -71,8 +73,9 @@ def test_one_view_sees_the_sides_facing_it():
     config = ConfidenceSettings()
     assert kinect_depth_sigma(depths.min(), config) <= confidence.depth_noise_m
     assert confidence.depth_noise_m <= kinect_depth_sigma(depths.max(), config)
-    assert confidence.size_uncertainty_m == pytest.approx(2 * confidence.depth_noise_m + 0.6 / 2)
-    assert confidence.position_uncertainty_m == pytest.approx(confidence.depth_noise_m + 0.6 / 4)
+    # the 3 unseen sides of a 1 m cube: (1 - 2/5) x 1 m / 4 in size, / 8 in position
+    assert confidence.size_uncertainty_m == pytest.approx(2 * confidence.depth_noise_m + 0.6 / 4)
+    assert confidence.position_uncertainty_m == pytest.approx(confidence.depth_noise_m + 0.6 / 8)
 
 
 def test_views_from_all_around_cover_every_side():
@@ -97,12 +100,15 @@ def test_a_camera_behind_a_wall_does_not_observe():
     )
     assert confidence.observed_views == 0
     assert confidence.extent_coverage == 0.0
-    assert confidence.size_uncertainty_m >= 0.5
+    # no side seen: a quarter of its 1 m size, and no size question (too few views, no coverage)
+    assert confidence.size_uncertainty_m >= 0.25
+    fact = ObjectFact(0, "cube", np.array([0, 0, 0.5]), np.ones(3), **_confidence_fields(confidence))
+    assert size_problem(fact, 1.0, TaskSettings()) == "too few views of the object"
 
 
 def test_an_object_seen_in_a_single_frame_is_flagged_uncertain(scannet_tables):
     """A scene built from one depth frame gives every object fused from its instance masks low coverage and a large
-    size uncertainty."""
+    size uncertainty: no size question is asked about it."""
     scene = next(iter(scannet_tables.scenes.iter_rows(named=True)))
     frames = scannet_tables.frames.filter(scannet_tables.frames["scene_id"] == scene["scene_id"])
     settings = SceneGeometrySettings(object_points_source="instance_masks")
@@ -112,8 +118,9 @@ def test_an_object_seen_in_a_single_frame_is_flagged_uncertain(scannet_tables):
     for obj in single.objects:
         assert obj.observed_views <= 1
         assert obj.extent_coverage <= 0.6
-        assert obj.size_uncertainty_m >= 0.2 * obj.size
-        assert obj.position_uncertainty_m >= 0.1 * obj.size
+        assert obj.size_uncertainty_m >= 0.1 * obj.size
+        assert obj.position_uncertainty_m >= 0.05 * obj.size
+        assert size_problem(_fact(obj), obj.size, TaskSettings())
     assert any(obj.observed_views >= 3 and obj.extent_coverage == 1.0 for obj in full.values())
     for obj in single.objects:
         assert full[obj.object_id].observed_views > obj.observed_views
@@ -134,3 +141,17 @@ def test_a_mesh_object_is_whole_whatever_the_frames_saw(scannet_tables):
             obj.depth_noise_m / math.sqrt(max(obj.observed_views, 1))
         )
         assert obj.size_uncertainty_m == pytest.approx(2 * obj.position_uncertainty_m)
+
+
+def _confidence_fields(confidence) -> dict:
+    return {
+        "observed_views": confidence.observed_views,
+        "extent_coverage": confidence.extent_coverage,
+        "depth_noise_m": confidence.depth_noise_m,
+        "position_uncertainty_m": confidence.position_uncertainty_m,
+        "size_uncertainty_m": confidence.size_uncertainty_m,
+    }
+
+
+def _fact(obj) -> ObjectFact:
+    return ObjectFact(obj.object_id, obj.label, obj.centroid, obj.obb_extents, **_confidence_fields(obj))

@@ -161,6 +161,7 @@ def more_world(request, tmp_path_factory):
         seed=request.param,
         num_scenes=2,
         views_per_scene=12,
+        camera_path="loop",
     )
     return request.param, root, truth_by_scene(root)
 

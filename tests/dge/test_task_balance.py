@@ -24,6 +24,7 @@ from assets.dge.tasks import (
     format_number,
     generate_tasks,
 )
+from assets.dge.tasks.balance import gold_position
 from assets.dge.visibility import build_frame_visibility
 from tests.dge.oracle import COVERED, AccuracyTable, SceneTruth
 from tests.dge.scans import read_sample_scans
@@ -85,7 +86,8 @@ def test_gold_letters_are_spread_evenly(long_scan_tasks):
         letters = Counter(row["answer_index"] for row in rows if row["task_type"] == task_type)
         total = sum(letters.values())
         assert total >= option_count, task_type
-        # The k-th question of a type gets letter (offset + k) mod n: counts differ by at most one.
+        # One scene: its questions with n options take the letters of a permutation in turn, so counts differ by
+        # at most one.
         counts = [letters.get(index, 0) for index in range(option_count)]
         assert max(counts) - min(counts) <= 1, (task_type, counts)
 
@@ -191,6 +193,40 @@ def test_camera_motion_never_offers_a_true_distractor():
         TaskSettings(),
     )
     assert not offered.clear and offered.reason == "a distractor is not clearly false"
+
+
+def test_camera_motion_near_a_half_turn_is_withheld_and_offers_no_turn():
+    """Two views 175 degrees apart could come from a turn either way: not asked, and a move question there offers
+    neither turn; 120 degrees is a clear turn, and the other turn a clearly false distractor."""
+    cameras = {0: _camera(0, [0, 0, 1.5], 90.0), 1: _camera(1, [0.05, 0, 1.5], 265.0)}
+    half = evaluate_spec("camera_motion", {"frames": [0, 1]}, _scene({}, cameras), TaskSettings())
+    assert not half.clear and half.reason.startswith("the headings differ by nearly a half turn")
+    assert "turned left" not in half.options and "turned right" not in half.options
+    cameras = {0: _camera(0, [0, 0, 1.5], 90.0), 1: _camera(1, [0.05, 0, 1.5], 210.0)}
+    turn = evaluate_spec("camera_motion", {"frames": [0, 1]}, _scene({}, cameras), TaskSettings())
+    assert turn.clear and turn.answer_option == "turned left" and "turned right" in turn.options
+
+
+def test_gold_letters_are_uniform_whatever_the_option_counts():
+    """Over many scenes of questions with 2 to 4 options in random order, each letter of an n-option question holds
+    the answer 1/n of the time (so "A" holds the mean of 1/n, no more)."""
+    rng = np.random.default_rng(0)
+    by_count = {count: Counter() for count in (2, 3, 4)}
+    gold_a, expected_a = 0, 0.0
+    for scene in range(4000):
+        placed: Counter = Counter()
+        for count in rng.integers(2, 5, size=4):
+            count = int(count)
+            position = gold_position(0, f"scene{scene:04d}_00", "relative_distance", count, placed[count])
+            placed[count] += 1
+            by_count[count][position] += 1
+            gold_a += position == 0
+            expected_a += 1 / count
+    for count, letters in by_count.items():
+        total = sum(letters.values())
+        for letter in range(count):
+            assert abs(letters[letter] / total - 1 / count) < 0.02, (count, dict(letters))
+    assert abs(gold_a - expected_a) / 16000 < 0.01, (gold_a, expected_a)
 
 
 def _object(object_id, label, centroid, **confidence):

@@ -60,3 +60,13 @@ def test_cli_chooses_the_camera_path_and_the_scan_realism(tmp_path, capsys):
         main(["--out", str(tmp_path / "w2"), *flags, "--camera-path", "spiral"])
     assert exited.value.code == 2
     assert "invalid choice: 'spiral'" in capsys.readouterr().err
+
+
+def test_the_config_the_asset_and_the_command_share_one_default_camera_path():
+    from assets.sample_world.cli import make_parser
+    from assets.sample_world.config import DEFAULT_WORLD_CAMERA_PATH, SampleWorldConfig
+    from assets.sources.sample_world import SampleWorldAssetConfig
+
+    command = make_parser().parse_args([]).camera_path
+    assert SampleWorldConfig().camera_path == SampleWorldAssetConfig().camera_path == command
+    assert command == DEFAULT_WORLD_CAMERA_PATH == "mixed"

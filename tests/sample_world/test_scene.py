@@ -18,7 +18,9 @@ from assets.sample_world.scene import (
     sample_views,
 )
 
-CONFIG = SampleWorldConfig(root=Path("unused"), num_scenes=8, views_per_scene=6, show_progress=False)
+CONFIG = SampleWorldConfig(
+    root=Path("unused"), num_scenes=8, views_per_scene=6, camera_path="loop", show_progress=False
+)
 SCENES = [sample_scene(CONFIG, index) for index in range(CONFIG.num_scenes)]
 
 
@@ -177,7 +179,9 @@ def test_handheld_path_is_deterministic_and_differs_from_the_loop():
     first = [view.pose for view in sample_views(HANDHELD, scene)]
     second = [view.pose for view in sample_views(HANDHELD, scene)]
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
-    loop = SampleWorldConfig(root=Path("unused"), num_scenes=4, views_per_scene=24, show_progress=False)
+    loop = SampleWorldConfig(
+        root=Path("unused"), num_scenes=4, views_per_scene=24, camera_path="loop", show_progress=False
+    )
     assert not np.allclose(first[1], sample_views(loop, scene)[1].pose)
 
 

@@ -20,6 +20,7 @@ def small_config(root: Path, **overrides) -> SampleWorldConfig:
         "width": 64,
         "height": 48,
         "min_question_pixels": 20,
+        "camera_path": "loop",
         "show_progress": False,
     }
     fields.update(overrides)

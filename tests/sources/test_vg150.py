@@ -203,6 +203,25 @@ def test_vg150_without_its_images_fails_with_the_reasons(small_world, tmp_path):
         _materialize_scene_graphs(tmp_path, visual_genome_root=str(annotations))
 
 
+def test_vg150_with_test_images_and_without_its_images_names_the_missing_images(small_world, tmp_path):
+    """The real h5 marks some images test: with the images folder elsewhere, the kept splits' images are all
+    missing and the others left out by split; the failure names the missing images, not the kept splits."""
+    vg = small_world / "visual_genome"
+    count = len(json.loads((vg / "image_data.json").read_text()))
+    annotations = tmp_path / "vg150"
+    _write_vg150(
+        small_world,
+        annotations,
+        split_codes=[2 if index % 2 else 0 for index in range(count)],
+        images_target=tmp_path / "elsewhere",
+    )
+    with pytest.raises(
+        Exception, match=r"gave no valid row.*missing image.*visual_genome_images_dir"
+    ) as failure:
+        _materialize_scene_graphs(tmp_path, visual_genome_root=str(annotations))
+    assert "scene_graph_splits" not in str(failure.value)
+
+
 def test_vg150_split_is_kept_and_test_images_never_reach_scene_graphs(small_world, tmp_path):
     vg = small_world / "visual_genome"
     count = len(json.loads((vg / "image_data.json").read_text()))

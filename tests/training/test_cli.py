@@ -85,9 +85,9 @@ def _grpo(model_dir, data_root, output_dir, *extra):
     )
 
 
-def test_missing_table_is_a_clear_error(tiny_qwen3_vl, tmp_path, caplog):
+def test_missing_table_is_a_clear_error(tiny_qwen3_vl, tmp_path, capsys):
     assert _grpo(tiny_qwen3_vl, tmp_path / "empty", tmp_path / "out") == 2
-    assert "table 'spatialcore_train' not found" in caplog.text
+    assert "table 'spatialcore_train' not found" in capsys.readouterr().err
 
 
 def test_missing_column_is_a_clear_error(tiny_qwen3_vl, tiny_tables, tmp_path, caplog):

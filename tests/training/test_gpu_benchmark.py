@@ -226,6 +226,33 @@ def test_step_part_runs_with_only_torch_and_transformers(tmp_path):
     )
     assert skipped.returncode == 0
     assert "needs PIL" in json.loads((tmp_path / "g.json").read_text())["reason"]
+    # the GRPO and eval parts say what they need (TRL, dataframely, ...) instead of failing on an import
+    for part in (["grpo", "--confidence", "on"], ["eval"]):
+        output = tmp_path / f"{part[0]}.json"
+        bare = subprocess.run(
+            [sys.executable, "-S", str(BENCH_DIR / "gpu_bench.py"), *part, "--json", str(output)],
+            env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}"),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert bare.returncode == 0, bare.stderr[-2000:]
+        result = json.loads(output.read_text())
+        assert result["status"] == "skipped" and "needs" in result["reason"] and "trl" in result["reason"], (
+            result
+        )
+
+
+def test_a_part_skips_for_a_missing_project_dependency_and_fails_for_a_missing_project_module(gpu_bench):
+    """An import error of a dependency (dataframely on a box with TRL) skips the part and names it; one of the
+    project's own modules is a broken checkout and is raised."""
+    skipped = gpu_bench._skipped_for(ModuleNotFoundError("No module named 'dataframely'", name="dataframely"))
+    assert skipped == {
+        "status": "skipped",
+        "reason": "needs dataframely, a project dependency (not on a bare GPU machine)",
+    }
+    with pytest.raises(ModuleNotFoundError):
+        gpu_bench._skipped_for(ModuleNotFoundError("No module named 'training.gone'", name="training.gone"))
 
 
 def test_step_estimate_terms():

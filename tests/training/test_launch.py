@@ -88,20 +88,23 @@ def test_split_and_recipe_settings():
 
 
 @pytest.mark.skipif(is_installed("flash_attn"), reason="flash-attn is installed")
-def test_spatial_train_names_a_missing_gpu_package(caplog):
+def test_spatial_train_names_a_missing_gpu_package(caplog, tiny_tables):
+    # the data root holds the recipe's table (a missing one is answered first, before TRL is imported)
     recipe = str(RECIPES_DIR / "spatialcore_8b.yaml")
-    assert main(["grpo", "--config", recipe, "--bf16", "false"]) == 2
+    data = ["--data_root", str(tiny_tables)]
+    assert main(["grpo", "--config", recipe, *data, "--bf16", "false"]) == 2
     assert "but flash-attn is not installed" in caplog.text
-    assert main(["grpo", "--config", recipe, "--use_cpu", "true"]) == 2
+    assert main(["grpo", "--config", recipe, *data, "--use_cpu", "true"]) == 2
     assert "flash_attention_2 needs a CUDA GPU" in caplog.text
 
 
-def test_a_gpu_recipe_on_a_machine_without_gpu_is_one_line(caplog):
+def test_a_gpu_recipe_on_a_machine_without_gpu_is_one_line(caplog, tiny_tables):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    assert main(["grpo", "--config", str(RECIPES_DIR / "spatialcore_8b.yaml")]) == 2
+    recipe = str(RECIPES_DIR / "spatialcore_8b.yaml")
+    assert main(["grpo", "--config", recipe, "--data_root", str(tiny_tables)]) == 2
     assert "the recipe cannot be used here" in caplog.text and "bf16" in caplog.text
 
 

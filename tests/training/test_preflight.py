@@ -15,7 +15,21 @@ import pytest
 import torch
 
 from training.architectures import PUBLISHED_CONFIGS, ImageRule, published_shape
-from training.preflight import GIB, Machine, PromptScan, main, run_preflight, scan_prompts
+from training.preflight import (
+    GIB,
+    GPU_MEMORY_GIB,
+    RUNTIME_RESERVE_GIB,
+    VLLM_RUNTIME_GIB,
+    Machine,
+    PromptScan,
+    grpo_config_problem,
+    grpo_config_rules_problem,
+    main,
+    run_preflight,
+    scan_prompts,
+    trl_config_problem,
+    vllm_engine,
+)
 from training.recipe_file import RecipeFileError, read_recipe, recipe_fields
 from training.testing import write_tiny_training_tables
 
@@ -26,7 +40,7 @@ GPU_RECIPES = sorted(
     for path in RECIPES_DIR.rglob("*.yaml")
     if "accelerate" not in path.parts and not path.name.startswith("smoke")
 )
-EIGHT_H100 = Machine(gpus=8, gpu_memory_gib=80.0)
+EIGHT_H100 = Machine.named("h100-80gb", gpus=8)
 
 
 def _meta_model(name: str):
@@ -187,13 +201,13 @@ VIOLATIONS = [
     (
         "spatialcore_8b.yaml",
         ["--per_device_train_batch_size", "3", "--num_generations", "5"],
-        r"not a multiple of num_generations 5",
+        r"generation_batch_size \(192\) must be divisible by num_generations \(5\)",
     ),
-    # a micro-batch of 32 sequences of 5k tokens does not fit in 80 GB
+    # a micro-batch of 32 sequences of 5k tokens does not fit in an 80 GB H100 (79.6 GiB)
     (
         "spatialcore_8b.yaml",
         ["--per_device_train_batch_size", "32"],
-        r"estimated peak of one GPU, [0-9.]+ GiB, exceeds its 80 GiB",
+        r"estimated peak of one GPU, [0-9.]+ GiB, exceeds its 79.6 GiB",
     ),
 ]
 
@@ -226,7 +240,7 @@ def test_vision_lora_on_a_text_only_model(tmp_path, realistic_tables):
 
 
 def test_missing_packages_are_a_violation_when_checked(realistic_tables):
-    machine = Machine(gpus=8, gpu_memory_gib=80.0, check_packages=True)
+    machine = Machine.named("h100-80gb", gpus=8, check_packages=True)
     report = _report(RECIPES_DIR / "spatialthinker_7b.yaml", realistic_tables, machine=machine)
     # this machine has neither vLLM nor DeepSpeed nor flash-attn
     assert "not installed" in report.first_violation()
@@ -235,11 +249,11 @@ def test_missing_packages_are_a_violation_when_checked(realistic_tables):
 def test_server_mode_checks_the_server_tensor_parallel_size(realistic_tables):
     recipe = RECIPES_DIR / "spatialthinker_7b_vllm_server.yaml"
     bad = _report(
-        recipe, realistic_tables, machine=Machine(gpus=16, gpu_memory_gib=80.0, server_tensor_parallel_size=8)
+        recipe, realistic_tables, machine=Machine.named("h100-80gb", gpus=16, server_tensor_parallel_size=8)
     )
     assert "does not divide the 28 attention heads" in bad.first_violation()
     good = _report(
-        recipe, realistic_tables, machine=Machine(gpus=16, gpu_memory_gib=80.0, server_tensor_parallel_size=4)
+        recipe, realistic_tables, machine=Machine.named("h100-80gb", gpus=16, server_tensor_parallel_size=4)
     )
     assert good.passed, good.format()
 
@@ -278,9 +292,10 @@ def test_exact_count_with_the_tokenizer(tiny_qwen3_vl, realistic_tables):
 def test_command_prints_the_table_and_exits_one_on_a_violation(realistic_tables, capsys):
     recipe = str(RECIPES_DIR / "spatialthinker_7b.yaml")
     data = str(realistic_tables["stvqa"])
-    assert main(["--config", recipe, "--data_root", data, "--gpu-memory-gib", "80"]) == 0
+    assert main(["--config", recipe, "--data_root", data]) == 0
     out = capsys.readouterr().out
     assert "DeepSpeed ZeRO-3" in out and "verdict: passes" in out
+    assert "8 GPUs x 79.6 GiB (H100 80GB, --gpu h100-80gb)" in out
     assert main(["--config", recipe, "--data_root", data, "--vllm_tensor_parallel_size", "8"]) == 1
     assert "does not divide the 28 attention heads" in capsys.readouterr().err
     assert main(["--config", recipe, "--data_root", str(Path(data) / "missing")]) == 2
@@ -308,20 +323,31 @@ def test_server_args_for_the_sbatch(realistic_tables, capsys):
 
 
 def test_spatial_train_answers_without_importing_the_trainer(tmp_path):
-    """`--help`, a mistyped key and a missing model folder: one line, before torch/transformers/TRL load."""
+    """`--help` (of grpo too), a mistyped key, a missing model folder and a data root without the table: answered
+    before torch/transformers/TRL load, errors in one line."""
     code = (
         "import sys; from training.cli import main; status = main(sys.argv[1:]); "
         "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft') if m in sys.modules]; "
         "print('HEAVY', heavy); raise SystemExit(status)"
     )
     smoke = str(RECIPES_DIR / "smoke.yaml")
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
     cases = [
         (["--help"], 0, "usage: spatial-train"),
+        (["grpo", "--help"], 0, "--num_generations (default 8)"),
+        (["sft", "--config", smoke, "--help"], 0, "usage: spatial-train sft"),
         (["grpo", "--config", smoke, "--lerning_rate", "1"], 2, "did you mean --learning_rate"),
         (
             ["grpo", "--config", smoke, "--model_name_or_path", str(tmp_path / "outputs" / "nothere")],
             2,
-            "neither a folder here nor in the Hugging Face cache",
+            f"model folder {tmp_path / 'outputs' / 'nothere'} does not exist",
+        ),
+        (
+            ["grpo", "--config", smoke, "--model_name_or_path", str(model_dir), "--data_root", str(tmp_path)],
+            2,
+            "table 'spatialcore_train' not found",
         ),
     ]
     for arguments, status, text in cases:
@@ -352,3 +378,162 @@ def test_scan_reads_image_sizes_from_the_bytes_of_multi_frame_tables(realistic_t
     # 1296x968 -> 1288x980 (multiples of 28) -> 46 x 35 = 1,610 tokens per frame, 2 frames
     assert (scan.images, scan.image_tokens) == (2, 2 * 1610)
     assert isinstance(scan, PromptScan)
+
+
+# GPUs by name, the engine awake beside the policy under sleep mode, vLLM's profiling run, TRL's config rules.
+
+
+def test_a_named_gpu_has_the_memory_cuda_reports_and_the_report_says_which(realistic_tables, capsys):
+    recipe, data = str(RECIPES_DIR / "spatialthinker_7b.yaml"), str(realistic_tables["stvqa"])
+    assert main(["--config", recipe, "--data_root", data, "--gpu", "a100-40gb", "--gpus", "16"]) in (0, 1)
+    assert "16 GPUs x 39.5 GiB (A100 40GB, --gpu a100-40gb)" in capsys.readouterr().out
+    assert main(["--config", recipe, "--data_root", data, "--gpu-memory-gib", "80"]) == 0
+    assert "8 GPUs x 80 GiB (--gpu-memory-gib 80)" in capsys.readouterr().out
+    assert main(["--config", recipe, "--data_root", data, "--gpu", "h200", "--gpu-memory-gib", "80"]) == 2
+    assert "not both" in capsys.readouterr().err
+    # what CUDA reports is a little below the marketed size read as GiB (an "80 GB" H100: 85,520,809,984 bytes)
+    marketed = {"h100-80gb": 80, "h200": 141, "a100-80gb": 80, "a100-40gb": 40, "l40s": 48}
+    assert set(GPU_MEMORY_GIB) == set(marketed)
+    for name, gib in GPU_MEMORY_GIB.items():
+        assert 0.9 * marketed[name] < gib < marketed[name], name
+
+
+SLEEP_MODE_CASES = [
+    # 8 x H100, utilization 0.8: 63.68 GiB of engine beside 16.33 of policy, 1.33 of LoRA state, 2 of runtime
+    (Machine.named("h100-80gb", gpus=8), "0.8"),
+    # 40 GiB GPUs, utilization 0.6: 24 + 16.33 + 1.33 + 2 = 43.66 GiB
+    (Machine(gpus=8, gpu_memory_gib=40.0, gpu_label="--gpu-memory-gib 40"), "0.6"),
+]
+
+
+@pytest.mark.parametrize("machine, utilization", SLEEP_MODE_CASES, ids=["8xH100 0.8", "40GiB 0.6"])
+def test_sleep_mode_budgets_the_engine_awake_beside_the_policy(machine, utilization, realistic_tables):
+    """Sleep mode frees the engine between generations, not during them: while it generates, its whole share sits
+    beside the policy's weights, the LoRA state and the runtime (by hand from the model's parameter counts)."""
+    report = _report(
+        RECIPES_DIR / "spatialcore_8b.yaml",
+        realistic_tables,
+        "--vllm_enable_sleep_mode",
+        "true",
+        "--vllm_gpu_memory_utilization",
+        utilization,
+        machine=machine,
+        prompt_tokens=1400,
+    )
+    shape = published_shape("Qwen/Qwen3-VL-8B-Thinking")
+    policy = shape.parameter_count() * 2 / GIB
+    lora_state = shape.lora_parameters(32, 4) * 16 / GIB
+    awake = float(utilization) * machine.gpu_memory_gib + policy + lora_state + RUNTIME_RESERVE_GIB
+    assert report.generation_gib == pytest.approx(awake)
+    assert report.total_gib == pytest.approx(awake) and awake > machine.gpu_memory_gib
+    assert (
+        "while generating" in report.first_violation()
+        and "vllm_enable_sleep_mode" in report.first_violation()
+    )
+    # asleep, the engine is no part of the training phase
+    engine = next(line for line in report.lines if line.label.startswith("vLLM engine"))
+    assert engine.gib == 0.0
+
+
+def test_sleep_mode_passes_where_the_awake_engine_fits(realistic_tables):
+    report = _report(
+        RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables, "--vllm_enable_sleep_mode", "true"
+    )
+    assert report.passed, report.format()
+    assert report.generation_gib < report.training_gib <= report.total_gib
+
+
+def test_the_engine_budgets_its_profiling_run_on_a_largest_image():
+    """vLLM profiles a largest image (16,384 tokens for Qwen3-VL) before it sizes the KV cache; the vision encoder's
+    working set on its 65,536 patches, written out from the published config, is what the engine keeps aside."""
+    facts = PUBLISHED_CONFIGS["Qwen/Qwen3-VL-8B-Thinking"]
+    vision, text, pre = facts["vision_config"], facts["text_config"], facts["preprocessor"]
+    tokens = pre["max_pixels"] // (pre["patch_size"] * pre["merge_size"]) ** 2
+    patches = tokens * pre["merge_size"] ** 2
+    assert (tokens, patches) == (16384, 65536)
+    working_set = patches * (4 * vision["hidden_size"] + 2 * vision["intermediate_size"]) * 2
+    embeddings = tokens * text["hidden_size"] * 2 * (1 + len(vision["deepstack_visual_indexes"]))
+    shape = published_shape("Qwen/Qwen3-VL-8B-Thinking")
+    share = 0.3 * GPU_MEMORY_GIB["h100-80gb"]
+    engine = vllm_engine(shape, share, 1, max_sequences=64)
+    assert engine["profile_gib"] == pytest.approx((working_set + embeddings) / GIB)
+    weights = shape.parameter_count() * 2 / GIB
+    assert engine["kv_gib"] == pytest.approx(
+        share - weights - (working_set + embeddings) / GIB - VLLM_RUNTIME_GIB
+    )
+
+
+def test_an_engine_too_small_for_its_weights_is_told_to_grow_not_to_set_the_context(realistic_tables):
+    """With vllm_max_model_length: auto already, an engine whose share does not hold its weights and overhead is told
+    the utilization it needs; one whose KV cache is short of the context too."""
+    report = _report(
+        RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables, "--vllm_gpu_memory_utilization", "0.25"
+    )
+    violation = report.first_violation()
+    assert "is smaller than its 16.33 GiB of weights" in violation, violation
+    assert "raise vllm_gpu_memory_utilization to at least 0.26" in violation
+    assert "vllm_max_model_length" not in violation
+    long = _report(
+        RECIPES_DIR / "spatialcore_8b.yaml",
+        realistic_tables,
+        "--vllm_gpu_memory_utilization",
+        "0.27",
+        "--max_completion_length",
+        "16000",
+    )
+    violation = long.first_violation()
+    assert (
+        "cannot hold one sequence" in violation
+        and "raise vllm_gpu_memory_utilization to at least" in violation
+    )
+    assert "set vllm_max_model_length" not in violation
+
+
+BATCH_CASES = [
+    # (overrides of spatialcore_8b: 8 per device, 8 accumulation steps, G 4; GPUs)
+    (["--generation_batch_size", "100"], 1),  # 100 is no multiple of the global batch 8
+    (["--generation_batch_size", "128"], 1),  # 16 steps per generation
+    (["--generation_batch_size", "128", "--steps_per_generation", "2"], 8),  # both set
+    (["--per_device_train_batch_size", "3", "--num_generations", "5"], 8),  # 192 completions, G 5
+    (["--num_generations", "1", "--per_device_train_batch_size", "1"], 1),  # G < 2
+    (["--eval_strategy", "steps", "--per_device_eval_batch_size", "3"], 1),  # eval batch 3, G 4
+    (["--eval_strategy", "steps", "--per_device_eval_batch_size", "3"], 4),  # eval batch 12, G 4
+    (["--vllm_importance_sampling_clip_min", "3.0"], 8),  # clip min >= max 3.0
+    (["--vllm_importance_sampling_clip_max", "None"], 8),  # truncation without a clip
+    (["--auto_find_batch_size", "true"], 8),
+    (["--log_completions_hub_repo", "me/completions"], 8),  # without log_completions
+    ([], 8),
+]
+
+
+@pytest.mark.parametrize(
+    "overrides, gpus", BATCH_CASES, ids=[" ".join(c[0]) + f" x{c[1]}" for c in BATCH_CASES]
+)
+def test_the_batch_rules_are_the_ones_trls_config_applies(overrides, gpus):
+    """The rules used where TRL is not installed refuse exactly what constructing TRL's GRPOConfig refuses."""
+    recipe = read_recipe(RECIPES_DIR / "spatialcore_8b.yaml", overrides)
+    constructed = trl_config_problem(recipe, gpus)
+    rules = grpo_config_rules_problem(recipe, gpus)
+    assert (constructed is None) == (rules is None), (constructed, rules)
+    if rules is not None:
+        assert rules.split("(")[0] == constructed.split("(")[0], (constructed, rules)
+
+
+def test_the_batch_check_names_trls_refusal_and_the_real_steps(realistic_tables):
+    one = Machine.named("h100-80gb", gpus=1, trl_config="construct")
+    bad = _report(
+        RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables, "--generation_batch_size", "100", machine=one
+    )
+    assert bad.first_violation() == (
+        "TRL's GRPOConfig refuses the recipe on 1 GPU(s): generation_batch_size (100) must be divisible by the global "
+        "batch size (8)."
+    )
+    good = _report(
+        RECIPES_DIR / "spatialcore_8b.yaml", realistic_tables, "--generation_batch_size", "128", machine=one
+    )
+    assert "generation batch 128 = 8 per GPU x 1 GPUs x 16 steps per generation" in good.format()
+    by_rules = Machine.named("h100-80gb", gpus=1)
+    recipe = read_recipe(RECIPES_DIR / "spatialcore_8b.yaml", ["--generation_batch_size", "100"])
+    assert grpo_config_problem(recipe, 1, construct=False)[1].startswith("GRPOConfig's rules")
+    report = run_preflight(recipe, by_rules, prompt_tokens=2000)
+    assert "(checked by its rules, without TRL)" in report.first_violation()

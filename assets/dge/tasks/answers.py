@@ -170,11 +170,18 @@ def direction_margin(
     return max(spread, settings.direction_margin_floor_deg)
 
 
-def position_problem(objects: Iterable[ObjectFact], settings: TaskSettings) -> str:
-    """Why an object's position is too uncertain for a distance or direction question (``""`` when fine)."""
+def position_problem(objects: Iterable[ObjectFact], settings: TaskSettings, comparison: bool = False) -> str:
+    """Why an object's position is too uncertain for a distance or direction question (``""`` when fine).
+
+    A measured distance is held to ``max_position_uncertainty_m``; a comparison (which is closer, which side) to
+    ``max_comparison_position_uncertainty_m``, since its margin already grows with the objects' uncertainty.
+    """
+    limit = (
+        settings.max_comparison_position_uncertainty_m if comparison else settings.max_position_uncertainty_m
+    )
     for obj in objects:
         sigma = obj.position_uncertainty_m
-        if sigma is not None and sigma > settings.max_position_uncertainty_m:
+        if sigma is not None and sigma > limit:
             return "position too uncertain"
     return ""
 

@@ -3,7 +3,8 @@
 A rule has two steps. :meth:`BalanceRule.settle` fixes the options a question offers before its
 task id is derived (the settled options become part of the spec, so the answer can be recomputed
 from the row); it may draw from the scene's seeded generator. :meth:`BalanceRule.order` then lays
-the options out in an order drawn from the task id, which spreads gold letters evenly.
+the options out in an order drawn from the task id, and generation moves the answer to a letter drawn uniformly
+(:func:`gold_position`), which spreads gold letters evenly.
 
 >>> NUMERIC.order("scene/room_size/0", [])
 []
@@ -28,12 +29,25 @@ def shuffled_options(task_id: str, options: list[str]) -> list[str]:
     return [options[i] for i in rng.permutation(len(options))]
 
 
+def gold_position(seed: int, scene_id: str, task_type: str, option_count: int, asked: int) -> int:
+    """The letter (0-based) of a question's answer: uniform over its ``option_count`` options, seeded, and balanced.
+
+    ``asked`` counts the questions of the type with as many options already placed in the scene. They take the
+    letters in the order of a permutation drawn per round of ``option_count`` questions (seeded by scene, type,
+    option count and round), so each question's letter is uniform over its options whatever option counts the
+    others have, and a scene's questions of one option count use every letter once before one repeats.
+
+    >>> sorted(gold_position(0, "scene0000_00", "depth_order", 4, asked) for asked in range(4))
+    [0, 1, 2, 3]
+    """
+    rng = np.random.default_rng(
+        stable_int(seed, scene_id, task_type, option_count, asked // option_count, "gold letters")
+    )
+    return int(rng.permutation(option_count)[asked % option_count])
+
+
 def place_answer(options: list[str], answer: str, position: int) -> list[str]:
     """The options with the answer moved to ``position`` (swapped with the option there).
-
-    Generation places the k-th question of a type in a scene at letter ``(offset + k) mod n`` (the
-    offset drawn per scene and type), so gold letters are spread evenly within a scene, not only on
-    average over many.
 
     >>> place_answer(["a", "b", "c", "d"], "a", 2)
     ['c', 'b', 'a', 'd']

@@ -113,7 +113,7 @@ def evaluate_relative_direction_scene(spec: Spec, facts: SceneFacts, settings: T
     involved = [facts.objects[o] for o in (standing, facing, target)]
     reference = float(min(np.linalg.norm(forward), np.linalg.norm(towards)))
     margin = direction_margin(involved, reference, settings.direction_margin_deg, settings)
-    problem = position_problem(involved, settings)
+    problem = position_problem(involved, settings, comparison=True)
     reason = first_failure(
         (all_visible(facts, spec["frames"], [standing, facing, target], settings), NOT_VISIBLE),
         (not problem, problem),
@@ -177,7 +177,7 @@ def evaluate_camera_object_position(spec: Spec, facts: SceneFacts, settings: Tas
     label, boundary = direction_of(angle)
     reference = float(np.linalg.norm(offset))
     margin = direction_margin([facts.objects[object_id]], reference, settings.direction_margin_deg, settings)
-    problem = position_problem([facts.objects[object_id]], settings)
+    problem = position_problem([facts.objects[object_id]], settings, comparison=True)
     reason = first_failure(
         (clearly_visible(facts, show, object_id, settings), NOT_VISIBLE),
         (not problem, problem),
@@ -266,6 +266,7 @@ DIRECTION_TASK_TYPES = (
         relative_direction_scene_wording,
         SHUFFLED,
         margins=("direction_margin_deg", "min_direction_distance_m"),
+        needs_up=True,
     ),
     TaskType(
         "relative_direction_image",
@@ -282,6 +283,7 @@ DIRECTION_TASK_TYPES = (
         camera_object_position_wording,
         SHUFFLED,
         margins=("direction_margin_deg", "min_direction_distance_m"),
+        needs_up=True,
     ),
     TaskType(
         "camera_region_position",

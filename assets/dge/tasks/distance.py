@@ -120,7 +120,7 @@ def evaluate_relative_distance(spec: Spec, facts: SceneFacts, settings: TaskSett
     gap = second - best
     involved = [facts.objects[o] for o in (anchor, choices[order[0]], choices[order[1]])]
     margin = distance_margin(involved, settings.distance_margin_m, settings)
-    problem = position_problem(involved, settings)
+    problem = position_problem(involved, settings, comparison=True)
     reason = first_failure(
         (all_visible(facts, spec["frames"], [anchor, *choices], settings), NOT_VISIBLE),
         (not problem, problem),
@@ -149,7 +149,7 @@ def evaluate_depth_order(spec: Spec, facts: SceneFacts, settings: TaskSettings) 
     gap = abs(depths[0] - depths[1])
     involved = [facts.objects[a], facts.objects[b]]
     margin = distance_margin(involved, settings.depth_margin_m, settings)
-    problem = position_problem(involved, settings)
+    problem = position_problem(involved, settings, comparison=True)
     reason = first_failure(
         (all(clearly_visible(facts, frame, o, settings) for o in (a, b)), NOT_VISIBLE),
         (not problem, problem),

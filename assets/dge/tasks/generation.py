@@ -10,9 +10,11 @@ questions), and at most ``max_tasks_per_type`` are picked round-robin from the l
 a scene gives every answer value it can before repeating one, and no value takes more than
 ``max_answer_share`` of the type's questions the scene emits (:func:`within_answer_share`: fewer questions
 rather than one answer, none when every clear candidate has the same answer). The type's balance rule then settles
-the options (the spec records them) and orders them by the task id; the k-th question of a type
-then has its answer at letter ``(offset + k) mod n`` (see :func:`~assets.dge.tasks.balance.place_answer`),
-so gold letters are spread evenly.
+the options (the spec records them) and orders them by the task id; the answer then goes to a letter
+uniform over the question's options, from a seeded permutation per round of questions with as many
+options (see :func:`~assets.dge.tasks.balance.gold_position`): every letter of an n-option question
+holds the answer with chance 1/n whatever n the other questions have, and a scene's questions with n
+options use every letter before one repeats.
 
 >>> task_id_for("scene0000_00", "room_size", {"frames": [0, 3]})
 'scene0000_00/room_size/b633ec566f'
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from assets.dge.tasks.answers import TaskAnswer
-from assets.dge.tasks.balance import place_answer
+from assets.dge.tasks.balance import gold_position, place_answer
 from assets.dge.tasks.facts import SceneFacts
 from assets.dge.tasks.registry import DEFAULT_TASK_SETTINGS, evaluate_spec, task_type_entry
 from assets.dge.tasks.sampling import CandidatePool
@@ -199,7 +201,6 @@ def generate_tasks_of_type(
     order = list(groups)
     order = [order[i] for i in rng.permutation(len(order))]  # ties between groups broken at random
     used = dict.fromkeys(order, 0)
-    letter_offset = stable_int(settings.seed, facts.scene_id, task_type, "letters")
     tasks: list[GeneratedTask] = []
     cap = max(1, math.ceil(settings.max_answer_share * settings.max_tasks_per_type))
 
@@ -215,6 +216,7 @@ def generate_tasks_of_type(
     kept = within_answer_share([group for group, _, _ in picks], settings.max_answer_share)
     for _ in range(len(picks) - len(kept)):
         report.count(task_type, ANSWER_SHARE_EXCEEDED)
+    placed: dict[int, int] = {}  # questions placed so far, by option count
     for position in kept:
         _, spec, answer = picks[position]
         answer = entry.balance.settle(answer, rng)
@@ -223,7 +225,10 @@ def generate_tasks_of_type(
         task_id = task_id_for(facts.scene_id, task_type, spec)
         options = entry.balance.order(task_id, answer.options)
         if options:
-            options = place_answer(options, answer.answer_option, letter_offset + len(tasks))
+            count = len(options)
+            position = gold_position(settings.seed, facts.scene_id, task_type, count, placed.get(count, 0))
+            placed[count] = placed.get(count, 0) + 1
+            options = place_answer(options, answer.answer_option, position)
         index = options.index(answer.answer_option) if options else None
         tasks.append(GeneratedTask(task_id, facts.scene_id, task_type, spec, answer, options, index))
     report.emitted[task_type] = report.emitted.get(task_type, 0) + len(tasks)

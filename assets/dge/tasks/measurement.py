@@ -149,14 +149,17 @@ def room_size_wording(spec: Mapping[str, Any], facts: SceneFacts) -> str:
 
 
 MEASUREMENT_TASK_TYPES = (
-    TaskType("object_size", sample_object_size, evaluate_object_size, object_size_wording, NUMERIC),
+    TaskType(
+        "object_size", sample_object_size, evaluate_object_size, object_size_wording, NUMERIC, needs_up=True
+    ),
     TaskType(
         "attribute_measurement",
         sample_attribute_measurement,
         evaluate_attribute_measurement,
         attribute_measurement_wording,
         NUMERIC,
+        needs_up=True,
     ),
-    TaskType("room_size", sample_room_size, evaluate_room_size, room_size_wording, NUMERIC),
+    TaskType("room_size", sample_room_size, evaluate_room_size, room_size_wording, NUMERIC, needs_up=True),
 )
 """The measurement task types."""

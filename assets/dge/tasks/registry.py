@@ -6,7 +6,7 @@ module fails when the families do not define exactly the contract's 16 task type
 >>> list(REGISTRY) == TASK_TYPES
 True
 >>> REGISTRY["camera_motion"].margins[:4]
-('turn_min_deg', 'turn_max_translation_m', 'move_min_translation_m', 'move_max_turn_deg')
+('turn_min_deg', 'turn_max_deg', 'turn_max_translation_m', 'move_min_translation_m')
 """
 
 from __future__ import annotations
@@ -59,10 +59,16 @@ def task_type_entry(task_type: str) -> TaskType:
 def evaluate_spec(
     task_type: str, spec: Mapping[str, Any], facts: SceneFacts, settings: TaskSettings = DEFAULT_TASK_SETTINGS
 ) -> TaskAnswer:
-    """Compute the answer of one question spec on ``facts`` (raises ``SpecError`` for unknown ids)."""
+    """Compute the answer of one question spec on ``facts`` (raises ``SpecError`` for unknown ids).
+
+    A type that needs "up" is not clear on a scan whose "up" is a guess (``facts.up_problem`` is the reason).
+    """
     entry = task_type_entry(task_type)
     spec = dict(spec)
     evaluation = entry.evaluator(spec, facts, settings)
+    clear, reason = evaluation.clear, evaluation.reason
+    if entry.needs_up and facts.up_problem:
+        clear, reason = False, facts.up_problem
     return TaskAnswer(
         task_type=task_type,
         question=entry.wording(spec, facts),
@@ -72,6 +78,6 @@ def evaluate_spec(
         numeric_answer=evaluation.numeric_answer,
         unit=evaluation.unit,
         values=evaluation.values,
-        clear=evaluation.clear,
-        reason=evaluation.reason,
+        clear=clear,
+        reason=reason,
     )

@@ -97,8 +97,13 @@ class TaskSettings(pydantic.BaseModel):
     """A move goes at least this far (see move_max_turn_deg)."""
     move_max_turn_deg: ClassVar[float] = 15.0
     """A move turns at most this much."""
+    turn_max_deg: ClassVar[float] = 150.0
+    """A turn rotates at most this much: two views whose headings differ by nearly a half turn could come from a
+    turn either way (the pair of images does not show which way the camera went, and pose noise decides the sign
+    of the angle), so they are not asked about and no turn is offered as a distractor."""
     false_turn_max_deg: ClassVar[float] = 5.0
-    """A 'turned left/right' distractor is offered only when the camera turned less than this that way."""
+    """A 'turned left/right' distractor is offered only when the camera turned less than this that way (and the
+    headings differ by at most turn_max_deg)."""
     false_move_max_m: ClassVar[float] = 0.1
     """A 'moved forward/backward/left/right' distractor is offered only when the camera went less than this
     along that axis of image 1."""
@@ -118,8 +123,11 @@ class TaskSettings(pydantic.BaseModel):
     """Size questions only when the size's standard deviation is at most this share of it (when the geometry
     carries size_uncertainty_m)."""
     max_position_uncertainty_m: ClassVar[float] = 0.1
-    """Distance and position questions only about objects whose centroid's standard deviation is at most this
-    (when the geometry carries position_uncertainty_m)."""
+    """Measured distances (camera to object, object to object) only about objects whose centroid's standard
+    deviation is at most this (when the geometry carries position_uncertainty_m)."""
+    max_comparison_position_uncertainty_m: ClassVar[float] = 0.5
+    """Comparisons (closest object, depth order, directions seen from above) only about objects whose centroid's
+    standard deviation is at most this; their margin is margin_sigmas combined deviations on top."""
     margin_sigmas: ClassVar[float] = 3.0
     """With per-object uncertainty, a comparison's margin is this many combined standard deviations (never
     below the floors distance_margin_floor_m and direction_margin_floor_deg)."""

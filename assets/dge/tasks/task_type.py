@@ -33,7 +33,9 @@ class TaskType:
     """A DGE task type: its name, sampler, evaluator, wording and balance rule.
 
     ``margins`` names the settings, beyond the visibility thresholds every type uses, that decide
-    whether its answers are clear; they are recorded in each row's facts.
+    whether its answers are clear; they are recorded in each row's facts. ``needs_up``: the answer depends on
+    the gravity direction (sizes and heights, directions seen from above, camera turns), so it is withheld on a
+    scan whose "up" is a guess (``SceneFacts.up_problem``).
     """
 
     name: str
@@ -42,3 +44,4 @@ class TaskType:
     wording: Wording
     balance: BalanceRule
     margins: tuple[str, ...] = ()
+    needs_up: bool = False

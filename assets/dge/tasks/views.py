@@ -3,14 +3,19 @@
 - ``camera_camera_position``: camera 2 in front of, behind, left or right of camera 1 (its heading);
 - ``camera_camera_elevation``: camera 2 higher or lower than camera 1;
 - ``camera_motion``: between nearby frames, moved forward/backward/left/right or turned left/right;
-  every offered distractor is clearly false (a turn that way under ``false_turn_max_deg``, a move
-  along that axis under ``false_move_max_m``);
+  a turn is at most ``turn_max_deg`` (near a half turn the way the camera went is not in the images);
+  every offered distractor is clearly false (a turn that way under ``false_turn_max_deg`` with the
+  headings at most ``turn_max_deg`` apart, a move along that axis under ``false_move_max_m``);
 - ``visibility_comparison``: the image that shows a larger visible share of an object.
 
 >>> motion_of(turn_deg=-90.0, offset=np.zeros(2), heading=np.array([0.0, 1.0]), settings=TaskSettings())
 ('turned right', True)
 >>> false_motions(-90.0, np.zeros(2), np.array([0.0, 1.0]), TaskSettings())
 ['moved forward', 'moved backward', 'moved left', 'moved right', 'turned left']
+>>> motion_of(turn_deg=175.0, offset=np.zeros(2), heading=np.array([0.0, 1.0]), settings=TaskSettings())
+(None, False)
+>>> false_motions(175.0, np.zeros(2), np.array([0.0, 1.0]), TaskSettings())
+['moved forward', 'moved backward', 'moved left', 'moved right']
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from assets.dge.tasks.task_type import TaskType
 
 MOTIONS = ["moved forward", "moved backward", "moved left", "moved right", "turned left", "turned right"]
 NO_HEADING = "camera looks straight up or down"
+HALF_TURN = "the headings differ by nearly a half turn (the camera may have turned either way)"
 MOVES_BY_DIRECTION = {
     "in front": "moved forward",
     "behind": "moved backward",
@@ -130,6 +136,8 @@ def motion_of(
     motion is neither a clear turn nor a clear move.
     """
     distance = float(np.linalg.norm(offset))
+    if abs(turn_deg) > settings.turn_max_deg:
+        return None, False
     if abs(turn_deg) >= settings.turn_min_deg and distance <= settings.turn_max_translation_m:
         return ("turned left" if turn_deg > 0 else "turned right"), True
     if distance >= settings.move_min_translation_m and abs(turn_deg) <= settings.move_max_turn_deg:
@@ -155,13 +163,21 @@ def motion_amounts(turn_deg: float, offset: np.ndarray, heading: np.ndarray) -> 
 def false_motions(
     turn_deg: float, offset: np.ndarray, heading: np.ndarray, settings: TaskSettings
 ) -> list[str]:
-    """The motion statements that are clearly false (so they can be offered as distractors), in ``MOTIONS`` order."""
+    """The motion statements that are clearly false (so they can be offered as distractors), in ``MOTIONS`` order.
+
+    A turn is clearly false only when the camera turned less than ``false_turn_max_deg`` that way and the headings
+    are at most ``turn_max_deg`` apart: near a half turn the camera may have gone either way.
+    """
     amounts = motion_amounts(turn_deg, offset, heading)
+    bounded_turn = abs(turn_deg) <= settings.turn_max_deg
     return [
         motion
         for motion in MOTIONS
-        if amounts[motion]
-        < (settings.false_turn_max_deg if motion.startswith("turned") else settings.false_move_max_m)
+        if (
+            amounts[motion] < settings.false_turn_max_deg and bounded_turn
+            if motion.startswith("turned")
+            else amounts[motion] < settings.false_move_max_m
+        )
     ]
 
 
@@ -182,6 +198,7 @@ def evaluate_camera_motion(spec: Spec, facts: SceneFacts, settings: TaskSettings
         options = [motion for motion in MOTIONS if motion == label or motion in false]
     distractors = [option for option in options if option != label]
     reason = first_failure(
+        (abs(turn) <= settings.turn_max_deg, HALF_TURN),
         (label is not None and clear, "neither a clear turn nor a clear move"),
         (
             bool(distractors) and all(option in false for option in distractors),
@@ -262,6 +279,7 @@ VIEW_TASK_TYPES = (
         camera_camera_position_wording,
         SHUFFLED,
         margins=("direction_margin_deg", "min_direction_distance_m"),
+        needs_up=True,
     ),
     TaskType(
         "camera_camera_elevation",
@@ -270,6 +288,7 @@ VIEW_TASK_TYPES = (
         camera_camera_elevation_wording,
         SHUFFLED,
         margins=("elevation_margin_m",),
+        needs_up=True,
     ),
     TaskType(
         "camera_motion",
@@ -279,12 +298,14 @@ VIEW_TASK_TYPES = (
         ANSWER_AND_THREE_DISTRACTORS,
         margins=(
             "turn_min_deg",
+            "turn_max_deg",
             "turn_max_translation_m",
             "move_min_translation_m",
             "move_max_turn_deg",
             "false_turn_max_deg",
             "false_move_max_m",
         ),
+        needs_up=True,
     ),
     TaskType(
         "visibility_comparison",
