@@ -48,7 +48,9 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument(
         "--max-shard-mb", type=float, default=DEFAULT_MAX_SHARD_BYTES / (1 << 20), help="shard size bound"
     )
-    parse.add_argument("--verbose", action="store_true", help="log progress (INFO)")
+    parse.add_argument(
+        "--verbose", action="store_true", help="log progress (INFO) and show upload progress bars"
+    )
     return parse
 
 
@@ -61,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import disable_progress_bars
 
     from data_contracts.storage import resolve_storage_root
     from publishing.hub import publish
 
+    if not args.verbose:
+        disable_progress_bars()
     root = resolve_storage_root(args.storage_root)
     folder = args.dry_run_folder or root / "published" / args.repo.replace("/", "__")
     try:

@@ -6,11 +6,12 @@
    never logged, printed or written anywhere;
 2. the tables: publishable, built, not empty, embedding their images; their sources' terms
    (:mod:`publishing.terms`);
-3. the repo: created when missing (``private`` as asked), its ``provenance.json`` read at the revision: a
-   table whose published contract version has another major version is refused unless ``force``; when every
-   named table's data version equals the published one, nothing is committed;
-4. the shards, the card and ``provenance.json`` written to a local folder (streamed, contract-checked), then
-   one commit whose message names the tables and their data versions, on the revision or as a pull request.
+3. the repo's ``provenance.json`` at the revision: a table whose published contract version has another major
+   version is refused unless ``force``; when every named table's data version equals the published one,
+   nothing is committed;
+4. the shards, the card and ``provenance.json`` written to a local folder (streamed, contract-checked); the
+   repo (``private`` as asked) and the branch created when missing; then one commit whose message names the
+   tables and their data versions, on the revision or as a pull request.
 
 The shards go up (git-lfs or Xet, as the Hub answers) before the commit is created, and the commit moves
 the branch in one step: a publication killed or failed before that leaves the repo at its previous commit.
@@ -108,26 +109,32 @@ def _check_access(api, create_pr: bool) -> str:
     return str(identity.get("name"))
 
 
-def _prepare_repo(api, repo_id: str, private: bool, revision: str | None) -> str | None:
-    """Create the repo (and branch) when missing; the commit the revision points at (None for a new repo)."""
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+def _head(api, repo_id: str, revision: str | None) -> tuple[bool, str | None]:
+    """Whether the repo exists, and the commit the revision points at (None: no repo, or no such branch)."""
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     try:
-        return api.repo_info(repo_id, repo_type="dataset", revision=revision).sha
+        return True, api.repo_info(repo_id, repo_type="dataset", revision=revision).sha
     except RevisionNotFoundError:
-        api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
-        return api.repo_info(repo_id, repo_type="dataset", revision=revision).sha
+        return True, None
     except RepositoryNotFoundError:
-        pass
+        return False, None
+
+
+def _create(api, repo_id: str, exists: bool, private: bool, revision: str | None) -> str | None:
+    """Create the repo and the branch that are missing; the commit the revision then points at."""
+    from huggingface_hub.errors import HfHubHTTPError
+
     try:
-        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if not exists:
+            api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if revision and revision != "main":
+            api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
     except HfHubHTTPError as error:
         raise PublishError(
-            f"cannot create dataset repo {repo_id} (HTTP {error.response.status_code}): the token has no write "
-            f"access to {repo_id.split('/')[0]}."
+            f"cannot create dataset repo {repo_id} or its branch (HTTP {error.response.status_code}): the token "
+            f"has no write access to {repo_id.split('/')[0]}."
         ) from error
-    if revision and revision != "main":
-        api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
     return api.repo_info(repo_id, repo_type="dataset", revision=revision).sha
 
 
@@ -201,9 +208,10 @@ def publish(
     repo_url = f"{endpoint_url}/datasets/{repo_id}"
     published: dict[str, Any] = {}
     base = None
+    exists = False
     if api is not None:
-        base = _prepare_repo(api, repo_id, private, revision)
-        published = read_published_manifest(api, repo_id, revision)
+        exists, base = _head(api, repo_id, revision)
+        published = read_published_manifest(api, repo_id, revision) if base else {}
         check_contracts(local, published, force)
         recorded = {
             name: entry.get("data_version") for name, entry in (published.get("tables") or {}).items()
@@ -248,6 +256,8 @@ def publish(
                 files,
                 folder=work,
             )
+        if base is None:
+            base = _create(api, repo_id, exists, private, revision)
         info = _commit(api, repo_id, uploads, published, entries, message, revision, create_pr, base)
         return PublishResult(
             repo_id,

@@ -33,7 +33,15 @@ ALLOWED = {
     "publishing": {"data_contracts", "model_clients", "readers"},
     "assets": {"data_contracts", "model_clients", "readers", "training", "publishing"},
     "pipelines": {"data_contracts", "model_clients", "readers", "training", "publishing", "assets"},
-    "benchmarks": {"data_contracts", "model_clients", "readers", "training", "publishing", "assets", "pipelines"},
+    "benchmarks": {
+        "data_contracts",
+        "model_clients",
+        "readers",
+        "training",
+        "publishing",
+        "assets",
+        "pipelines",
+    },
 }
 
 

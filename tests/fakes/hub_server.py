@@ -333,6 +333,7 @@ class HubHandler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
         self.hub.requests.append({"method": method, "path": url.path, "headers": dict(self.headers.items())})
+        self._request_body = self._read_body()  # read whole, so an error answer leaves the connection usable
         try:
             for route_method, pattern, name in _ROUTES:
                 match = pattern.match(url.path)
@@ -361,6 +362,9 @@ class HubHandler(BaseHTTPRequestHandler):
     # -- plumbing ----------------------------------------------------------------------------------------
 
     def _body(self) -> bytes:
+        return self._request_body
+
+    def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks = []
             while True:
