@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,9 +21,16 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from data_contracts.parquet_files import ParquetTableWriter
 from data_contracts.storage import read_table, table_files, write_table
+from model_clients.cache import CachedResponse, ResponseCache
+from model_clients.records import TokenUsage
+from publishing.card import new_manifest, render_card, table_entry
 from publishing.cli import main as publish_main
+from publishing.facts import llm_uses, table_facts
 from publishing.hub import publish
+from publishing.tables import PublishError, inspect_table, write_shards
+from publishing.terms import check_terms, sources_of
 from tests.fakes.hub_server import FakeHub
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -384,3 +392,128 @@ def test_training_refuses_an_incompatible_published_contract(dev_build, hub_here
     )
     with pytest.raises(IncompatibleContractError, match=r"published under contract 2\.0\.0, which this code"):
         load_training_data("hf://datasets/alice/future", "stvqa", "spatialthinker", "qwen2_5_vl")
+
+
+def test_the_publishing_asset_shows_the_repo_the_commit_and_the_card(dev_build, hub_here):
+    import dagster as dg
+
+    from assets.publish import hub_dataset
+    from assets.resources import StorageResource
+    from pipelines.definitions import ALL_ASSETS, defs
+
+    def run(config: dict) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [hub_dataset],
+            resources={"storage": StorageResource(root=str(dev_build.storage))},
+            run_config={"ops": {"hub_dataset": {"config": config}}},
+            raise_on_error=False,
+        )
+
+    result = run({"repo_id": "alice/from_dagster", "tables": ["stvqa", "dge_tasks"], "private": True})
+    assert result.success
+    metadata = result.asset_materializations_for_node("hub_dataset")[0].metadata
+    assert metadata["repo_url"].value == f"{hub_here.url}/datasets/alice/from_dagster"
+    assert metadata["commit_url"].value.endswith(f"/commit/{hub_here.head('alice/from_dagster')}")
+    assert metadata["card"].value == hub_here.read("alice/from_dagster", "README.md").decode()
+    assert set(metadata["data_versions"].value) == {"stvqa", "dge_tasks"}
+    assert hub_here.repos["alice/from_dagster"].private and WRITE_TOKEN not in str(metadata)
+
+    refused = run({"repo_id": "alice/from_dagster", "tables": ["scene_graphs"]})
+    failure = next(event for event in refused.all_events if event.is_step_failure)
+    assert "cannot be published" in failure.step_failure_data.user_failure_data.description
+
+    assert set(hub_dataset.asset_deps[dg.AssetKey("hub_dataset")]) >= {
+        dg.AssetKey("stvqa"),
+        dg.AssetKey("dge_tasks"),
+    }
+    assert hub_dataset not in ALL_ASSETS  # not in spatial-build's graph, nor in any default job:
+    for job in ("datasets_job", "stvqa_job", "spatialcore_job"):
+        assert dg.AssetKey("hub_dataset") not in defs.resolve_job_def(job).asset_layer.selected_asset_keys
+    assert defs.resolve_job_def("publish_job").asset_layer.selected_asset_keys == {dg.AssetKey("hub_dataset")}
+
+
+def write_in_row_groups(
+    frame: pl.DataFrame, path: Path, rows_per_group: int, metadata: dict[str, str]
+) -> None:
+    """``frame`` as a table file of row groups of ``rows_per_group`` rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        writer = ParquetTableWriter(handle, frame.schema, metadata)
+        for start in range(0, frame.height, rows_per_group):
+            writer.write(frame.slice(start, rows_per_group))
+        writer.close()
+
+
+def test_shards_are_bounded_and_hold_every_row_in_order(dev_build, tmp_path):
+    frame = read_table(dev_build.storage, "stvqa")
+    write_in_row_groups(frame, tmp_path / "root" / "stvqa.parquet", 2, {"data_version": "v1"})
+    bound = 40_000
+    shards = write_shards(inspect_table(tmp_path / "root", "stvqa"), tmp_path / "repo", max_shard_bytes=bound)
+
+    assert len([shard for shard in shards if shard.split == "train"]) > 1
+    for split in ("train", "val"):
+        ours = [shard for shard in shards if shard.split == split]
+        assert [shard.path_in_repo for shard in ours] == [
+            f"stvqa/{split}-{index:05d}-of-{len(ours):05d}.parquet" for index in range(len(ours))
+        ]
+        for shard in ours:  # a shard closes once past the bound: before its last row group it was under it
+            metadata = pq.ParquetFile(shard.local_path).metadata
+            last = metadata.row_group(metadata.num_row_groups - 1)
+            last_bytes = sum(last.column(i).total_compressed_size for i in range(last.num_columns))
+            assert shard.size - metadata.serialized_size - last_bytes < bound
+        read = pl.concat([pl.read_parquet(shard.local_path) for shard in ours])
+        assert read.equals(frame.filter(pl.col("split") == split))
+    metadata = pq.ParquetFile(shards[0].local_path).schema_arrow.metadata
+    assert b'"_type": "Image"' in metadata[b"huggingface"] and metadata[b"data_version"] == b"v1"
+    assert b"large_string" not in metadata[b"huggingface"]  # the Hub's usual string and list types
+
+
+def test_a_row_group_that_breaks_the_contract_stops_the_table(dev_build, tmp_path):
+    frame = read_table(dev_build.storage, "stvqa")
+    broken = frame.with_columns(
+        answer=pl.when(pl.int_range(pl.len()) == frame.height - 1).then(pl.lit("Z")).otherwise("answer")
+    )
+    write_in_row_groups(broken, tmp_path / "root" / "stvqa.parquet", 4, {"data_version": "v1"})
+    with pytest.raises(PublishError, match=r"fails its contract checks \(Stvqa: .*answer"):
+        write_shards(inspect_table(tmp_path / "root", "stvqa"), tmp_path / "repo")
+
+
+def test_the_card_of_real_sources_states_their_terms_and_the_build_cost(dev_build, tmp_path):
+    from huggingface_hub import DatasetCard
+
+    root = tmp_path / "root"
+    real = {"data_version": "r1"}
+    write_in_row_groups(
+        read_table(dev_build.storage, "stvqa").with_columns(origin=pl.lit("real")),
+        root / "stvqa.parquet",
+        8,
+        real,
+    )
+    dge = read_table(dev_build.storage, "dge_tasks").with_columns(origin=pl.lit("real"))
+    write_in_row_groups(dge, root / "dge_tasks" / "scene0000_00.parquet", 50, real)
+    with ResponseCache(root / "llm_cache" / "responses.sqlite") as cache:
+        for index, cost in enumerate((0.25, 0.5)):
+            cache.put(
+                CachedResponse(
+                    f"key{index}", "anthropic", "claude-sonnet-4-20250514", "stvqa_generation", "3", "ok",
+                    "{}", {}, None, TokenUsage(100, 20), cost, 1, time.time(),
+                )
+            )  # fmt: skip
+    entries = {}
+    for name in ("stvqa", "dge_tasks"):
+        local = inspect_table(root, name)
+        facts = table_facts(root, local)
+        sources = sources_of(name, {key: set(counts) for key, counts in facts.values.items()})
+        accepted = check_terms(name, sources, ["scannet"])
+        entries[name] = table_entry(facts, write_shards(local, tmp_path / "repo"), accepted, sorted(sources))
+    card = DatasetCard(render_card("alice/real", new_manifest(None, entries, llm_uses(root))))
+
+    assert card.data.license == "other" and "synthetic" not in card.data.tags
+    assert "**Synthetic data.**" not in card.text and "**Restricted source accepted.**" in card.text
+    assert "| anthropic | claude-sonnet-4-20250514 | `stvqa_generation@3` | 2 | 0.7500 |" in card.text
+    for citation in (
+        "Visual Genome: Connecting Language and Vision",
+        "ScanNet: Richly-annotated",
+        "arXiv:2511.07403",
+    ):
+        assert citation in card.text
