@@ -241,9 +241,18 @@ def render_card(repo_id: str, manifest: Mapping[str, Any]) -> str:
         spec = PUBLISHABLE.get(name)
         body += ["", f"## `{name}`", "", f"One row is {spec.one_row_is if spec else 'a row of ' + name}.", ""]
         body += [f"Rows: {entry['rows']} ({', '.join(f'{s} {n}' for s, n in entry['splits'].items())})."]
-        origins = entry["values"].get("origin", {})
-        if origins:
-            body.append("Origin of the rows: " + ", ".join(f"{key} {n}" for key, n in origins.items()) + ".")
+        for column, what in (
+            ("origin", "Origin"),
+            ("source", "Source"),
+            ("benchmark", "Benchmark"),
+            ("category", "Category"),
+            ("task_type", "Task type"),
+        ):
+            counts = entry["values"].get(column, {})
+            if counts:
+                body.append(
+                    f"{what} of the rows: " + ", ".join(f"{key} {n}" for key, n in counts.items()) + "."
+                )
         body += ["", "### Columns", "", *_columns(name, entry), "", "### How it was built", ""]
         body.append(f"- Method: {spec.method if spec else 'not recorded'}")
         body += [f"- {line}" for line in entry["settings"]]
@@ -260,7 +269,7 @@ def render_card(repo_id: str, manifest: Mapping[str, Any]) -> str:
             f"{sum(u['cost_usd'] for u in manifest['llm']):.4f} |"
         )
     else:
-        body.append("No paid model was called: the build used the offline backends (0.00 USD).")
+        body.append("The build's response cache records no paid model request (offline backends): 0.00 USD.")
     body += ["", "## Sources and terms", "", "| source | licence or terms | configs |", "|---|---|---|"]
     used: dict[str, list[str]] = {}
     for name, entry in tables.items():

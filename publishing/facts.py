@@ -157,6 +157,12 @@ def _settings(root: Path, name: str) -> list[str]:
                 f"Reasoning traces by `{row['reasoning_backend']}`, boxes in the `{row['model_family']}` convention."
             )
     if name == "dge_tasks":
+        versions = _stage_versions(root, ("scene_geometry", "frame_visibility", "dge_tasks"))
+        lines.append(
+            "DGE code versions: "
+            + ", ".join(f"`{stage}` {v.get('code_version', 'not recorded')}" for stage, v in versions.items())
+            + "."
+        )
         for row in distinct_values(root, "dge_tasks", ["geometry_source"]):
             lines.append(
                 f"Answers computed from `{row['geometry_source']}` geometry (per-scan point clouds and boxes)."

@@ -517,3 +517,18 @@ def test_the_card_of_real_sources_states_their_terms_and_the_build_cost(dev_buil
         "arXiv:2511.07403",
     ):
         assert citation in card.text
+
+
+def test_the_example_card_has_the_sections_and_metadata_of_a_card_made_now(dev_build, tmp_path):
+    from huggingface_hub import DatasetCard
+
+    made = publish(TRAINING_TABLES, "your-name/spatial-grounding-sample", storage_root=dev_build.storage,
+                   dry_run=True, dry_run_folder=tmp_path / "repo").card  # fmt: skip
+    example = (REPO_ROOT / "publishing" / "EXAMPLE_CARD.md").read_text(encoding="utf-8")
+
+    def headings(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("#")]
+
+    assert headings(example) == headings(made)
+    assert DatasetCard(example).data.to_dict().keys() == DatasetCard(made).data.to_dict().keys()
+
