@@ -1,8 +1,8 @@
 """The opt-in publishing asset: ``hub_dataset`` pushes built tables to a Hugging Face Hub dataset repo.
 
 A thin asset over :func:`publishing.hub.publish` (the same code as ``spatial-publish``), configured in the
-launchpad: ``repo_id``, ``tables``, ``private``, ``create_pr`` (and ``revision``, ``accept_source_terms``,
-``force``). It depends on every publishable table, so the UI shows it downstream of the tables it waits on,
+launchpad under the op ``hub_dataset_asset``: ``repo_id``, ``tables``, ``private``, ``create_pr`` (and
+``revision``, ``accept_source_terms``, ``force``). It depends on every publishable table, so the UI shows it downstream of the tables it waits on,
 and it is in no default job, no automation and not in ``spatial-build``: it runs only when launched
 (``publish_job``, or materialized from the UI). Its materialization shows the repo and commit (or pull
 request) URLs, the tables' data versions and the card as a Markdown preview. The token is read from the
@@ -49,12 +49,17 @@ class HubDatasetConfig(dg.Config):
     )
 
 
-@dg.asset(
-    name="hub_dataset",
-    group_name=SHARING_GROUP,
-    deps=[dg.AssetKey(name) for name in PUBLISHABLE],
-    kinds={"huggingface"},
-    description="The configured tables published to a Hugging Face Hub dataset repo, with a card (opt-in).",
+@dg.multi_asset(
+    name="hub_dataset_asset",
+    specs=[
+        dg.AssetSpec(
+            "hub_dataset",
+            group_name=SHARING_GROUP,
+            deps=[dg.AssetKey(name) for name in PUBLISHABLE],
+            kinds={"huggingface"},
+            description="The configured tables published to a Hugging Face Hub dataset repo, with a card (opt-in).",
+        )
+    ],
 )
 def hub_dataset(
     context: dg.AssetExecutionContext, config: HubDatasetConfig, storage: StorageResource
@@ -87,7 +92,7 @@ def hub_dataset(
         metadata["commit_url"] = dg.MetadataValue.url(result.commit_url)
     if result.pull_request_url:
         metadata["pull_request_url"] = dg.MetadataValue.url(result.pull_request_url)
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(asset_key="hub_dataset", metadata=metadata)
 
 
 SHARING_ASSETS = [hub_dataset]

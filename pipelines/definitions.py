@@ -77,7 +77,7 @@ AUTOMATION_JOBS, SENSORS = build_automation()
 def build_definitions(storage_root: str | None = None) -> dg.Definitions:
     """Every asset, job and sensor, with the resources of :func:`build_resources`."""
     return dg.Definitions(
-        assets=[*with_catalog(RAW_FILE_ASSETS), *ALL_ASSETS, *SHARING_ASSETS],
+        assets=[*with_catalog(RAW_FILE_ASSETS), *ALL_ASSETS, *with_catalog(SHARING_ASSETS)],
         asset_checks=build_signal_checks(ALL_ASSETS),
         jobs=[*build_jobs(ALL_ASSETS), build_publish_job(SHARING_ASSETS), *AUTOMATION_JOBS],
         sensors=[*SENSORS, run_failure_alert_sensor],

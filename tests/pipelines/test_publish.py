@@ -38,6 +38,10 @@ WRITE_TOKEN = "hf_alicewrite7c1f9e2d4b6a8"
 READ_TOKEN = "hf_aliceread3e5a7c9b1d2f4"
 OTHER_TOKEN = "hf_mallorywrite9a8b7c6d5e4"
 TRAINING_TABLES = ["stvqa", "spatialcore_train", "sft_cold_start", "dge_tasks", "eval_items"]
+STVQA_7K_COLUMNS = {
+    "image_id", "images", "problem", "question_only", "question_with_options", "options", "answer",
+    "answer_only", "answer_text", "answer_option_text", "category", "level", "rating",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +146,10 @@ def test_private_round_trip_reads_like_the_local_tables_and_never_shows_the_toke
     for heading in ("## LLM cost of the build", "## Sources and terms", "## Citations", "### Provenance"):
         assert heading in card.text
     assert "**Synthetic data.**" in card.text
+    stvqa = next(info for info in data["dataset_info"] if info["config_name"] == "stvqa")
+    features = {feature["name"]: feature for feature in stvqa["features"]}
+    assert STVQA_7K_COLUMNS <= features.keys() and features["images"] == {"name": "images", "list": "image"}
+    assert [split["name"] for split in stvqa["splits"]] == ["train", "val"]  # STVQA-7K's split names
 
     # anyone but alice sees no repo
     anonymous = subprocess.run(
@@ -405,13 +413,13 @@ def test_the_publishing_asset_shows_the_repo_the_commit_and_the_card(dev_build, 
         return dg.materialize(
             [hub_dataset],
             resources={"storage": StorageResource(root=str(dev_build.storage))},
-            run_config={"ops": {"hub_dataset": {"config": config}}},
+            run_config={"ops": {"hub_dataset_asset": {"config": config}}},
             raise_on_error=False,
         )
 
     result = run({"repo_id": "alice/from_dagster", "tables": ["stvqa", "dge_tasks"], "private": True})
     assert result.success
-    metadata = result.asset_materializations_for_node("hub_dataset")[0].metadata
+    metadata = result.asset_materializations_for_node("hub_dataset_asset")[0].metadata
     assert metadata["repo_url"].value == f"{hub_here.url}/datasets/alice/from_dagster"
     assert metadata["commit_url"].value.endswith(f"/commit/{hub_here.head('alice/from_dagster')}")
     assert metadata["card"].value == hub_here.read("alice/from_dagster", "README.md").decode()
@@ -531,3 +539,4 @@ def test_the_example_card_has_the_sections_and_metadata_of_a_card_made_now(dev_b
 
     assert headings(example) == headings(made)
     assert DatasetCard(example).data.to_dict().keys() == DatasetCard(made).data.to_dict().keys()
+
