@@ -539,4 +539,3 @@ def test_the_example_card_has_the_sections_and_metadata_of_a_card_made_now(dev_b
 
     assert headings(example) == headings(made)
     assert DatasetCard(example).data.to_dict().keys() == DatasetCard(made).data.to_dict().keys()
-
