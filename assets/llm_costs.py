@@ -5,29 +5,31 @@ Four assets call paid models, each through its LLM resource:
 | stage | resource | requests |
 |---|---|---|
 | ``object_phrases`` | ``phrase_llm`` | one per training question (``mcq_questions``, skipped task types left out) |
-| ``stvqa_candidates`` | ``stvqa_generator_llm`` | one per scene-graph image (``scene_graphs``) |
-| ``stvqa_validated`` | ``stvqa_judge_llm`` | two tries per candidate (``stvqa_candidates``); a second round of two more for the questions both miss |
+| ``stvqa_candidates`` | ``stvqa_generator_llm`` | one per scene-graph image (``scene_graphs``); at most one re-ask each |
+| ``stvqa_validated`` | ``stvqa_judge_llm`` | two tries per candidate (``stvqa_candidates``); at most two more each in round 2 |
 | ``sft_cold_start`` | ``sft_reasoning_llm`` | one per selected training row (``spatialcore_train``) |
 
-:func:`estimate_costs` reads each stage's input table from the storage root (when it is materialised),
-builds the stage's requests exactly as the stage does with its model backend, and asks the resource's
-client for the estimate (:meth:`model_clients.client.LLMClient.estimate`: uncached requests only, prompt
-tokens as the provider counts text and images, completion tokens from the observed mean or the budget,
-at the batch price in ``mode: batch``). No model is called and no key is needed. :func:`format_cost_table`
-prints the table ``spatial-build --estimate-cost`` shows. The STVQA assets call
-:func:`assets.resources.check_stage_budget` with the same requests before their first shard.
+:func:`estimate_costs` reads each stage's input from the storage root (when it is materialised), one STVQA shard
+at a time (only that shard's rows: the ids first, then the shard's rows, image bytes included), builds the
+stage's requests exactly as the stage does with its model backend (the shard's task of
+:mod:`model_clients.rounds`: the first round, and the later rounds at most), and asks the resource's client for
+the estimate (:meth:`model_clients.client.LLMClient.estimate`: uncached requests only, prompt tokens as the
+provider counts text and images, completion tokens from the observed mean or the budget, at the batch price in
+``mode: batch``, and the upper bound a budget is checked against: every round, every re-ask). No model is called
+and no key is needed. :func:`format_cost_table` prints the table ``spatial-build --estimate-cost`` shows.
 
 >>> print(format_cost_table([StageCost("object_phrases", "phrase_llm", "openai", "gpt-4o-mini", "batch",
-...     "mcq_questions: 2 rows", CostEstimate(2, 0, 6000, 40, 0.000462, True, "max_tokens budget"), "")]))
-stage           resource    model               mode   requests  cached  prompt tokens  completion tokens  est. USD  note
-object_phrases  phrase_llm  openai/gpt-4o-mini  batch         2       0          6,000                 40    0.0005  mcq_questions: 2 rows
-TOTAL                                                         2       0          6,000                 40    0.0005
+...     "mcq_questions: 2 rows", CostEstimate(2, 0, 6000, 40, 0.000462, True, "max_tokens budget",
+...     upper_bound_usd=0.000924), "")]))
+stage           resource    model               mode   requests  later  cached  prompt tokens  completion tokens  est. USD  at most USD  note
+object_phrases  phrase_llm  openai/gpt-4o-mini  batch         2      0       0          6,000                 40    0.0005       0.0009  mcq_questions: 2 rows
+TOTAL                                                         2      0       0          6,000                 40    0.0005       0.0009
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,19 +39,18 @@ import polars as pl
 from assets.grounding.cold_start import ColdStartSettings, reasoning_requests, select_rows
 from assets.grounding.phrases import PhraseSettings, build_phrase_request, is_skipped_task
 from assets.grounding.training_table import select_training_questions
-from assets.stvqa.generate import QuestionGenerationSettings, generation_request, read_scenes
-from assets.stvqa.pass_at_2 import PassAt2Settings, answer_request, load_scenes
-from data_contracts.quarantine import QuarantineLog
-from data_contracts.storage import MissingTableError, read_table
-from model_clients import CostEstimate, LLMRequest
+from assets.stvqa.generate import GenerationTask, QuestionGenerationSettings
+from assets.stvqa.pass_at_2 import PassAt2Settings, PassAt2Task
+from assets.stvqa.shards import STVQA_SHARD_KEYS, read_image_rows, read_shard_rows, shard_of
+from data_contracts.image_store import embed_images
+from data_contracts.storage import table_path
+from model_clients import CostEstimate, LLMClient, LLMRequest
 
 __all__ = [
     "PAID_STAGES",
     "StageCost",
-    "answer_requests",
     "estimate_costs",
     "format_cost_table",
-    "generation_requests",
     "phrase_requests",
 ]
 
@@ -62,6 +63,8 @@ PAID_STAGES: Mapping[str, tuple[str, str]] = {
     "sft_cold_start": ("sft_reasoning_llm", "spatialcore_train"),
 }
 """Each paid stage's LLM resource and input table."""
+IMAGE_BATCH_ROWS = 256
+"""Questions whose images are read at a time for the ``object_phrases`` estimate."""
 
 
 @dataclass(frozen=True)
@@ -103,61 +106,102 @@ def phrase_requests(questions: pl.DataFrame, settings: PhraseSettings | None = N
     return requests
 
 
-def generation_requests(
-    scene_graphs: pl.DataFrame,
-    settings: QuestionGenerationSettings | None = None,
-    geometry: Mapping[str, Any] | None = None,
-) -> list[LLMRequest]:
-    """The ``stvqa_candidates`` requests of ``scene_graphs`` rows, with the empty running balance (later chunks
-    print a longer balance: a few tokens more)."""
-    settings = settings or QuestionGenerationSettings(backend="anthropic")
-    scenes = read_scenes(scene_graphs, geometry, QuarantineLog("stvqa_candidates"))
-    balance_text = settings.new_balance().describe()
-    return [generation_request(scene, row, settings, balance_text) for scene, row in scenes]
+def _scan(storage_root: str | Path, table: str, partition: str | None = None) -> pl.LazyFrame | None:
+    path = table_path(storage_root, table, partition)
+    return pl.scan_parquet(path) if path.is_file() else None
 
 
-def answer_requests(
-    candidates: pl.DataFrame, scene_graphs: pl.DataFrame, settings: PassAt2Settings | None = None
-) -> list[LLMRequest]:
-    """The first round of ``stvqa_validated``: ``tries_per_round`` tries of every candidate whose image is usable."""
-    settings = settings or PassAt2Settings(backend="openai")
-    image_ids = set(candidates["image_id"].to_list()) if candidates.height else set()
-    _, images, _ = load_scenes(scene_graphs.filter(pl.col("image_id").is_in(sorted(image_ids))), None)
-    return [
-        answer_request(row, images[row["image_id"]], settings, try_index)
-        for row in candidates.iter_rows(named=True)
-        if row["image_id"] in images
-        for try_index in range(settings.tries_per_round)
-    ]
+def _shards_of(scan: pl.LazyFrame) -> dict[str, list[str]]:
+    """The image ids of a ``scene_graphs`` scan by STVQA shard (only the id column is read)."""
+    shards: dict[str, list[str]] = {}
+    for image_id in scan.select("image_id").collect()["image_id"].to_list():
+        shards.setdefault(shard_of(image_id), []).append(image_id)
+    return shards
 
 
-def _read(storage_root: str | Path, table: str) -> pl.DataFrame | None:
-    try:
-        return read_table(storage_root, table)
-    except MissingTableError:
-        return None
+def _estimate_all(
+    client: LLMClient, parts: Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]
+) -> CostEstimate:
+    """The sum of the estimates of a stage's parts (first round and later rounds of each shard)."""
+    total = CostEstimate(batch=client.config.mode == "batch", priced=client.price is not None)
+    for first, later in parts:
+        total.add(client.estimate(first, later=later, log=False))
+    return total
 
 
-def _stage_requests(
-    stage: str, storage_root: str | Path, geometry: Mapping[str, Any] | None
-) -> tuple[list[LLMRequest] | None, str, str]:
-    """(requests or None, what the input was, a note) of one stage."""
+def _stage_estimate(
+    stage: str, storage_root: str | Path, client: LLMClient, geometry: Mapping[str, Any] | None
+) -> tuple[CostEstimate | None, str, str]:
+    """(estimate or None, what the input was, a note) of one stage, reading its input part by part."""
     table = PAID_STAGES[stage][1]
-    frame = _read(storage_root, table)
-    if frame is None:
+    if stage == "stvqa_validated":
+        shards = [key for key in STVQA_SHARD_KEYS if table_path(storage_root, table, key).is_file()]
+        if not shards:
+            return None, f"{table}: not materialised", f"materialise {table} first"
+        scene_graphs = table_path(storage_root, "scene_graphs")
+        if not scene_graphs.is_file():
+            return None, f"{table}: {len(shards)} shards", "materialise scene_graphs first"
+        rows = 0
+        settings = PassAt2Settings(backend="openai")
+
+        def validated_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
+            nonlocal rows
+            for shard in shards:
+                candidates = pl.read_parquet(table_path(storage_root, table, shard))
+                rows += candidates.height
+                scene_rows = read_image_rows(scene_graphs, candidates["image_id"].unique().to_list())
+                yield PassAt2Task(candidates, scene_rows, settings, None, progress=False).planned_requests()
+
+        estimate = _estimate_all(client, validated_parts())
+        return estimate, f"{table}: {rows:,} rows in {len(shards)} shards", "round 2 at most: every question"
+    scan = _scan(storage_root, table)
+    if scan is None:
         return None, f"{table}: not materialised", f"materialise {table} first"
-    inputs = f"{table}: {frame.height:,} rows"
-    if stage == "object_phrases":
-        return phrase_requests(select_training_questions(frame, ["omnispatial"], ["train"])), inputs, ""
     if stage == "stvqa_candidates":
-        return generation_requests(frame, geometry=geometry), inputs, "balance text of the first chunk"
-    if stage == "sft_cold_start":
-        return reasoning_requests(select_rows(frame, ColdStartSettings(reasoning="llm"))), inputs, ""
-    scene_graphs = _read(storage_root, "scene_graphs")
-    if scene_graphs is None:
-        return None, inputs, "materialise scene_graphs first"
-    note = "round 1; round 2 asks 2 more tries of the questions both first tries miss"
-    return answer_requests(frame, scene_graphs), inputs, note
+        shards = _shards_of(scan)
+        settings = QuestionGenerationSettings(backend="anthropic")
+        mode = client.config.mode
+        path = table_path(storage_root, table)
+
+        def candidate_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
+            for shard in sorted(shards):  # only the shard's row groups are read
+                rows = read_shard_rows(path, shard)
+                yield GenerationTask(rows, settings, geometry, mode=mode, progress=False).planned_requests()
+
+        images = sum(len(ids) for ids in shards.values())
+        note = "re-ask at most: every image" + (
+            "" if settings.planned_balance(mode) else "; balance of chunk 1"
+        )
+        return (
+            _estimate_all(client, candidate_parts()),
+            f"{table}: {images:,} rows in {len(shards)} shards",
+            note,
+        )
+    if stage == "object_phrases":
+        questions = scan.collect()  # no image bytes: the questions name their images (mcq_images holds them)
+        selected = select_training_questions(questions, ["omnispatial"], ["train"])
+        images = table_path(storage_root, "mcq_images")
+
+        def phrase_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
+            for batch in selected.iter_slices(IMAGE_BATCH_ROWS):  # each batch's images read, then let go
+                yield (
+                    phrase_requests(embed_images(batch, images) if "image" not in batch.columns else batch),
+                    [],
+                )
+
+        return _estimate_all(client, phrase_parts()), f"{table}: {questions.height:,} rows", ""
+    names = [name for name in scan.collect_schema().names() if name != "image"]  # sft_cold_start
+    frame = scan.select(names).collect()
+    selected = select_rows(frame, ColdStartSettings(reasoning="llm"))
+    if "image" in scan.collect_schema().names() and selected.height:
+        wanted = selected["question_id"].to_list()
+        images = scan.filter(pl.col("question_id").is_in(wanted)).select("question_id", "image").collect()
+        selected = selected.join(images, on="question_id", how="left", maintain_order="left")
+    return (
+        _estimate_all(client, iter([(reasoning_requests(selected), [])])),
+        f"{table}: {frame.height:,} rows",
+        "",
+    )
 
 
 def estimate_costs(
@@ -184,11 +228,11 @@ def estimate_costs(
     for stage in stages or PAID_STAGES:
         resource_key = PAID_STAGES[stage][0]
         resource = resources[resource_key]
-        requests, inputs, note = _stage_requests(stage, storage_root, geometry)
-        estimate = None
-        if requests is not None:
-            with resource.get_client() as client:
-                estimate = client.estimate(requests, label=stage)
+        unpriced = resource.model_copy(update={"max_cost_usd": None})  # the table also shows unpriced models
+        with unpriced.get_client(storage_root=storage_root) as client:
+            estimate, inputs, note = _stage_estimate(stage, storage_root, client, geometry)
+        if estimate is not None and not estimate.priced:
+            note = "; ".join(part for part in (note, "no price: set price_table on the resource") if part)
         rows.append(
             StageCost(
                 stage, resource_key, resource.provider, resource.model, resource.mode, inputs, estimate, note
@@ -205,10 +249,12 @@ def format_cost_table(rows: Sequence[StageCost]) -> str:
         "model",
         "mode",
         "requests",
+        "later",
         "cached",
         "prompt tokens",
         "completion tokens",
         "est. USD",
+        "at most USD",
         "note",
     )
     lines: list[tuple[str, ...]] = [header]
@@ -223,11 +269,7 @@ def format_cost_table(rows: Sequence[StageCost]) -> str:
                     row.resource,
                     f"{row.provider}/{row.model}",
                     row.mode,
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
+                    *["-"] * 7,
                     note,
                 )
             )
@@ -239,30 +281,13 @@ def format_cost_table(rows: Sequence[StageCost]) -> str:
                 row.resource,
                 f"{row.provider}/{row.model}",
                 row.mode,
-                f"{estimate.requests:,}",
-                f"{estimate.cached:,}",
-                f"{estimate.prompt_tokens:,}",
-                f"{estimate.completion_tokens:,}",
-                f"{estimate.cost_usd:.4f}",
+                *_figures(estimate),
                 note,
             )
         )
-    lines.append(
-        (
-            "TOTAL",
-            "",
-            "",
-            "",
-            f"{total.requests:,}",
-            f"{total.cached:,}",
-            f"{total.prompt_tokens:,}",
-            f"{total.completion_tokens:,}",
-            f"{total.cost_usd:.4f}",
-            "",
-        )
-    )
+    lines.append(("TOTAL", "", "", "", *_figures(total), ""))
     widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
-    numeric = range(4, 9)
+    numeric = range(4, 11)
     rendered = []
     for line in lines:
         cells = [
@@ -271,3 +296,21 @@ def format_cost_table(rows: Sequence[StageCost]) -> str:
         ]
         rendered.append("  ".join(cells).rstrip())
     return "\n".join(rendered)
+
+
+def _figures(estimate: CostEstimate) -> tuple[str, ...]:
+    """The numeric cells of a row: first-round requests, later ones at most, cached, first-round tokens and dollars,
+    and the upper bound ("unpriced" without a price)."""
+    dollars = (
+        (f"{estimate.cost_usd:.4f}", f"{estimate.upper_bound_usd:.4f}")
+        if estimate.priced
+        else ("unpriced", "unpriced")
+    )
+    return (
+        f"{estimate.requests:,}",
+        f"{estimate.later_requests:,}",
+        f"{estimate.cached:,}",
+        f"{estimate.prompt_tokens:,}",
+        f"{estimate.completion_tokens:,}",
+        *dollars,
+    )

@@ -57,6 +57,15 @@ def read_partition(path: Path) -> pl.DataFrame:
     return read_parquet_file(path)
 
 
+def read_table_columns(path: Path, columns: list[str]) -> pl.DataFrame:
+    """Some columns of a table file (a :data:`TableFile` value), through one handle: a table's rows without its
+    image bytes, for instance."""
+    import pyarrow.parquet as pq
+
+    with open(path, "rb") as handle:
+        return pl.from_arrow(pq.ParquetFile(handle).read(columns=columns))
+
+
 def iter_row_groups(path: Path) -> Iterator[pl.DataFrame]:
     """The rows of a table file (a :data:`TableFile` value), one row group at a time, through one handle."""
     import pyarrow.parquet as pq

@@ -5,8 +5,12 @@ machine with no keys, no weights and no downloads.
 
 :class:`LLMResource` holds everything an LLM-backed asset needs to build an
 :class:`~model_clients.client.LLMClient`: provider, model, endpoint, key, concurrency, rate limit, retries,
-sampling defaults, prices and the cache location. Keys are read from the environment variable the
-resource names, only when a client is built, so an offline run needs no key:
+sampling defaults, prices and the cache location. Each model-calling stage has a subclass whose defaults are
+its provider, model, key variable and sampling (:class:`PhraseLLMResource`, :class:`SftReasoningLLMResource`,
+:class:`StvqaGeneratorLLMResource`, :class:`StvqaJudgeLLMResource`): a run config that names the resource with
+only ``mode`` or ``max_cost_usd`` replaces the fields the ``Definitions`` set, and the class defaults are what
+remains, so the stage keeps its model. Keys are read from the environment variable the resource names, only
+when a client is built, so an offline run needs no key:
 
     >>> phrase_llm = LLMResource(provider="openai", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY")
     >>> phrase_llm.resolved_cache_path().name
@@ -32,10 +36,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field, field_validator
@@ -44,10 +48,14 @@ from assets.compute import default_workers
 from data_contracts.origin import REAL as REAL_ORIGIN
 from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
 from data_contracts.storage import llm_cache_path, resolve_storage_root
-from model_clients.client import BudgetExceededError, LLMClient, LLMClientConfig, LLMClientSettings
-from model_clients.estimate import CostEstimate
-from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice
-from model_clients.records import LLMRequest
+from model_clients.client import (
+    BudgetExceededError,
+    LLMClient,
+    LLMClientConfig,
+    LLMClientSettings,
+    UnpricedModelError,
+)
+from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice, format_usd
 from readers.common import MissingInputError, resolve_location
 
 logger = logging.getLogger(__name__)
@@ -367,16 +375,18 @@ class LLMResource(dg.ConfigurableResource, LLMClientSettings):
     )
     storage_root: str | None = Field(
         default=None,
-        description="Storage root for the default cache path; defaults to $SPATIAL_DATA_ROOT or ./data.",
+        description="Storage root for the default cache path; defaults to the run's storage resource "
+        "($SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data).",
     )
 
-    def resolved_cache_path(self) -> Path:
-        """Where the response cache lives."""
+    def resolved_cache_path(self, storage_root: str | Path | None = None) -> Path:
+        """Where the response cache lives: `cache_path`, else under `storage_root` (the field, else the argument:
+        the run's ``storage`` resource, which a run config naming this resource leaves in place)."""
         if self.cache_path:
             return Path(self.cache_path)
-        return llm_cache_path(self.storage_root)
+        return llm_cache_path(self.storage_root or storage_root)
 
-    def client_config(self) -> LLMClientConfig:
+    def client_config(self, storage_root: str | Path | None = None) -> LLMClientConfig:
         """The :class:`LLMClientConfig` these fields describe; the key is read from `api_key_env` here."""
         prices = dict(DEFAULT_PRICE_TABLE)
         for name, price in self.price_table.items():
@@ -388,64 +398,143 @@ class LLMResource(dg.ConfigurableResource, LLMClientSettings):
             )
         shared = {name: getattr(self, name) for name in LLMClientSettings.model_fields}
         shared["api_key"] = self.api_key or (os.environ.get(self.api_key_env) if self.api_key_env else None)
-        return LLMClientConfig(**shared, price_table=prices, cache_path=self.resolved_cache_path())
+        return LLMClientConfig(
+            **shared, price_table=prices, cache_path=self.resolved_cache_path(storage_root)
+        )
 
-    def get_client(self, model: str | None = None) -> LLMClient:
-        """A new :class:`LLMClient` (`model` overriding the resource's); use it as a context manager so
-        connections and the cache are closed.
+    def get_client(self, model: str | None = None, storage_root: str | Path | None = None) -> LLMClient:
+        """A new :class:`LLMClient` (`model` overriding the resource's; its cache under `storage_root` unless the
+        resource names one); use it as a context manager so connections and the cache are closed.
 
         The process stops with its parent (:func:`stop_with_parent`), so a killed run's steps stop paying. The
         client logs its estimate, budget refusal and batch progress to the Dagster logger, so they show in the
         run's log.
         """
         stop_with_parent()
-        config = self.client_config()
+        config = self.client_config(storage_root)
         if model:
             config = config.model_copy(update={"model": model})
         return LLMClient(config, log=dg.get_dagster_logger("model_clients"))
 
 
+def _role_field(name: str, default: object) -> Any:
+    """A field of :class:`LLMResource` with a stage's default (the description stays the shared one)."""
+    field = LLMResource.model_fields[name]
+    return Field(default=default, description=field.description)
+
+
+class PhraseLLMResource(LLMResource):
+    """phrase_llm: object phrases of the SpatialCORE questions (OpenAI GPT-4o-mini by default)."""
+
+    provider: str = _role_field("provider", "openai")
+    model: str = _role_field("model", "gpt-4o-mini")
+    api_key_env: str | None = _role_field("api_key_env", "OPENAI_API_KEY")
+
+
+class SftReasoningLLMResource(LLMResource):
+    """sft_reasoning_llm: reasoning traces of the SFT cold-start set (OpenAI GPT-4o-mini by default)."""
+
+    provider: str = _role_field("provider", "openai")
+    model: str = _role_field("model", "gpt-4o-mini")
+    api_key_env: str | None = _role_field("api_key_env", "OPENAI_API_KEY")
+
+
+class StvqaGeneratorLLMResource(LLMResource):
+    """stvqa_generator_llm: STVQA question generation (Claude Sonnet 4 at temperature 0 by default)."""
+
+    provider: str = _role_field("provider", "anthropic")
+    model: str = _role_field("model", "claude-sonnet-4-20250514")
+    api_key_env: str | None = _role_field("api_key_env", "ANTHROPIC_API_KEY")
+    max_concurrency: int = _role_field("max_concurrency", 8)
+    temperature: float = _role_field("temperature", 0.0)
+    max_tokens: int = _role_field("max_tokens", 2048)
+
+
+class StvqaJudgeLLMResource(LLMResource):
+    """stvqa_judge_llm: pass@2 answers (GPT-4o, images at high detail, temperature 1, one letter, by default)."""
+
+    provider: str = _role_field("provider", "openai")
+    model: str = _role_field("model", "gpt-4o")
+    api_key_env: str | None = _role_field("api_key_env", "OPENAI_API_KEY")
+    image_detail: str = _role_field("image_detail", "high")
+    temperature: float = _role_field("temperature", 1.0)
+    max_tokens: int = _role_field("max_tokens", 5)
+
+
+LLM_RESOURCES: dict[str, type[LLMResource]] = {
+    "phrase_llm": PhraseLLMResource,
+    "sft_reasoning_llm": SftReasoningLLMResource,
+    "stvqa_generator_llm": StvqaGeneratorLLMResource,
+    "stvqa_judge_llm": StvqaJudgeLLMResource,
+}
+"""The LLM resource of each model-calling stage, by resource key."""
+
+
+def describe_llm(resource: LLMResource, model: str | None = None) -> str:
+    """What a stage's LLM resource will call, for the log: provider/model, mode and budget.
+
+    >>> describe_llm(StvqaGeneratorLLMResource(mode="batch", max_cost_usd=600))
+    'anthropic/claude-sonnet-4-20250514 (batch mode, max_cost_usd $600.00)'
+    """
+    budget = (
+        f", max_cost_usd {format_usd(resource.max_cost_usd)}" if resource.max_cost_usd is not None else ""
+    )
+    return f"{resource.provider}/{model or resource.model} ({resource.mode} mode{budget})"
+
+
 @contextmanager
 def llm_stage_client(
-    resource: LLMResource | None, stage: str, needed: bool = True, model: str | None = None
+    resource: LLMResource | None,
+    stage: str,
+    needed: bool = True,
+    model: str | None = None,
+    resource_key: str | None = None,
+    storage_root: str | Path | None = None,
 ) -> Iterator[LLMClient | None]:
     """The client of a paid stage (None when its backend calls no model); a budget refusal fails the step.
 
-    When the stage's estimated cost is above the resource's ``max_cost_usd`` the client refuses before the
-    first request (:class:`~model_clients.client.BudgetExceededError`); here that becomes a ``dagster.Failure``
-    whose description is the refusal's one sentence and whose metadata is the estimate.
+    The client's response cache is under `storage_root` (the run's ``storage`` resource) unless the resource names
+    one. The log names the provider and model the stage calls. When the stage's spend could pass the resource's
+    ``max_cost_usd`` the client refuses before the request or batch
+    (:class:`~model_clients.client.BudgetExceededError`), and a budget on a model without a price is refused;
+    here either becomes a ``dagster.Failure`` whose description is the refusal's one sentence (naming the
+    resource) and whose metadata is the estimate.
     """
     if not needed or resource is None:
         yield None
         return
-    with resource.get_client(model) as client:
+    name = resource_key or "LLM"
+    dg.get_dagster_logger("model_clients").info(
+        "%s: %s resource calls %s", stage, name, describe_llm(resource, model)
+    )
+    try:
+        client = resource.get_client(model, storage_root)
+    except UnpricedModelError as error:
+        raise dg.Failure(description=f"{stage}: {_named(str(error), resource_key)}") from None
+    with client:
         try:
             yield client
         except BudgetExceededError as error:
-            raise budget_failure(stage, error) from None
+            raise budget_failure(stage, error, resource_key) from None
 
 
-def budget_failure(stage: str, error: BudgetExceededError) -> dg.Failure:
-    """The step failure of a budget refusal: its sentence, and the estimate as metadata."""
+def _named(message: str, resource_key: str | None) -> str:
+    """A message naming the resource where it says "the LLM resource"."""
+    return message.replace("the LLM resource", f"the {resource_key} resource") if resource_key else message
+
+
+def budget_failure(stage: str, error: BudgetExceededError, resource_key: str | None = None) -> dg.Failure:
+    """The step failure of a budget refusal: its sentence, and what was spent and estimated as metadata."""
     estimate = error.estimate
-    message = str(error)
+    message = _named(str(error), resource_key)
     return dg.Failure(
         description=message if message.startswith(f"{stage} ") else f"{stage}: {message}",
         metadata={
-            "llm_estimated_requests": estimate.requests,
+            "llm_spent_usd": round(error.spent_usd, 6),
+            "llm_estimated_requests": estimate.requests + estimate.later_requests,
             "llm_estimated_prompt_tokens": estimate.prompt_tokens,
             "llm_estimated_completion_tokens": estimate.completion_tokens,
-            "llm_estimated_cost_usd": round(estimate.cost_usd, 6),
+            "llm_estimated_cost_usd": round(estimate.cost_usd + estimate.later_cost_usd, 6),
+            "llm_upper_bound_usd": round(estimate.upper_bound_usd, 6),
         },
     )
-
-
-def check_stage_budget(
-    resource: LLMResource, stage: str, requests: Sequence[LLMRequest], model: str | None = None
-) -> CostEstimate:
-    """Estimate every request a stage knows before it starts (all its shards) and fail above ``max_cost_usd``."""
-    with resource.get_client(model) as client:
-        try:
-            return client.estimate(requests, label=stage, check_budget=True)
-        except BudgetExceededError as error:
-            raise budget_failure(stage, error) from None

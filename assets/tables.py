@@ -27,7 +27,7 @@ from data_contracts.quarantine import CONTRACT_VERSION as QUARANTINE_CONTRACT_VE
 from data_contracts.quarantine import Quarantine, QuarantineLog
 from data_contracts.storage import safe_partition_name
 from data_contracts.validation import split_valid
-from model_clients.client import LLMClient
+from model_clients.client import LLMClient, UsageSummary
 from model_clients.failures import FailureBudgetSettings, failure_budget_message, failure_metadata
 from readers.common import EmptySourceError, MissingInputError
 
@@ -342,18 +342,21 @@ def input_failure(error: MissingInputError | EmptySourceError, **metadata: Any) 
 
 
 def llm_failure_check(
-    client: LLMClient | None, settings: FailureBudgetSettings, stage: str, resource: str
+    usage: LLMClient | UsageSummary | None, settings: FailureBudgetSettings, stage: str, resource: str
 ) -> dict:
-    """The failure counts for the metadata; ``dagster.Failure`` when too many of the client's requests failed.
+    """The failure counts for the metadata; ``dagster.Failure`` when too many of the requests failed.
 
-    The failure says what failed and how to re-run (the response cache keeps every good answer).
+    ``usage`` is the stage's client (its whole summary) or the summary of one shard's requests (a stage whose
+    shards share a client). The failure says what failed and how to re-run (the response cache keeps every good
+    answer).
     """
-    if client is None:
+    if usage is None:
         return {}
-    metadata = failure_metadata(client.summary, settings.max_failure_fraction)
-    message = failure_budget_message(client.summary, settings.max_failure_fraction, stage, resource)
+    summary = usage.summary if isinstance(usage, LLMClient) else usage
+    metadata = failure_metadata(summary, settings.max_failure_fraction)
+    message = failure_budget_message(summary, settings.max_failure_fraction, stage, resource)
     if message is not None:
-        raise dg.Failure(description=message, metadata={**client.summary.as_metadata(), **metadata})
+        raise dg.Failure(description=message, metadata={**summary.as_metadata(), **metadata})
     return metadata
 
 

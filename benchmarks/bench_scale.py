@@ -10,8 +10,12 @@ allows: files are hard links of a few originals, records repeat with new ids.
 
 - ``observe``: ``--scans`` scan folders of ``--scan-files`` files each (hard links of one scan): the raw-file
   observation cold (an empty hash cache) and warm (nothing changed), CPU seconds and microseconds per file.
+- ``events``: the run's own process alone: one range run of a trivial scan-partitioned asset (a table, its
+  quarantine, its contract check and operator signals, every partition's file written) over ``--event-scans``
+  partitions, CPU per partition at each size: Dagster's events and our per-partition bookkeeping, no work.
 - ``build``: the scan chain (``rgbd_frames`` to ``dge_tasks``) of ``--build-scans`` scans (each size one range
-  run, as a backfill or ``spatial-build`` runs it), the scans hard links of a generated 12-scene world: CPU of
+  run, as a backfill or ``spatial-build`` runs it), the scans hard links of a generated 12-scene world (the
+  default world's scans): CPU of
   the run's own process and of every process, the run's peak memory; per scan, the slope between the sizes.
 - ``long``: one scan of ``--long-frames`` frames at 640x480 (the sample world's loop, a few centimetres between
   frames, as a ScanNet capture): its geometry, visibility and tasks, CPU seconds and peak memory.
@@ -37,6 +41,7 @@ import json
 import logging
 import os
 import resource
+import runpy
 import shutil
 import subprocess
 import sys
@@ -44,13 +49,19 @@ import textwrap
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_build import become_subreaper, reap_descendants  # noqa: E402 (a script beside this one)
+_BUILD = runpy.run_path(str(Path(__file__).resolve().parent / "bench_build.py"))
+"""``bench_build.py``'s functions: the child subreaper that counts every process's CPU, and the export of a
+revision."""
+become_subreaper, export_revision, reap_descendants = (
+    _BUILD["become_subreaper"],
+    _BUILD["export_revision"],
+    _BUILD["reap_descendants"],
+)
 
 logger = logging.getLogger("bench_scale")
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("observe", "build", "long", "vg", "mcq")
+STAGES = ("observe", "events", "build", "long", "vg", "mcq")
 FULL = {
     "scans": 1513,
     "files": 10_000_000,
@@ -68,7 +79,7 @@ def _cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(code: str, folder: Path, **environment: str) -> dict:
+def measure(code: str, folder: Path, code_root: Path = REPOSITORY_ROOT, **environment: str) -> dict:
     """Run ``code`` (Python) in its own process; its wall time, its own CPU and peak memory (it prints them as
     its last line, JSON), the CPU of every process it started, and what else it printed as JSON."""
     prologue = textwrap.dedent(
@@ -83,7 +94,7 @@ def measure(code: str, folder: Path, **environment: str) -> dict:
     reap_descendants(5)
     before = _cpu_of_children()
     started = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY_ROOT), "HF_HUB_OFFLINE": "1", **environment}
+    env = {**os.environ, "PYTHONPATH": str(code_root), "HF_HUB_OFFLINE": "1", **environment}
     completed = subprocess.run(
         [sys.executable, "-c", prologue + textwrap.dedent(code)],
         cwd=folder,
@@ -279,12 +290,12 @@ def omnispatial(folder: Path, questions: int) -> Path:
 # -- stages ----------------------------------------------------------------------------------------------
 
 
-def stage_observe(work: Path, scans: int, files: int) -> dict:
+def stage_observe(work: Path, scans: int, files: int, variants: dict[str, Path]) -> dict:
     folder = file_scans(work / "observe" / "scans", scans, files)
     code = f"""
     import resource
     from pathlib import Path
-    from assets.raw_files import FileHashCache, observe_roots
+    from assets.raw_files import FileHashCache, _observe
     def cpu():
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return usage.ru_utime + usage.ru_stime
@@ -296,23 +307,102 @@ def stage_observe(work: Path, scans: int, files: int) -> dict:
         started = cpu()
         with FileHashCache(cache) as hashes:
             for scan in folders:
-                observe_roots([scan], hashes)
+                _observe(hashes, "raw_scan_files", scan.name, [scan])
         seconds.append(cpu() - started)
     report(cold=seconds[0], warm=seconds[1], files=sum(1 for scan in folders for p in scan.rglob("*") if p.is_file()))
     """
-    figures = measure(code, work)
-    _line(f"observe: {scans} scans x {files} files, cold (empty cache)", f"{figures['cold']:.2f} CPU-s")
-    _line("observe: warm, nothing changed", f"{figures['warm']:.2f} CPU-s")
-    _line("observe: warm, per file", f"{1e6 * figures['warm'] / figures['files']:.1f} us")
+    for name, root in variants.items():
+        figures = measure(code, work, root)
+        label = f"observe ({name}): {scans} scans x {files} files"
+        _line(f"{label}, cold (empty cache)", f"{figures['cold']:.2f} CPU-s")
+        _line(f"{label}, warm, nothing changed", f"{figures['warm']:.2f} CPU-s")
+        _line(f"{label}, warm, per file", f"{1e6 * figures['warm'] / figures['files']:.1f} us")
     return {
         "observe_us_per_file": 1e6 * figures["warm"] / figures["files"],
         "observe_cold_s": figures["cold"],
     }
 
 
-def stage_build(work: Path, sizes: list[int], workers: int) -> dict:
-    world = sample_world(work, "world12", num_scenes=12, views_per_scene=6, camera_path="mixed")
+EVENTS_CODE = """
+import resource
+import dagster as dg
+from assets.partition_ranges import SINGLE_RUN, run_partitions
+from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
+from assets.provenance import table_file_plans
+from assets.resources import StorageResource
+from assets.tables import contract_check_specs, finalize_table, quarantine_output, table_and_quarantine_outs
+from data_contracts.quarantine import QuarantineLog, Quarantine
+from pipelines.cli import partition_range_tags
+from pipelines.io_manager import ParquetIOManager
+from pipelines.signals import build_signal_checks
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+def body(key):
+    rows = QuarantineLog("events")
+    rows.add(key, "one row of a trivial table")
+    log = QuarantineLog("events")
+    checked = finalize_table(rows.to_frame(), Quarantine, "1", asset_key="events", quarantine=log)
+    quarantine, metadata = quarantine_output(log)
+    yield dg.Output(checked.frame, output_name="events", metadata=checked.metadata)
+    yield checked.check
+    yield dg.Output(quarantine, output_name="events_quarantine", metadata=metadata)
+
+@dg.multi_asset(outs=table_and_quarantine_outs("events", "A trivial table per scan.", "1"),
+    check_specs=contract_check_specs("events"), partitions_def=scenes_partitions, backfill_policy=SINGLE_RUN)
+def events_asset(context: dg.AssetExecutionContext, storage: StorageResource):
+    yield from run_partitions(context, body, table_file_plans(context, storage.path))
+
+instance = dg.DagsterInstance.get()
+defs = dg.Definitions(assets=[events_asset], asset_checks=build_signal_checks([events_asset]),
+    resources={"io_manager": ParquetIOManager(root=STORAGE), "storage": StorageResource(root=STORAGE)})
+keys = [f"scene{index:05d}_00" for index in range(COUNT)]
+instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, keys)
+job = defs.resolve_implicit_global_asset_job_def()
+started = cpu()
+assert job.execute_in_process(instance=instance, tags=partition_range_tags(keys[0], keys[-1])).success
+report(run_cpu=cpu() - started)
+"""
+
+
+def stage_events(work: Path, sizes: list[int]) -> dict:
+    per_partition = {}
+    for count in sizes:
+        home, storage = work / "events" / f"home{count}", work / "events" / f"storage{count}"
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(storage, ignore_errors=True)
+        home.mkdir(parents=True)
+        shutil.copy(REPOSITORY_ROOT / "pipelines" / "deploy" / "dagster.yaml", home / "dagster.yaml")
+        code = EVENTS_CODE.replace("STORAGE", repr(str(storage))).replace("COUNT", str(count))
+        figures = measure(code, work, DAGSTER_HOME=str(home))
+        per_partition[count] = figures["run_cpu"] / count
+        _line(
+            f"events: one range run over {count} partitions (no work)",
+            f"{figures['run_cpu']:.1f} CPU-s, {1000 * per_partition[count]:.0f} ms per partition, "
+            f"peak {figures['peak_mib']:.0f} MiB",
+        )
+    return {"events_s_per_partition": per_partition}
+
+
+def stage_build(
+    work: Path, sizes: list[int], workers: int, variants: dict[str, Path], scenes: int = 12, views: int = 6
+) -> dict:
+    world = sample_world(
+        work, f"world{scenes}x{views}", num_scenes=scenes, views_per_scene=views, camera_path="mixed"
+    )
     originals = sorted((world / "scannet" / "scans").iterdir())
+    per_variant = {
+        name: build_slopes(work, originals, sizes, workers, name, root) for name, root in variants.items()
+    }
+    return per_variant["new"]
+
+
+def build_slopes(
+    work: Path, originals: list[Path], sizes: list[int], workers: int, name: str, root: Path
+) -> dict:
+    """The scan chain at each size with the code at ``root``, and its per-scan slopes."""
     results = {}
     for count in sizes:
         scans = linked_scans(originals, work / "build" / f"scans{count}", count)
@@ -350,11 +440,11 @@ def stage_build(work: Path, sizes: list[int], workers: int) -> dict:
         assert result.success
         report(run_cpu=cpu() - started)
         """
-        figures = measure(code, work, DAGSTER_HOME=str(home))
+        figures = measure(code, work, root, DAGSTER_HOME=str(home))
         disk = sum(path.stat().st_size for path in storage.rglob("*.parquet"))
         results[count] = figures
         _line(
-            f"build: {count} scans, one range run ({workers} workers)",
+            f"build ({name}): {count} scans, one range run ({workers} workers)",
             f"{figures['all_cpu']:.1f} CPU-s every process, {figures['run_cpu']:.1f} CPU-s the run's own process, "
             f"peak {figures['peak_mib']:.0f} MiB, {disk / 2**20:.1f} MiB of tables",
         )
@@ -365,7 +455,7 @@ def stage_build(work: Path, sizes: list[int], workers: int) -> dict:
         "peak_mib": (results[large]["peak_mib"] - results[small]["peak_mib"]) / max(1, large - small),
     }
     _line(
-        "build: per scan (slope)",
+        f"build ({name}): per scan (slope)",
         f"{per_scan['all_cpu']:.2f} CPU-s every process, "
         f"{per_scan['run_cpu']:.3f} CPU-s run's process, {per_scan['peak_mib']:.2f} MiB run's peak memory",
     )
@@ -421,83 +511,99 @@ def stage_long(work: Path, frames: int, width: int, height: int) -> dict:
     return {"long_scan_cpu": total, "long_scan_mib": figures["peak_mib"]}
 
 
-def stage_vg(work: Path, images: int) -> dict:
+SOURCE_CODE = """
+import resource
+import dagster as dg
+from assets.resources import SourcesResource, StorageResource
+from assets.sources.assets import ASSET
+from pipelines.io_manager import ParquetIOManager
+resources = {"io_manager": ParquetIOManager(root=STORAGE), "storage": StorageResource(root=STORAGE),
+             "sources": SourcesResource(FIELDS)}
+usage = resource.getrusage(resource.RUSAGE_SELF)
+result = dg.materialize([ASSET, dg.AssetSpec("sample_world"), dg.AssetSpec(RAW)], resources=resources)
+assert result.success
+after = resource.getrusage(resource.RUSAGE_SELF)
+report(work_cpu=after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime)
+"""
+"""A source asset materialized alone (``ASSET``, ``RAW``, ``FIELDS`` and ``STORAGE`` filled in)."""
+
+
+def source_run(work: Path, root: Path, asset: str, raw: str, fields: str, storage: Path) -> tuple[dict, int]:
+    """One source asset built by the code at ``root`` into ``storage``: its figures and the bytes it wrote."""
+    shutil.rmtree(storage, ignore_errors=True)
+    code = (
+        SOURCE_CODE.replace("ASSET", asset)
+        .replace("RAW", repr(raw))
+        .replace("FIELDS", fields)
+        .replace("STORAGE", repr(str(storage)))
+    )
+    figures = measure(code, work, root)
+    return figures, sum(path.stat().st_size for path in storage.glob("*.parquet"))
+
+
+def stage_vg(work: Path, images: int, variants: dict[str, Path]) -> dict:
     folder = visual_genome(work / "vg" / f"vg{images}", images)
-    storage = work / "vg" / "storage"
-    shutil.rmtree(storage, ignore_errors=True)
-    code = f"""
-    import resource
-    import dagster as dg
-    from assets.resources import SourcesResource, StorageResource
-    from assets.sources.assets import scene_graphs_asset
-    from pipelines.io_manager import ParquetIOManager
-    resources = {{"io_manager": ParquetIOManager(root={str(storage)!r}), "storage": StorageResource(root={str(storage)!r}),
-                 "sources": SourcesResource(visual_genome_root={str(folder)!r}, visual_genome_layout="raw")}}
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result = dg.materialize([scene_graphs_asset, dg.AssetSpec("sample_world"), dg.AssetSpec("raw_scene_graph_files")],
-                            resources=resources)
-    assert result.success
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    report(work_cpu=after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime)
-    """
-    figures = measure(code, work)
-    table = storage / "scene_graphs.parquet"
-    _line(
-        f"vg: scene_graphs from {images} images ({VG_OBJECTS} objects, {VG_RELATIONS} relations)",
-        f"{figures['work_cpu']:.1f} CPU-s (after imports), peak {figures['peak_mib']:.0f} MiB, "
-        f"table {table.stat().st_size / 2**20:.0f} MiB",
-    )
-    shard = measure(
-        f"""
-        from assets.stvqa.shards import read_shard_rows
-        rows = read_shard_rows({str(table)!r}, "07")
-        report(rows=rows.height)
-        """,
-        work,
-    )
-    _line(
-        f"vg: one STVQA shard's rows ({shard['rows']} of {images})",
-        f"{shard['own_cpu']:.2f} CPU-s, peak {shard['peak_mib']:.0f} MiB",
-    )
-    return {
-        "vg_cpu_per_image": figures["work_cpu"] / images,
-        "vg_peak_mib": figures["peak_mib"],
-        "vg_disk_per_image": table.stat().st_size / images,
-        "vg_shard_mib": shard["peak_mib"],
-    }
+    fields = f"visual_genome_root={str(folder)!r}, visual_genome_layout='raw'"
+    result: dict = {}
+    for name, root in variants.items():
+        storage = work / "vg" / f"storage_{name}"
+        figures, disk = source_run(work, root, "scene_graphs_asset", "raw_scene_graph_files", fields, storage)
+        _line(
+            f"vg ({name}): scene_graphs from {images} images ({VG_OBJECTS} objects, {VG_RELATIONS} relations)",
+            f"{figures['work_cpu']:.1f} CPU-s (after imports), peak {figures['peak_mib']:.0f} MiB, "
+            f"tables {disk / 2**20:.0f} MiB",
+        )
+        if name == "new":
+            result = {
+                "vg_cpu_per_image": figures["work_cpu"] / images,
+                "vg_peak_mib": figures["peak_mib"],
+                "vg_disk_per_image": disk / images,
+            }
+            shard = measure(
+                f"""
+                from assets.stvqa.shards import read_shard_rows
+                rows = read_shard_rows({str(storage / "scene_graphs.parquet")!r}, "07")
+                report(rows=rows.height)
+                """,
+                work,
+            )
+            _line(
+                f"vg ({name}): one STVQA shard's rows ({shard['rows']} of {images})",
+                f"{shard['own_cpu']:.2f} CPU-s, peak {shard['peak_mib']:.0f} MiB",
+            )
+    return result
 
 
-def stage_mcq(work: Path, questions: int) -> dict:
+def stage_mcq(work: Path, questions: int, variants: dict[str, Path]) -> dict:
     folder = omnispatial(work / "mcq" / f"omnispatial{questions}", questions)
-    storage = work / "mcq" / "storage"
-    shutil.rmtree(storage, ignore_errors=True)
-    code = f"""
-    import resource
-    import dagster as dg
-    from assets.resources import SourcesResource, StorageResource
-    from assets.sources.assets import mcq_questions_asset
-    from pipelines.io_manager import ParquetIOManager
-    resources = {{"io_manager": ParquetIOManager(root={str(storage)!r}), "storage": StorageResource(root={str(storage)!r}),
-                 "sources": SourcesResource(omnispatial_root={str(folder)!r})}}
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result = dg.materialize([mcq_questions_asset, dg.AssetSpec("sample_world"), dg.AssetSpec("raw_mcq_files")],
-                            resources=resources)
-    assert result.success
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    report(work_cpu=after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime)
-    """
-    figures = measure(code, work)
-    disk = sum(path.stat().st_size for path in storage.glob("mcq_*.parquet"))
-    _line(
-        f"mcq: mcq_questions from {questions} questions (2 per image)",
-        f"{figures['work_cpu']:.1f} CPU-s (after imports), peak {figures['peak_mib']:.0f} MiB, "
-        f"tables {disk / 2**20:.0f} MiB",
-    )
-    return {
-        "mcq_cpu_per_question": figures["own_cpu"] / questions,
-        "mcq_peak_mib": figures["peak_mib"],
-        "mcq_disk_per_question": disk / questions,
-    }
+    result: dict = {}
+    for name, root in variants.items():
+        storage = work / "mcq" / f"storage_{name}"
+        figures, disk = source_run(
+            work, root, "mcq_questions_asset", "raw_mcq_files", f"omnispatial_root={str(folder)!r}", storage
+        )
+        _line(
+            f"mcq ({name}): mcq_questions from {questions} questions (2 per image)",
+            f"{figures['work_cpu']:.1f} CPU-s (after imports), peak {figures['peak_mib']:.0f} MiB, "
+            f"tables {disk / 2**20:.0f} MiB",
+        )
+        if name == "new":
+            result = {
+                "mcq_cpu_per_question": figures["work_cpu"] / questions,
+                "mcq_peak_mib": figures["peak_mib"],
+                "mcq_disk_per_question": disk / questions,
+            }
+    return result
+
+
+def baseline_code(given: str, work: Path) -> Path:
+    """The old code: a folder holding a copy of the repository, or a git revision exported under ``work``."""
+    if Path(given).is_dir():
+        return Path(given).resolve()
+    folder = work / f"baseline_{given}"
+    if not folder.is_dir():
+        export_revision(given, folder)
+    return folder
 
 
 def project(figures: dict, cores: int, ray_nodes: int, ray_cores: int) -> None:
@@ -554,6 +660,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scans", type=int, default=1500, help="observe: scan folders (default 1500).")
     parser.add_argument("--scan-files", type=int, default=32, help="observe: files per scan (default 32).")
     parser.add_argument(
+        "--event-scans", default="100,400,1600", help="events: partition counts (default 100,400,1600)."
+    )
+    parser.add_argument(
         "--build-scans", default="12,48", help="build: scan counts, one range run each (default 12,48)."
     )
     parser.add_argument("--workers", type=int, default=2, help="build: worker processes (default 2).")
@@ -566,11 +675,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ray-cores", type=int, default=32, help="Projection: cores per Ray node (default 32)."
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="Old code beside this working tree in the observe, build, vg and mcq stages: a git revision or a "
+        "folder holding a copy of the repository.",
+    )
     parser.add_argument("--tiny", action="store_true", help="Smoke run: every stage at a few units.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.tiny:
-        args.scans, args.scan_files, args.build_scans = 6, 8, "2,3"
+        args.scans, args.scan_files, args.build_scans, args.event_scans = 6, 8, "2,3", "2,4"
         args.long_frames, args.vg_images, args.mcq_questions = 40, 40, 40
         args.work_dir = args.work_dir.with_name(args.work_dir.name + "_tiny")
     stages = [stage.strip() for stage in args.stages.split(",") if stage.strip()]
@@ -583,19 +698,25 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(
         f"bench_scale: {cores} cores, load average {os.getloadavg()[0]:.1f}, data under {args.work_dir}\n"
     )
+    variants = {"new": REPOSITORY_ROOT}
+    if args.baseline:
+        variants = {"old": baseline_code(args.baseline, args.work_dir), **variants}
     figures: dict = {}
     if "observe" in stages:
-        figures.update(stage_observe(args.work_dir, args.scans, args.scan_files))
+        figures.update(stage_observe(args.work_dir, args.scans, args.scan_files, variants))
+    if "events" in stages:
+        figures.update(stage_events(args.work_dir, [int(size) for size in args.event_scans.split(",")]))
     if "build" in stages:
         sizes = [int(size) for size in args.build_scans.split(",")]
-        figures.update(stage_build(args.work_dir, sizes, args.workers))
+        world = (2, 3) if args.tiny else (12, 6)
+        figures.update(stage_build(args.work_dir, sizes, args.workers, variants, *world))
     if "long" in stages:
         width, height = (160, 120) if args.tiny else (640, 480)
         figures.update(stage_long(args.work_dir, args.long_frames, width, height))
     if "vg" in stages:
-        figures.update(stage_vg(args.work_dir, args.vg_images))
+        figures.update(stage_vg(args.work_dir, args.vg_images, variants))
     if "mcq" in stages:
-        figures.update(stage_mcq(args.work_dir, args.mcq_questions))
+        figures.update(stage_mcq(args.work_dir, args.mcq_questions, variants))
     project(figures, cores, args.ray_nodes, args.ray_cores)
     sys.stdout.write(f"load average after: {os.getloadavg()[0]:.1f}\n")
     return 0

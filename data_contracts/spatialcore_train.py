@@ -17,9 +17,9 @@ import dataframely as dy
 import polars as pl
 
 from data_contracts.columns import all_grid_boxes_valid, grid_box_column
-from data_contracts.mcq_questions import McqQuestions
+from data_contracts.mcq_questions import McqQuestionsWithImage
 
-CONTRACT_VERSION = "1.0.0"
+CONTRACT_VERSION = "1.1.0"  # 1.1: image_sha256 (from mcq_questions 2.0)
 
 PSEUDO_GT_FIELDS = {
     "bbox_2d": grid_box_column(),
@@ -39,8 +39,9 @@ def pseudo_gt_boxes_valid(items: pl.Expr) -> pl.Expr:
     return all_grid_boxes_valid(items, "bbox_2d")
 
 
-class SpatialcoreTrain(McqQuestions):
-    """A SpatialCORE training question: every ``mcq_questions`` column and rule, plus its pseudo-GT."""
+class SpatialcoreTrain(McqQuestionsWithImage):
+    """A SpatialCORE training question: every ``mcq_questions`` column and rule, its image embedded, and its
+    pseudo-GT."""
 
     pseudo_gt = pseudo_gt_column(
         "The question's pseudo-GT from pseudo_gt_boxes, what the spatial reward compares generated boxes with: "

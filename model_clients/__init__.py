@@ -10,13 +10,22 @@ The public API, used by the LLM-backed assets (object phrases, STVQA generation 
 - :class:`ResponseCache` and :func:`compute_cache_key` for inspection;
 - batch mode (``mode="batch"``: OpenAI's Batch API and Anthropic's Message Batches at the batch price,
   :mod:`model_clients.batch_mode`), the cost estimate before spending (:class:`CostEstimate`,
-  :meth:`LLMClient.estimate`) and the budget (``max_cost_usd``, :class:`BudgetExceededError`).
+  :meth:`LLMClient.estimate`) and the budget (``max_cost_usd``, a cap: :class:`BudgetExceededError`,
+  :class:`UnpricedModelError`);
+- stages that ask in rounds over many shards, each round of every shard in one call
+  (:mod:`model_clients.rounds`).
 
 See `model_clients/client.py` for the behaviour (caching, retries, quarantine) and an example.
 """
 
 from model_clients.cache import CachedResponse, ResponseCache, compute_cache_key
-from model_clients.client import BudgetExceededError, LLMClient, LLMClientConfig, UsageSummary
+from model_clients.client import (
+    BudgetExceededError,
+    LLMClient,
+    LLMClientConfig,
+    UnpricedModelError,
+    UsageSummary,
+)
 from model_clients.estimate import CostEstimate, TokenEstimator
 from model_clients.failures import (
     DEFAULT_MAX_FAILURE_FRACTION,
@@ -46,6 +55,7 @@ __all__ = [
     "ResultStatus",
     "TokenEstimator",
     "TokenUsage",
+    "UnpricedModelError",
     "UsageSummary",
     "compute_cache_key",
     "failure_budget_message",

@@ -5,22 +5,35 @@
 checks and the cache entries are those of sync mode; only the transport and the price differ. A run:
 
 1. reads the outcomes an earlier run downloaded but did not read (a kill between the two);
-2. finds the batches an earlier run submitted and did not collect that hold some of its requests, and
-   polls them: a resumed run never submits those requests again;
+2. finds the batches an earlier run created and did not collect that hold some of its requests, and polls
+   them: those it recorded, and those it meant to create (an intent recorded before the create call) that
+   the provider's list of recent batches shows (by the submission key in the batch's metadata on OpenAI; by
+   creation time and number of requests on Anthropic, whose batches take no metadata). A resumed run never
+   submits those requests again;
 3. submits the other requests, split under the provider's limits (requests and bytes per batch, or the
-   client's ``batch_max_requests`` / ``batch_max_bytes``); each batch id is committed to the response
-   cache with its requests' keys before the first poll;
-4. polls every ``batch_poll_interval_s`` seconds, logging submitted, completed and failed requests and
-   the expected finish; each batch that ends is collected: its outcomes go to the cache in one
-   transaction, then each request is read like a sync answer (schema, ``answer_check``);
+   client's ``batch_max_requests`` / ``batch_max_bytes``), encoding one batch at a time; with
+   ``batch_max_enqueued_tokens``, a batch that would put more prompt tokens in flight waits until one ends. Each batch is
+   recorded as an intent (a key generated here, sent in its metadata where the provider keeps it) before the
+   create call, and its id with its requests' keys right after, before the first poll. A create call that
+   fails in transit (a timeout, a dropped connection) may have created the batch: before trying again, the
+   provider's recent batches are searched for it;
+4. polls every ``batch_poll_interval_s`` seconds all the batches in flight together, logging submitted,
+   completed and failed requests and, once some are done, the expected finish; each batch that ends is
+   collected at once: its outcomes go to the cache in one transaction, then each request is read like a sync
+   answer (schema, ``answer_check``);
 5. asks again, in a new batch, or one by one at the standard price when there are at most
-   ``batch_sync_reask_max`` of them: the requests an expired or cancelled batch never ran and those that
-   failed with a retryable error (429, 5xx; up to ``max_retries`` times), and answers outside the schema
-   (up to ``invalid_json_retries`` times). A request the API refused (400...) is not asked again. Every
-   request ends as an :class:`~model_clients.records.LLMResult`, and the failed ones go to the stage's
-   quarantine with their reason.
+   ``batch_sync_reask_max`` of them: once, the requests an expired, cancelled or failed batch never ran and
+   those that failed with a retryable error (429, 5xx), and answers outside the schema (up to
+   ``invalid_json_retries`` times, as in sync mode). A request the API refused (400...) is not asked again.
+   Every request ends as an :class:`~model_clients.records.LLMResult`; one that still failed goes to the
+   stage's quarantine with its reason.
 
-Batch calls that fail in transit (upload, create, poll, results) are retried with the client's backoff;
+With a budget (``max_cost_usd``), each submission (and each re-ask sent one by one) first holds its estimate
+of the budget: a batch that could take the spend past it is not submitted, the batches in flight are
+collected (what they answered is paid and cached), and the call raises
+:class:`~model_clients.client.BudgetExceededError`.
+
+Batch calls that fail in transit (upload, poll, results, the list) are retried with the client's backoff;
 a batch that cannot be polled after the retries stays recorded, its requests fail for this run, and the
 next run polls it again.
 """
@@ -29,13 +42,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from model_clients.batches import BATCH_BYTES_MARGIN, ERRORED, RETRYABLE, SUCCEEDED, BatchState, ItemOutcome
-from model_clients.cache import BatchJob
+from model_clients.batches import (
+    BATCH_BYTES_MARGIN,
+    ERRORED,
+    RETRYABLE,
+    SUCCEEDED,
+    BatchState,
+    ItemOutcome,
+    RemoteBatch,
+)
+from model_clients.cache import BatchIntent, BatchJob
 from model_clients.pricing import cost_usd
 from model_clients.providers import (
     PermanentProviderError,
@@ -58,6 +80,8 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_LOG_INTERVAL_S = 300.0
 """Batch progress is logged when it changes, and at least this often while nothing changes."""
+CLOCK_SLACK_S = 600.0
+"""How much earlier than an intent's recorded time its batch may show in the provider's list (clock skew)."""
 _OUTCOME_ORDER = {SUCCEEDED: 0, ERRORED: 1, RETRYABLE: 2}
 _T = TypeVar("_T")
 
@@ -78,6 +102,8 @@ class RequestAttempts:
 class _Item:
     index: int
     attempts: RequestAttempts = field(default_factory=RequestAttempts)
+    asked_again_after_failure: bool = False
+    """A retryable failure (not run, 429, 5xx) was asked again once already: the next one is final."""
 
 
 class BatchRun:
@@ -90,7 +116,7 @@ class BatchRun:
         results (`list`): the call's results, filled in here.
         bar (`tqdm`): the call's progress bar.
         label (`str`): the call's description (names the batches and the log lines).
-        counters (`UsageSummary`): receives the batch counters (batches, requests, outcomes, expected finish).
+        counters (`UsageSummary`): receives the batch counters (batches, requests, outcomes, waits, expected finish).
     """
 
     def __init__(
@@ -121,19 +147,26 @@ class BatchRun:
         self.items = {keys[index]: _Item(index) for index in pending}
         self.order = [keys[index] for index in pending]
         self.unresolved = set(self.items)
+        self.reserved: dict[str, float] = {}
+        """The budget each batch in flight holds (its estimate), released when it is collected."""
+        self.stop: str | None = None
+        """Why the budget stopped this run (nothing more is submitted; raised once the batches in flight end)."""
+        self.deferred: list[str] = []
+        """Requests whose batch waits for room under ``batch_max_enqueued_tokens``."""
+        self.enqueued: dict[str, int] = {}
+        """Estimated prompt tokens of each batch in flight (for ``batch_max_enqueued_tokens``)."""
         self._last_progress: tuple[int, int, int] | None = None
         self._last_progress_at = 0.0
 
     # -- the loop -------------------------------------------------------------------------------------
     def run(self) -> None:
-        """Ask every pending request through batches until each has a result."""
+        """Ask every pending request through batches until each has a result (or the budget stops the run)."""
         to_ask = set(self._read_outcomes(self.unresolved))
-        active = {
-            batch_id: batch_keys & self.unresolved
-            for batch_id, batch_keys in self.cache.open_batches(
-                self.unresolved, self.config.provider, self.config.model
-            ).items()
-        }
+        active = self._adopt_unrecorded(self.unresolved)
+        for batch_id, batch_keys in self.cache.open_batches(
+            self.unresolved, self.config.provider, self.config.model
+        ).items():
+            active.setdefault(batch_id, batch_keys & self.unresolved)
         covered = set().union(*active.values()) if active else set()
         if active:
             self.log.info(
@@ -145,12 +178,18 @@ class BatchRun:
         to_ask |= {key for key in self.unresolved if key not in covered}
         first_round = True
         while True:
-            asking = [key for key in self.order if key in to_ask and key in self.unresolved]
-            if asking:
+            covered = set().union(*active.values()) if active else set()
+            asking = [
+                key for key in self.order if key in to_ask and key in self.unresolved and key not in covered
+            ]
+            if asking and self.stop is None:
                 if not first_round and len(asking) <= self.config.batch_sync_reask_max:
                     self._ask_sync(asking)
                 else:
                     active.update(self._submit(asking))
+            if self.deferred and self.stop is None:  # first asks that waited for room: never one by one
+                waiting, self.deferred = [key for key in self.deferred if key in self.unresolved], []
+                active.update(self._submit(waiting))
             first_round = False
             if not active:
                 break
@@ -158,8 +197,11 @@ class BatchRun:
             to_ask = set()
             for batch_id, state in ended.items():
                 batch_keys = active.pop(batch_id)
-                if self._collect(batch_id, state, batch_keys):
-                    to_ask |= set(self._read_outcomes(batch_keys & self.unresolved))
+                stored = self._collect(batch_id, state, batch_keys)
+                if stored is not None:
+                    to_ask |= set(self._read_outcomes(stored & self.unresolved))
+        if self.stop is not None:
+            raise self.client._budget_error(self.stop)
         for key in list(self.unresolved):  # defensive: every request ends with a result
             self._resolve(
                 key, self._failure(ResultStatus.TRANSPORT_ERROR, "no outcome from the batches", key)
@@ -193,9 +235,90 @@ class BatchRun:
                 logger.debug("batch call failed (%s); retrying in %.2fs", error.reason, delay)
                 time.sleep(delay)
 
+    # -- batches created and never recorded -------------------------------------------------------------
+    def _match(
+        self, intent: BatchIntent, remote: Sequence[RemoteBatch], excluded: set[str]
+    ) -> RemoteBatch | None:
+        """The provider's batch of an intent: its submission key (OpenAI), else the earliest batch of its size
+        created since the intent (Anthropic), among the batches no record holds."""
+        candidates = [batch for batch in remote if batch.batch_id not in excluded]
+        if self.api.lists_intent_keys:
+            matching = [batch for batch in candidates if batch.intent_key == intent.intent_key]
+        else:
+            matching = [
+                batch
+                for batch in candidates
+                if batch.requests == intent.requests and batch.created_at >= intent.created_at - CLOCK_SLACK_S
+            ]
+        return min(matching, key=lambda batch: batch.created_at, default=None)
+
+    def _remote_batches(self, since: float) -> tuple[list[RemoteBatch], set[str]]:
+        """The provider's batches created since `since`, and the ids among them that are recorded."""
+        remote = self._with_retries(self.api.recent_batches, since - CLOCK_SLACK_S)
+        return remote, self.cache.known_batch_ids(batch.batch_id for batch in remote)
+
+    def _adopt_unrecorded(self, keys: set[str]) -> dict[str, set[str]]:
+        """Batches an earlier run meant to create for some of `keys` and never recorded: found and recorded
+        (polled like the others), or their intents dropped when the provider holds no such batch."""
+        intents = self.cache.open_intents(keys, self.config.provider, self.config.model)
+        if not intents:
+            return {}
+        try:
+            remote, known = self._remote_batches(min(intent.created_at for intent in intents))
+        except (TransientProviderError, PermanentProviderError) as error:
+            reason = (
+                f"could not list the provider's batches to find {len(intents)} batches an earlier run created and "
+                f"did not record ({error.reason}); nothing is submitted again before they are found"
+            )
+            self.log.error("%s: %s", self.label, reason)
+            for intent_keys in intents.values():
+                for key in intent_keys:
+                    self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, reason, key))
+            return {}
+        adopted: dict[str, set[str]] = {}
+        for intent in sorted(intents, key=lambda intent: intent.created_at):
+            match = self._match(intent, remote, known)
+            if match is None:
+                self.cache.drop_intent(intent.intent_key)
+                self.log.info(
+                    "%s: the batch %s of %d requests an earlier run was creating never reached the provider",
+                    self.label,
+                    intent.label,
+                    intent.requests,
+                )
+                continue
+            known.add(match.batch_id)
+            intent_keys = self.cache.intent_keys(intent.intent_key)
+            job = BatchJob(
+                match.batch_id,
+                self.config.provider,
+                self.config.model,
+                intent.label,
+                intent.requests,
+                match.created_at,
+                None,
+                None,
+            )
+            self.cache.record_batch(job, intent_keys, intent.intent_key)
+            adopted[match.batch_id] = set(intent_keys) & self.unresolved
+            self.log.warning(
+                "%s: found batch %s (%d requests) that an earlier run created and did not record; polling it "
+                "instead of submitting its requests again",
+                self.label,
+                match.batch_id,
+                intent.requests,
+            )
+        return adopted
+
     # -- submitting -----------------------------------------------------------------------------------
-    def _encoded(self, keys: Sequence[str]) -> list[tuple[str, bytes]]:
-        lines = []
+    def _chunks(self, keys: Sequence[str]) -> Iterator[tuple[list[str], list[bytes]]]:
+        """The requests encoded and split under the limits, one batch at a time (only one batch's lines in memory)."""
+        max_requests = min(self.config.batch_max_requests or self.api.max_requests, self.api.max_requests)
+        max_bytes = min(self.config.batch_max_bytes or self.api.max_bytes, self.api.max_bytes)
+        max_bytes = int(max_bytes * BATCH_BYTES_MARGIN)
+        chunk_keys: list[str] = []
+        lines: list[bytes] = []
+        size = 0
         for key in keys:
             request = self.requests[self.items[key].index]
             try:
@@ -205,71 +328,165 @@ class BatchRun:
             except ValueError as error:
                 self._resolve(key, self._failure(ResultStatus.REJECTED, f"images: {error}", key))
                 continue
-            lines.append((key, self.api.encode(key, body)))
-        return lines
-
-    def _chunks(self, lines: Sequence[tuple[str, bytes]]) -> list[list[tuple[str, bytes]]]:
-        max_requests = min(self.config.batch_max_requests or self.api.max_requests, self.api.max_requests)
-        max_bytes = min(self.config.batch_max_bytes or self.api.max_bytes, self.api.max_bytes)
-        max_bytes = int(max_bytes * BATCH_BYTES_MARGIN)
-        chunks: list[list[tuple[str, bytes]]] = []
-        size = 0
-        for key, line in lines:
-            if not chunks or len(chunks[-1]) >= max_requests or (chunks[-1] and size + len(line) > max_bytes):
-                chunks.append([])
-                size = 0
-            chunks[-1].append((key, line))
+            line = self.api.encode(key, body)
+            if chunk_keys and (len(chunk_keys) >= max_requests or size + len(line) > max_bytes):
+                yield chunk_keys, lines
+                chunk_keys, lines, size = [], [], 0
+            chunk_keys.append(key)
+            lines.append(line)
             size += len(line)
-        return chunks
+        if chunk_keys:
+            yield chunk_keys, lines
 
     def _submit(self, keys: Sequence[str]) -> dict[str, set[str]]:
-        chunks = self._chunks(self._encoded(keys))
-        submitted: dict[str, set[str]] = {}
-        for number, chunk in enumerate(chunks, start=1):
-            label = f"{self.label} {number}/{len(chunks)}" if len(chunks) > 1 else self.label
-            chunk_keys = [key for key, _ in chunk]
-            try:
-                batch_id = self._with_retries(self.api.submit, [line for _, line in chunk], label)
-            except PermanentProviderError as error:
-                self.log.error(
-                    "%s: the batch of %d requests was refused: %s", label, len(chunk), error.reason
-                )
-                for key in chunk_keys:
-                    self._resolve(key, self._failure(ResultStatus.REJECTED, error.reason, key))
-                continue
-            except TransientProviderError as error:
-                self.log.error("%s: could not submit %d requests: %s", label, len(chunk), error.reason)
-                for key in chunk_keys:
-                    self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, error.reason, key))
-                continue
-            job = BatchJob(
-                batch_id, self.config.provider, self.config.model, label, len(chunk), time.time(), None, None
+        """Submit `keys` in batches (one wait for all of them); nothing when their estimate could pass the budget.
+
+        A batch that would put more than ``batch_max_enqueued_tokens`` prompt tokens in flight waits (with the
+        requests after it) until a batch in flight ends.
+        """
+        costs = self.client._request_costs(self.requests, [self.items[key].index for key in keys], batch=True)
+        held = sum(costs.values())
+        if not self.client._reserve(held):
+            self.stop = self.client.budget_stop_message(
+                self.label, f"a batch of {len(keys):,} requests", held
             )
-            self.cache.record_batch(job, chunk_keys)
+            return {}
+        limit = self.config.batch_max_enqueued_tokens
+        position = {key: number for number, key in enumerate(keys)}
+        submitted: dict[str, set[str]] = {}
+        for number, (chunk_keys, lines) in enumerate(self._chunks(keys), start=1):
+            tokens = self._prompt_tokens(chunk_keys) if limit else 0
+            if limit and self.enqueued and sum(self.enqueued.values()) + tokens > limit:
+                self.deferred = [*chunk_keys, *keys[position[chunk_keys[-1]] + 1 :]]
+                self.log.info(
+                    "%s: %d requests wait for batches in flight to end (batch_max_enqueued_tokens %d)",
+                    self.label,
+                    len(self.deferred),
+                    limit,
+                )
+                break
+            label = f"{self.label} #{number}" if number > 1 or len(chunk_keys) < len(keys) else self.label
+            reserved = sum(costs.get(self.items[key].index, 0.0) for key in chunk_keys)
+            held -= reserved
+            batch_id = self._submit_chunk(label, chunk_keys, lines)
+            if batch_id is None:
+                self.client._settle(reserved, 0.0)
+                continue
+            self.reserved[batch_id] = reserved
+            self.enqueued[batch_id] = tokens
             submitted[batch_id] = set(chunk_keys)
             self.counters.batches_submitted += 1
-            self.counters.batch_requests += len(chunk)
+            self.counters.batch_requests += len(chunk_keys)
             self.log.info(
                 "%s: submitted batch %s (%d requests, %.1f MB)",
                 label,
                 batch_id,
-                len(chunk),
-                sum(len(line) for _, line in chunk) / 1e6,
+                len(chunk_keys),
+                sum(len(line) for line in lines) / 1e6,
             )
+        self.client._settle(
+            max(held, 0.0), 0.0
+        )  # what deferred requests and those refused while encoding held
         return submitted
+
+    def _prompt_tokens(self, keys: Sequence[str]) -> int:
+        """Estimated prompt tokens of some requests (what counts toward a provider's enqueued-token limit)."""
+        estimator = self.client._estimator
+        return sum(
+            estimator.prompt_tokens(request, self.client.effective_parameters(request))
+            for request in (self.requests[self.items[key].index] for key in keys)
+        )
+
+    def _submit_chunk(self, label: str, chunk_keys: list[str], lines: list[bytes]) -> str | None:
+        """One batch: its intent recorded, its input prepared, the batch created and recorded; None on failure."""
+        intent = BatchIntent(
+            uuid.uuid4().hex, self.config.provider, self.config.model, label, len(chunk_keys), time.time()
+        )
+        self.cache.record_intent(intent, chunk_keys)
+        try:
+            prepared = self._with_retries(self.api.prepare, lines, label)
+        except (PermanentProviderError, TransientProviderError) as error:
+            self.cache.drop_intent(intent.intent_key)  # no create call was made
+            self._fail_chunk(label, chunk_keys, error)
+            return None
+        try:
+            batch_id = self._create(prepared, intent)
+        except PermanentProviderError as error:
+            self.cache.drop_intent(intent.intent_key)
+            self._fail_chunk(label, chunk_keys, error)
+            return None
+        except TransientProviderError as error:  # the batch may exist: the intent stays for the next run
+            self._fail_chunk(
+                label, chunk_keys, error, " (the next run looks for the batch before submitting)"
+            )
+            return None
+        job = BatchJob(
+            batch_id, self.config.provider, self.config.model, label, len(chunk_keys), time.time(), None, None
+        )
+        self.cache.record_batch(job, chunk_keys, intent.intent_key)
+        return batch_id
+
+    def _create(self, prepared: Any, intent: BatchIntent) -> str:
+        """The create call; one that fails in transit may have created the batch, so the provider's recent batches
+        are searched for it before the call is made again."""
+        failures = 0
+        while True:
+            try:
+                return self.api.create(prepared, intent.label, intent.intent_key)
+            except TransientProviderError as error:
+                failures += 1
+                delay = self.client._backoff(failures, error.retry_after_s)
+                time.sleep(delay)  # a create the provider is still handling shows in its list after it
+                remote, known = self._remote_batches(intent.created_at)
+                found = self._match(intent, remote, known)
+                if found is not None:
+                    self.log.warning(
+                        "%s: the create call failed (%s) but the provider holds batch %s: it is not created again",
+                        intent.label,
+                        error.reason,
+                        found.batch_id,
+                    )
+                    return found.batch_id
+                if failures > self.config.max_retries:
+                    raise
+                logger.debug(
+                    "create call failed (%s); the batch does not exist; creating it again", error.reason
+                )
+
+    def _fail_chunk(self, label: str, chunk_keys: Sequence[str], error: Exception, note: str = "") -> None:
+        reason = getattr(error, "reason", str(error))
+        if isinstance(error, PermanentProviderError):
+            self.log.error("%s: the batch of %d requests was refused: %s", label, len(chunk_keys), reason)
+            status = ResultStatus.REJECTED
+        else:
+            self.log.error("%s: could not submit %d requests: %s%s", label, len(chunk_keys), reason, note)
+            status = ResultStatus.TRANSPORT_ERROR
+        for key in chunk_keys:
+            self._resolve(key, self._failure(status, reason + note, key))
 
     def _ask_sync(self, keys: Sequence[str]) -> None:
         """Re-asks too few for a new batch: one by one at the standard price, continuing each request's count."""
+        from model_clients.client import BudgetExceededError
+
         self.log.info("%s: asking %d requests again one by one (standard price)", self.label, len(keys))
         self.counters.batch_sync_reasks += len(keys)
         indices = [self.items[key].index for key in keys]
         attempts_of = {self.items[key].index: self.items[key].attempts for key in keys}
-        self.client._run_pending(self.requests, self.keys, indices, self.results, self.bar, attempts_of)
-        self.unresolved.difference_update(keys)
+        costs = self.client._request_costs(self.requests, indices, batch=False)
+        try:
+            self.client._run_pending(
+                self.requests, self.keys, indices, self.results, self.bar, attempts_of, costs, self.label
+            )
+        except BudgetExceededError as error:  # the batches in flight are still collected
+            self.stop = str(error)
+        self.unresolved.difference_update(
+            key for key in keys if self.results[self.items[key].index] is not None
+        )
 
     # -- polling --------------------------------------------------------------------------------------
     def _poll(self, active: dict[str, set[str]]) -> dict[str, BatchState]:
         """Poll until at least one batch ends (or none is left to poll); returns the ended ones."""
+        self.counters.batch_waits += 1
         while True:
             ended: dict[str, BatchState] = {}
             states: dict[str, BatchState] = {}
@@ -282,6 +499,8 @@ class BatchRun:
                         "and the next run polls it again"
                     )
                     self.log.error("%s: %s", self.label, reason)
+                    self.client._settle(self.reserved.pop(batch_id, 0.0), 0.0)
+                    self.enqueued.pop(batch_id, None)
                     for key in active.pop(batch_id):
                         self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, reason, key))
                     continue
@@ -314,12 +533,18 @@ class BatchRun:
         )
         done = completed + failed
         if all(state.ended for state in states.values()):
-            finish = now
+            expected = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M UTC")
         elif done and done < total:
             finish = now + (now - started) * (total - done) / done
-        else:
-            finish = max((state.expires_at or now) for state in states.values())
-        expected = datetime.fromtimestamp(finish, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            expected = datetime.fromtimestamp(finish, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        else:  # nothing done yet: no basis for an estimate, only the providers' deadline
+            expires = [state.expires_at for state in states.values() if state.expires_at]
+            deadline = (
+                f" (they expire {datetime.fromtimestamp(max(expires), UTC).strftime('%Y-%m-%d %H:%M UTC')})"
+                if expires
+                else ""
+            )
+            expected = f"unknown until some requests are done{deadline}"
         self.counters.expected_finish = expected
         snapshot = (total, completed, failed)
         if snapshot != self._last_progress or now - self._last_progress_at >= PROGRESS_LOG_INTERVAL_S:
@@ -335,8 +560,11 @@ class BatchRun:
             )
 
     # -- collecting -----------------------------------------------------------------------------------
-    def _collect(self, batch_id: str, state: BatchState, batch_keys: set[str]) -> bool:
-        """Download an ended batch's outcomes into the cache (every request of it gets one); False on failure."""
+    def _collect(self, batch_id: str, state: BatchState, batch_keys: set[str]) -> set[str] | None:
+        """Download an ended batch's outcomes into the cache (every request of it gets one); the keys whose
+        outcomes were stored, or None when the results could not be read."""
+        self.client._settle(self.reserved.pop(batch_id, 0.0), 0.0)  # its answers count as they are read
+        self.enqueued.pop(batch_id, None)
         outcomes: dict[str, ItemOutcome] = {}
         if state.status != "lost":
             try:
@@ -348,7 +576,7 @@ class BatchRun:
                 self.log.error("%s: %s", self.label, reason)
                 for key in batch_keys:
                     self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, reason, key))
-                return False
+                return None
             except PermanentProviderError as error:
                 state = BatchState(
                     batch_id, "lost", True, error=f"results of batch {batch_id} are gone ({error.reason})"
@@ -356,9 +584,19 @@ class BatchRun:
                 downloaded = []
             outcomes = {outcome.custom_id: outcome for outcome in downloaded}
         missing_reason = state.error or f"no result for the request in batch {batch_id} ({state.status})"
+        recorded = self.cache.batch_keys(batch_id)
+        # A batch found by its size (Anthropic) may hold other requests of this run than its intent said.
+        strays = [key for key in outcomes if key in self.items and key not in set(recorded)]
+        if strays:
+            self.log.warning(
+                "%s: batch %s answered %d requests its record does not name; they are read as its answers",
+                self.label,
+                batch_id,
+                len(strays),
+            )
         rows = []
-        for key in self.cache.batch_keys(batch_id):
-            outcome = outcomes.get(key) or ItemOutcome(key, RETRYABLE, None, missing_reason)
+        for key in [*recorded, *strays]:
+            outcome = outcomes.get(key) or ItemOutcome(key, RETRYABLE, None, missing_reason, ran=False)
             rows.append((key, outcome.to_json()))
         self.cache.store_outcomes(batch_id, rows, state.status)
         succeeded = sum(1 for outcome in outcomes.values() if outcome.kind == SUCCEEDED)
@@ -370,7 +608,7 @@ class BatchRun:
             succeeded,
             len(rows) - succeeded,
         )
-        return True
+        return {key for key, _ in rows}
 
     def _read_outcomes(self, keys: set[str]) -> list[str]:
         """Read the downloaded outcomes of `keys` like sync answers; returns the keys to ask again."""
@@ -389,11 +627,17 @@ class BatchRun:
         return reask
 
     def _read_one(self, key: str, outcome: ItemOutcome) -> bool:
-        """Turn one outcome into a result (True when the request is to be asked again)."""
+        """Turn one outcome into a result (True when the request is to be asked again).
+
+        A request the provider ran counts as a call (an answer, or an error of its own); one an expired,
+        cancelled or failed batch never ran does not. A retryable failure is asked again once; the second
+        ends the request (transport error, quarantined by the stage with this reason).
+        """
         item = self.items[key]
         request = self.requests[item.index]
         attempts = item.attempts
-        attempts.calls += 1
+        if outcome.ran:
+            attempts.calls += 1
         error = outcome.error
         if outcome.kind == SUCCEEDED:
             self.counters.batch_completed += 1
@@ -409,16 +653,19 @@ class BatchRun:
             self._resolve(key, self._failure(ResultStatus.REJECTED, error or "refused", key))
             return False
         attempts.transport_failures += 1
-        if attempts.transport_failures > self.config.max_retries:
-            reason = f"{error} (after {attempts.calls} calls)"
+        if item.asked_again_after_failure:
+            reason = f"{error} (asked again once after {'a failure' if outcome.ran else 'not being run'}; failed again)"
             self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, reason, key))
             return False
+        item.asked_again_after_failure = True
         return True
 
     def _read_answer(self, key: str, request: LLMRequest, reply: ProviderReply) -> bool:
         attempts = self.items[key].attempts
+        paid = cost_usd(reply.usage, self.client._price, batch=True)
+        self.client._settle(0.0, paid)
         attempts.usage = attempts.usage + reply.usage
-        attempts.cost_usd += cost_usd(reply.usage, self.client._price, batch=True)
+        attempts.cost_usd += paid
         attempts.last_answer = reply
         try:
             data = self.client._interpret(reply, request)

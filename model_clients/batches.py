@@ -15,6 +15,13 @@ chat adapter (:mod:`model_clients.providers`), whose request bodies they send un
   ``results`` streams one line per request: ``succeeded`` (the message), ``errored``, ``expired`` or
   ``canceled``. At most 100,000 requests and 256 MB per batch.
 
+A batch is created in two steps (:meth:`BatchAPI.prepare`, then :meth:`BatchAPI.create`) so that the caller can
+record its intent first, and :meth:`BatchAPI.recent_batches` lists what the provider holds, so that a batch
+created and never recorded (a kill, or a create call whose answer was lost) is found instead of paid again:
+OpenAI's batch carries the intent's key in its ``metadata``; Anthropic's Message Batches take no metadata, so
+a batch is known there by its creation time and its number of requests, and confirmed by its results'
+``custom_id`` values.
+
 The ``custom_id`` of a request is its cache key (64 hex characters, valid for both providers), so an
 answer goes back to its request whatever the order of the result lines. Every outcome of a request is an
 :class:`ItemOutcome`: an answer body to read with the chat adapter's ``read_body``, or an error that is
@@ -47,11 +54,13 @@ from model_clients.providers import (
 
 __all__ = [
     "BATCH_LIMITS",
+    "INTENT_METADATA_KEY",
     "AnthropicBatchAPI",
     "BatchAPI",
     "BatchState",
     "ItemOutcome",
     "OpenAIBatchAPI",
+    "RemoteBatch",
     "build_batch_api",
 ]
 
@@ -67,6 +76,9 @@ TRANSFER_TIMEOUT_S = 900.0
 hundreds of megabytes, far longer than one chat call's ``timeout_s``."""
 BATCH_BYTES_MARGIN = 0.95
 """Share of a provider's byte limit a batch is filled to (JSON framing varies a little)."""
+INTENT_METADATA_KEY = "submission_key"
+"""The ``metadata`` entry of an OpenAI batch holding the client-generated key of its submission."""
+LIST_PAGE_SIZE = 100
 
 SUCCEEDED, ERRORED, RETRYABLE = "succeeded", "errored", "retryable"
 ANTHROPIC_ERROR_STATUS: Mapping[str, int] = {
@@ -110,30 +122,52 @@ class BatchState:
 
 
 @dataclass(frozen=True)
+class RemoteBatch:
+    """A batch as the provider's list of recent batches shows it.
+
+    Attributes:
+        batch_id (`str`): the provider's id.
+        created_at (`float`): Unix time of its creation.
+        requests (`int`): its number of requests (0 while the provider has not counted them yet).
+        intent_key (`str` or `None`): the submission key in its metadata (OpenAI; None for Anthropic).
+    """
+
+    batch_id: str
+    created_at: float
+    requests: int
+    intent_key: str | None = None
+
+
+@dataclass(frozen=True)
 class ItemOutcome:
     """The outcome of one request of a batch.
 
     Attributes:
         custom_id (`str`): the request's cache key.
         kind (`str`): ``succeeded`` (`body` holds the answer), ``errored`` (the API refused the request:
-            not asked again) or ``retryable`` (expired, cancelled, 429, 5xx: asked again).
+            not asked again) or ``retryable`` (expired, cancelled, 429, 5xx: asked again once).
         body (`dict` or `None`): the chat completion (OpenAI) or message (Anthropic) JSON.
         error (`str` or `None`): the reason, for the two error kinds.
+        ran (`bool`): the provider ran the request (an answer or an error of its own); False for a request an
+            expired, cancelled or failed batch never ran, which is no attempt.
     """
 
     custom_id: str
     kind: str
     body: Mapping[str, Any] | None = None
     error: str | None = None
+    ran: bool = True
 
     def to_json(self) -> str:
         """The outcome as JSON (kept in the cache until its request is read)."""
-        return json.dumps({"kind": self.kind, "body": self.body, "error": self.error}, ensure_ascii=False)
+        return json.dumps(
+            {"kind": self.kind, "body": self.body, "error": self.error, "ran": self.ran}, ensure_ascii=False
+        )
 
     @classmethod
     def from_json(cls, custom_id: str, text: str) -> ItemOutcome:
         value = json.loads(text)
-        return cls(custom_id, value["kind"], value.get("body"), value.get("error"))
+        return cls(custom_id, value["kind"], value.get("body"), value.get("error"), value.get("ran", True))
 
 
 class BatchAPI(Protocol):
@@ -142,13 +176,23 @@ class BatchAPI(Protocol):
     name: str
     max_requests: int
     max_bytes: int
+    lists_intent_keys: bool
+    """The provider keeps a batch's submission key (:data:`INTENT_METADATA_KEY`), so a lost batch is found by it."""
 
     def encode(self, custom_id: str, body: Mapping[str, Any]) -> bytes:
         """One request as submitted (its size counts toward the byte limit)."""
         ...
 
-    def submit(self, lines: Sequence[bytes], label: str) -> str:
-        """Create a batch of the encoded requests; returns its id."""
+    def prepare(self, lines: Sequence[bytes], label: str) -> Any:
+        """What :meth:`create` sends (OpenAI: the uploaded input file's id; not billed)."""
+        ...
+
+    def create(self, prepared: Any, label: str, intent_key: str) -> str:
+        """Create the batch (the billed step), tagged with `intent_key` where the provider keeps it; its id."""
+        ...
+
+    def recent_batches(self, since: float) -> list[RemoteBatch]:
+        """The provider's batches created at or after `since` (Unix time), newest first."""
         ...
 
     def poll(self, batch_id: str) -> BatchState:
@@ -187,6 +231,7 @@ class OpenAIBatchAPI:
 
     name = "openai"
     endpoint = "/v1/chat/completions"
+    lists_intent_keys = True
 
     def __init__(self, chat: OpenAIChatProvider, completion_window: str = "24h") -> None:
         self.chat = chat
@@ -203,22 +248,46 @@ class OpenAIBatchAPI:
         line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
         return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
-    def submit(self, lines: Sequence[bytes], label: str) -> str:
-        sdk = self.chat.sdk
+    def prepare(self, lines: Sequence[bytes], label: str) -> str:
         uploaded = self._call(
-            sdk.files.create,
+            self.chat.sdk.files.create,
             file=(f"{label}.jsonl", b"".join(lines), "application/jsonl"),
             purpose="batch",
             timeout=TRANSFER_TIMEOUT_S,
         )
+        return str(uploaded.id)
+
+    def create(self, prepared: str, label: str, intent_key: str) -> str:
         batch = self._call(
-            sdk.batches.create,
-            input_file_id=uploaded.id,
+            self.chat.sdk.batches.create,
+            input_file_id=prepared,
             endpoint=self.endpoint,
             completion_window=self.completion_window,
-            metadata={"label": label[:500]},
+            metadata={"label": label[:500], INTENT_METADATA_KEY: intent_key},
         )
         return str(batch.id)
+
+    def recent_batches(self, since: float) -> list[RemoteBatch]:
+        found: list[RemoteBatch] = []
+        page = self._call(self.chat.sdk.batches.list, limit=LIST_PAGE_SIZE)
+        while True:
+            for batch in page.data:
+                created = _timestamp(batch.created_at) or 0.0
+                if created < since:
+                    return found  # newest first: the rest is older
+                counts = batch.request_counts
+                metadata = batch.metadata or {}
+                found.append(
+                    RemoteBatch(
+                        str(batch.id),
+                        created,
+                        int(getattr(counts, "total", 0) or 0),
+                        metadata.get(INTENT_METADATA_KEY),
+                    )
+                )
+            if not page.has_next_page():
+                return found
+            page = self._call(page.get_next_page)
 
     def poll(self, batch_id: str) -> BatchState:
         batch = self._call(self.chat.sdk.batches.retrieve, batch_id)
@@ -282,8 +351,10 @@ class OpenAIBatchAPI:
         if isinstance(error, Mapping):
             code = str(error.get("code") or "error")
             message = redact(f"{code}: {error.get('message') or ''}".strip(), self._secrets)
-            return ItemOutcome(custom_id, RETRYABLE, None, f"batch item not run ({message})")
-        return ItemOutcome(custom_id, RETRYABLE, None, "batch item has neither a response nor an error")
+            return ItemOutcome(custom_id, RETRYABLE, None, f"batch item not run ({message})", ran=False)
+        return ItemOutcome(
+            custom_id, RETRYABLE, None, "batch item has neither a response nor an error", ran=False
+        )
 
 
 class _BodyError:
@@ -301,6 +372,7 @@ class AnthropicBatchAPI:
     """
 
     name = "anthropic"
+    lists_intent_keys = False
 
     def __init__(self, chat: AnthropicMessagesProvider) -> None:
         self.chat = chat
@@ -320,12 +392,33 @@ class AnthropicBatchAPI:
             {"custom_id": custom_id, "params": body}, ensure_ascii=False, separators=(",", ":")
         ).encode("utf-8")
 
-    def submit(self, lines: Sequence[bytes], label: str) -> str:
-        requests = [json.loads(line) for line in lines]
+    def prepare(self, lines: Sequence[bytes], label: str) -> list[Any]:
+        return [json.loads(line) for line in lines]
+
+    def create(self, prepared: list[Any], label: str, intent_key: str) -> str:
+        # Message Batches take no metadata: an unrecorded batch is known by its time and size (recent_batches).
         batch = self._call(
-            self.chat.sdk.messages.batches.create, requests=requests, timeout=TRANSFER_TIMEOUT_S
+            self.chat.sdk.messages.batches.create, requests=prepared, timeout=TRANSFER_TIMEOUT_S
         )
         return str(batch.id)
+
+    def recent_batches(self, since: float) -> list[RemoteBatch]:
+        found: list[RemoteBatch] = []
+        page = self._call(self.chat.sdk.messages.batches.list, limit=LIST_PAGE_SIZE)
+        while True:
+            for batch in page.data:
+                created = _timestamp(batch.created_at) or 0.0
+                if created < since:
+                    return found  # newest first: the rest is older
+                counts = batch.request_counts
+                total = sum(
+                    int(getattr(counts, name, 0) or 0)
+                    for name in ("processing", "succeeded", "errored", "expired", "canceled")
+                )
+                found.append(RemoteBatch(str(batch.id), created, total))
+            if not page.has_next_page():
+                return found
+            page = self._call(page.get_next_page)
 
     def poll(self, batch_id: str) -> BatchState:
         batch = self._call(self.chat.sdk.messages.batches.retrieve, batch_id)
@@ -372,7 +465,7 @@ class AnthropicBatchAPI:
             message = f"{error_type}: {getattr(error, 'message', '') or ''}"
             status_code = ANTHROPIC_ERROR_STATUS.get(error_type, 500)
             return _status_outcome(custom_id, status_code, message, self._secrets)
-        return ItemOutcome(custom_id, RETRYABLE, None, f"batch item not run ({kind})")
+        return ItemOutcome(custom_id, RETRYABLE, None, f"batch item not run ({kind})", ran=False)
 
 
 def build_batch_api(chat: Any, completion_window: str = "24h") -> BatchAPI:

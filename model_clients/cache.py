@@ -26,6 +26,7 @@ from model_clients.records import LLMRequest, TokenUsage
 
 __all__ = [
     "CACHE_KEY_VERSION",
+    "BatchIntent",
     "BatchJob",
     "CachedResponse",
     "ResponseCache",
@@ -79,6 +80,24 @@ CREATE TABLE IF NOT EXISTS batch_items (
 )
 """,
     "CREATE INDEX IF NOT EXISTS batch_items_by_key ON batch_items (cache_key)",
+    """
+CREATE TABLE IF NOT EXISTS batch_intents (
+    intent_key TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    label TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    created_at REAL NOT NULL
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS batch_intent_items (
+    intent_key TEXT NOT NULL,
+    cache_key TEXT NOT NULL,
+    PRIMARY KEY (intent_key, cache_key)
+)
+""",
+    "CREATE INDEX IF NOT EXISTS batch_intent_items_by_key ON batch_intent_items (cache_key)",
     """
 CREATE TABLE IF NOT EXISTS batch_outcomes (
     cache_key TEXT NOT NULL,
@@ -190,12 +209,28 @@ class BatchJob(NamedTuple):
     final_status: str | None
 
 
+class BatchIntent(NamedTuple):
+    """A batch about to be created, recorded before the create call with a key generated here.
+
+    Until the batch's id is recorded (:meth:`ResponseCache.record_batch` with the intent's key), a run that
+    finds the intent looks for the batch among the provider's recent ones before submitting its requests.
+    """
+
+    intent_key: str
+    provider: str
+    model: str
+    label: str
+    requests: int
+    created_at: float
+
+
 class ResponseCache:
     """SQLite store of answers keyed by :func:`compute_cache_key`; safe to share between threads.
 
-    Batch mode keeps its book-keeping in the same file, so a killed run resumes from it: the submitted
-    batches and the cache keys of their requests (:meth:`record_batch`, committed before the first poll),
-    and the downloaded outcomes of an ended batch until their requests are read (:meth:`store_outcomes`,
+    Batch mode keeps its book-keeping in the same file, so a killed run resumes from it: the intent of each batch
+    before its create call (:meth:`record_intent`), the submitted batches and the cache keys of their requests
+    (:meth:`record_batch`, committed before the first poll, the intent dropped in the same transaction), and the
+    downloaded outcomes of an ended batch until their requests are read (:meth:`store_outcomes`,
     :meth:`outcomes`).
 
     Args:
@@ -313,24 +348,109 @@ class ResponseCache:
         return removed
 
     # -- batch mode ------------------------------------------------------------------------------------
-    def record_batch(self, job: BatchJob, keys: Iterable[str]) -> None:
-        """Record a submitted batch and the cache keys of its requests, in one transaction."""
+    def _transaction(self, statements: Iterable[tuple[str, Any]]) -> None:
+        """Run `(sql, parameters)` statements in one transaction (a list of parameter tuples: executemany)."""
         with self._lock:
             self._connection.execute("BEGIN IMMEDIATE")
             try:
-                self._connection.execute(
-                    "INSERT OR REPLACE INTO batch_jobs (batch_id, provider, model, label, requests, submitted_at,"
-                    " collected_at, final_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    job,
-                )
-                self._connection.executemany(
-                    "INSERT OR IGNORE INTO batch_items (batch_id, cache_key) VALUES (?, ?)",
-                    [(job.batch_id, key) for key in keys],
-                )
+                for sql, parameters in statements:
+                    if isinstance(parameters, list):
+                        self._connection.executemany(sql, parameters)
+                    else:
+                        self._connection.execute(sql, parameters)
             except BaseException:
                 self._connection.execute("ROLLBACK")
                 raise
             self._connection.execute("COMMIT")
+
+    def record_intent(self, intent: BatchIntent, keys: Iterable[str]) -> None:
+        """Record a batch about to be created and the cache keys of its requests, in one transaction."""
+        self._transaction(
+            [
+                (
+                    "INSERT OR REPLACE INTO batch_intents (intent_key, provider, model, label, requests, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    tuple(intent),
+                ),
+                (
+                    "INSERT OR IGNORE INTO batch_intent_items (intent_key, cache_key) VALUES (?, ?)",
+                    [(intent.intent_key, key) for key in keys],
+                ),
+            ]
+        )
+
+    def drop_intent(self, intent_key: str) -> None:
+        """Forget an intent (its batch was never created, or was refused)."""
+        self._transaction(
+            [
+                ("DELETE FROM batch_intents WHERE intent_key = ?", (intent_key,)),
+                ("DELETE FROM batch_intent_items WHERE intent_key = ?", (intent_key,)),
+            ]
+        )
+
+    def open_intents(self, keys: Iterable[str], provider: str, model: str) -> dict[BatchIntent, set[str]]:
+        """Intents of `provider`/`model` whose batch id was never recorded that hold some of `keys`: intent -> keys."""
+        unique_keys = list(dict.fromkeys(keys))
+        found: dict[str, set[str]] = {}
+        with self._lock:
+            for start in range(0, len(unique_keys), _LOOKUP_CHUNK):
+                chunk = unique_keys[start : start + _LOOKUP_CHUNK]
+                rows = self._connection.execute(
+                    "SELECT items.intent_key, items.cache_key FROM batch_intent_items AS items JOIN batch_intents"
+                    " AS intents ON intents.intent_key = items.intent_key WHERE intents.provider = ? AND"
+                    f" intents.model = ? AND items.cache_key IN ({','.join('?' * len(chunk))})",
+                    [provider, model, *chunk],
+                ).fetchall()
+                for intent_key, key in rows:
+                    found.setdefault(intent_key, set()).add(key)
+            intents = {
+                row[0]: BatchIntent(*row)
+                for row in self._connection.execute(
+                    "SELECT intent_key, provider, model, label, requests, created_at FROM batch_intents"
+                ).fetchall()
+            }
+        return {intents[intent_key]: keys for intent_key, keys in found.items() if intent_key in intents}
+
+    def intent_keys(self, intent_key: str) -> list[str]:
+        """The cache keys of an intent's requests."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT cache_key FROM batch_intent_items WHERE intent_key = ?", (intent_key,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def record_batch(self, job: BatchJob, keys: Iterable[str], intent_key: str | None = None) -> None:
+        """Record a submitted batch and the cache keys of its requests, and drop its intent, in one transaction."""
+        statements: list[tuple[str, Any]] = [
+            (
+                "INSERT OR REPLACE INTO batch_jobs (batch_id, provider, model, label, requests, submitted_at,"
+                " collected_at, final_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                tuple(job),
+            ),
+            (
+                "INSERT OR IGNORE INTO batch_items (batch_id, cache_key) VALUES (?, ?)",
+                [(job.batch_id, key) for key in keys],
+            ),
+        ]
+        if intent_key is not None:
+            statements += [
+                ("DELETE FROM batch_intents WHERE intent_key = ?", (intent_key,)),
+                ("DELETE FROM batch_intent_items WHERE intent_key = ?", (intent_key,)),
+            ]
+        self._transaction(statements)
+
+    def known_batch_ids(self, batch_ids: Iterable[str]) -> set[str]:
+        """The ids among `batch_ids` that are recorded."""
+        unique = list(dict.fromkeys(batch_ids))
+        known: set[str] = set()
+        with self._lock:
+            for start in range(0, len(unique), _LOOKUP_CHUNK):
+                chunk = unique[start : start + _LOOKUP_CHUNK]
+                rows = self._connection.execute(
+                    f"SELECT batch_id FROM batch_jobs WHERE batch_id IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                known.update(row[0] for row in rows)
+        return known
 
     def open_batches(self, keys: Iterable[str], provider: str, model: str) -> dict[str, set[str]]:
         """Batches of `provider`/`model` submitted and not yet collected that hold some of `keys`: id -> those keys."""

@@ -26,8 +26,13 @@ pseudo-GT, question generation and pass@2 answering for STVQA). One call runs a 
 Before step 3, the uncached requests are estimated (:mod:`model_clients.estimate`: prompt tokens as the
 provider counts text and images, completion tokens from the template's observed mean or the request's
 budget, dollars at the mode's price); the estimate is logged and kept in the summary beside the actual
-cost, and above ``max_cost_usd`` the call raises :class:`BudgetExceededError` before sending anything
-(:meth:`LLMClient.estimate` does the same for a whole stage up front).
+cost. ``max_cost_usd`` is a cap on what the client spends: the call raises :class:`BudgetExceededError`
+before sending anything when its upper bound (every request, every re-ask of an unusable answer) could pass
+it (:meth:`LLMClient.estimate` checks a whole stage up front, later rounds included), and while it runs every
+request (and in batch mode every submission) first holds what it could cost at most (its prompt and whole
+``max_tokens``): one that could pass the cap is not sent, and the call raises once the calls in flight have
+ended and their answers are cached. A model without a price is refused under a budget
+(:class:`UnpricedModelError`).
 
 With ``mode="batch"`` steps 3 to 5 go through the provider's Batch API instead
 (:mod:`model_clients.batch_mode`): same requests, cache keys, checks and cache entries, at the batch price;
@@ -71,7 +76,15 @@ from model_clients.batch_mode import BatchRun, RequestAttempts
 from model_clients.batches import BatchAPI, build_batch_api
 from model_clients.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
 from model_clients.estimate import MIN_OBSERVED_ANSWERS, CostEstimate, TokenEstimator
-from model_clients.pricing import DEFAULT_PRICE_TABLE, ModelPrice, cost_usd, find_price
+from model_clients.pricing import (
+    DEFAULT_PRICE_TABLE,
+    PRICE_FIELDS,
+    ModelPrice,
+    cost_usd,
+    find_price,
+    format_usd,
+    undated_model_name,
+)
 from model_clients.providers import (
     JSON_MODES,
     PROVIDERS,
@@ -87,7 +100,14 @@ from model_clients.ratelimit import TokenBucket, backoff_delay
 from model_clients.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
 from model_clients.schema import ResponseFormatError, parse_json_text, validate_json
 
-__all__ = ["BudgetExceededError", "LLMClient", "LLMClientConfig", "LLMClientSettings", "UsageSummary"]
+__all__ = [
+    "BudgetExceededError",
+    "LLMClient",
+    "LLMClientConfig",
+    "LLMClientSettings",
+    "UnpricedModelError",
+    "UsageSummary",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,14 +117,45 @@ MAX_ERROR_CHARS = 300
 
 
 class BudgetExceededError(RuntimeError):
-    """A stage's estimated cost is above the client's ``max_cost_usd``; raised before any request is sent.
+    """A request or batch could take the client's spend past ``max_cost_usd``; raised before it is sent.
 
-    The message is one sentence that says what the stage would cost and how to go on; `estimate` holds the figures.
+    Raised before the first request when the stage's upper bound is above the budget, and during a run before
+    the request or batch that could pass it (the answers already paid are in the response cache). The message
+    is one sentence giving what was spent, the estimate and the budget, and how to go on; `estimate` holds the
+    figures and `spent_usd` what this client had spent.
     """
 
-    def __init__(self, message: str, estimate: CostEstimate) -> None:
+    def __init__(self, message: str, estimate: CostEstimate, spent_usd: float = 0.0) -> None:
         super().__init__(message)
         self.estimate = estimate
+        self.spent_usd = spent_usd
+
+
+class UnpricedModelError(ValueError):
+    """A budget (``max_cost_usd``) is set for a model the price table does not hold: its spend cannot be capped."""
+
+
+def unpriced_model_message(model: str, budget: float) -> str:
+    """The one sentence refusing an unpriced model under a budget (it names the price fields to set).
+
+    >>> print(unpriced_model_message("o3-pro-2025-06-10", 5.0))
+    model 'o3-pro-2025-06-10' has no price, so max_cost_usd $5.00 cannot cap what it spends: set price_table: {o3-pro: {input_usd_per_million: ..., output_usd_per_million: ...}} on the LLM resource (batch prices default to half), or remove max_cost_usd.
+    """
+    name = undated_model_name(model)
+    fields = ", ".join(f"{field}: ..." for field in PRICE_FIELDS.split(", "))
+    return (
+        f"model {model!r} has no price, so max_cost_usd {format_usd(budget)} cannot cap what it spends: set "
+        f"price_table: {{{name}: {{{fields}}}}} on the LLM resource (batch prices default to half), or remove "
+        f"max_cost_usd."
+    )
+
+
+class _BudgetStop(Exception):
+    """Raised in a worker thread instead of sending a request that could pass the budget."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class LLMClientSettings(BaseModel):
@@ -175,8 +226,10 @@ class LLMClientSettings(BaseModel):
     max_cost_usd: float | None = Field(
         default=None,
         ge=0.0,
-        description="Budget in US dollars: a stage whose estimated cost of uncached requests (plus what this client "
-        "already spent) is above it stops before sending any request. None for no budget.",
+        description="Budget in US dollars, a cap on what a stage spends: a stage whose upper bound (every round, "
+        "every re-ask of an answer it cannot use) is above it stops before its first request, and a running stage "
+        "sends no request or batch that could take the spend past it (its prompts and whole max_tokens). A model "
+        "without a price is refused. None for no budget.",
     )
     batch_poll_interval_s: float = Field(
         default=30.0, gt=0.0, description="Batch mode: seconds between two polls of the submitted batches."
@@ -196,6 +249,13 @@ class LLMClientSettings(BaseModel):
         ge=0,
         description="Batch mode: re-asks (expired, failed or invalid answers) of at most this many requests go one "
         "by one at the standard price instead of into a new batch; 0 always submits a new batch.",
+    )
+    batch_max_enqueued_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Batch mode: prompt tokens in flight at once (the provider's enqueued-token limit of your "
+        "account and model, e.g. OpenAI's batch queue limit); a batch that would pass it waits for one in flight "
+        "to end. None for no limit.",
     )
 
 
@@ -255,8 +315,9 @@ class UsageSummary:
     were not in the cache, to read beside what they cost. In batch mode, `batches_submitted` and
     `batch_requests` count the batches this run submitted and their requests, `batch_completed` and
     `batch_failed` the outcomes read (answers; errors and requests an expired batch never ran),
-    `batch_sync_reasks` the re-asks sent one by one, and `expected_finish` the latest estimate of when the
-    batches in flight end (UTC).
+    `batch_sync_reasks` the re-asks sent one by one, `batch_waits` the waits for batches one after another
+    (each a set of batches submitted together and polled until they end), and `expected_finish` the latest
+    estimate of when the batches in flight end (UTC; "unknown" until some of their requests are done).
     """
 
     provider: str = ""
@@ -284,6 +345,7 @@ class UsageSummary:
     batch_completed: int = 0
     batch_failed: int = 0
     batch_sync_reasks: int = 0
+    batch_waits: int = 0
     expected_finish: str = ""
     first_errors: list[str] = field(default_factory=list)
 
@@ -378,6 +440,7 @@ class UsageSummary:
                     "batch_completed": self.batch_completed,
                     "batch_failed": self.batch_failed,
                     "batch_sync_reasks": self.batch_sync_reasks,
+                    "batch_waits": self.batch_waits,
                     "expected_finish": self.expected_finish or "done",
                 }
             )
@@ -413,6 +476,11 @@ class LLMClient:
         self, config: LLMClientConfig, provider: ChatProvider | None = None, log: logging.Logger | None = None
     ) -> None:
         self.config = config
+        self._price = find_price(config.model, config.price_table)
+        if self._price is None:
+            if config.max_cost_usd is not None:
+                raise UnpricedModelError(unpriced_model_message(config.model, config.max_cost_usd))
+            logger.warning("no price for model %r: its cost is reported as 0", config.model)
         self._provider = provider or build_provider(
             config.provider,
             config.model,
@@ -425,9 +493,10 @@ class LLMClient:
         self._secrets = (config.api_key,) if config.api_key else ()
         self._cache = ResponseCache(config.cache_path if config.cache_path is not None else ":memory:")
         self._limiter = TokenBucket(config.requests_per_second, burst=config.burst or config.max_concurrency)
-        self._price = find_price(config.model, config.price_table)
-        if self._price is None:
-            logger.warning("no price for model %r: its cost is reported as 0", config.model)
+        self._spend_lock = threading.Lock()
+        self._spent_usd = 0.0
+        self._reserved_usd = 0.0
+        self._stage_estimate: CostEstimate | None = None
         self._rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
         self._summary_lock = threading.Lock()
@@ -514,7 +583,9 @@ class LLMClient:
 
         Cached answers come back without API calls; the others are sent concurrently, retried, validated
         and committed to the cache one by one as they arrive. Nothing raises for a bad answer or a failed
-        call: check `result.ok`, and quarantine the others with `result.quarantine_row(...)`.
+        call: check `result.ok`, and quarantine the others with `result.quarantine_row(...)`. Only the budget
+        raises (:class:`BudgetExceededError`, before the request or batch that could pass ``max_cost_usd``;
+        the answers received before it are in the cache).
 
         Args:
             requests (`Sequence[LLMRequest]`): the requests.
@@ -542,29 +613,33 @@ class LLMClient:
 
         label = description or ", ".join(sorted({request.template_name for request in requests})) or "llm"
         estimate = self._estimate(requests, pending, cached=len(first_index_of_key) - len(pending))
+        self._add_upper_bound(estimate)
         if pending:
             self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
             self._check_budget(estimate, label)
         batch_counters = UsageSummary(mode=self.config.mode)
-        with tqdm(total=len(requests), desc=label, unit="req", disable=not progress, mininterval=0.5) as bar:
-            bar.update(len(requests) - len(pending))
-            if pending and self._batch_api is not None:
-                self._run_pending_batches(requests, keys, pending, results, bar, label, batch_counters)
-            elif pending:
-                self._run_pending(requests, keys, pending, results, bar)
-
-        for index, key in enumerate(keys):
-            first = first_index_of_key[key]
-            if index != first:
-                results[index] = self._copy_for_duplicate(results[first], requests[index])
-
-        finished: list[LLMResult] = [result for result in results if result is not None]
-        batch_summary = UsageSummary.from_results(finished, self.config.provider, self.config.model)
-        batch_summary.elapsed_s = time.perf_counter() - started
-        batch_summary.add_estimate(estimate)
-        batch_summary.merge(batch_counters)
-        with self._summary_lock:
-            self.summary.merge(batch_summary)
+        try:
+            with tqdm(
+                total=len(requests), desc=label, unit="req", disable=not progress, mininterval=0.5
+            ) as bar:
+                bar.update(len(requests) - len(pending))
+                if pending and self._batch_api is not None:
+                    self._run_pending_batches(requests, keys, pending, results, bar, label, batch_counters)
+                elif pending:
+                    costs = self._request_costs(requests, pending, batch=False)
+                    self._run_pending(requests, keys, pending, results, bar, costs=costs, label=label)
+            for index, key in enumerate(keys):
+                first = first_index_of_key[key]
+                if index != first:
+                    results[index] = self._copy_for_duplicate(results[first], requests[index])
+        finally:  # a budget stop too: what was paid counts in the summary
+            finished: list[LLMResult] = [result for result in results if result is not None]
+            batch_summary = UsageSummary.from_results(finished, self.config.provider, self.config.model)
+            batch_summary.elapsed_s = time.perf_counter() - started
+            batch_summary.add_estimate(estimate)
+            batch_summary.merge(batch_counters)
+            with self._summary_lock:
+                self.summary.merge(batch_summary)
         self._log.info(
             "%s (%s/%s, %s mode): %d requests, %d cached, %d API calls, %d retries, %d failures, %d+%d tokens, "
             "$%.4f (estimated $%.4f)",
@@ -587,22 +662,51 @@ class LLMClient:
 
     # -- cost before spending ----------------------------------------------------------------------------
     def estimate(
-        self, requests: Sequence[LLMRequest], label: str | None = None, check_budget: bool = False
+        self,
+        requests: Sequence[LLMRequest],
+        label: str | None = None,
+        check_budget: bool = False,
+        later: Sequence[LLMRequest] = (),
+        log: bool = True,
     ) -> CostEstimate:
         """Estimate the tokens and dollars of the requests that are not in the cache, without calling a model.
 
-        A stage that sends its requests in several batches (chunks, rounds) calls this first with all the
-        requests it knows, so that it stops before the first one when the whole is above the budget.
+        A stage that sends its requests in several calls (chunks, rounds, shards) calls this first with every
+        request it knows (``requests``) and the requests its later rounds may send at most (``later``:
+        pass@2's second round for every question), so that it stops before the first request when its upper
+        bound is above the budget. The upper bound counts every request of every round, asked again as often
+        as the client re-asks an answer it cannot use (``invalid_json_retries``; at the standard price when
+        batch mode sends re-asks one by one); requests an expired batch never ran are not billed.
 
         Args:
             requests (`Sequence[LLMRequest]`): the requests (duplicates count once, cached ones not at all).
             label (`str`, *optional*): the stage, as the log and the budget refusal name it.
-            check_budget (`bool`, *optional*): raise :class:`BudgetExceededError` when the estimate plus what this
-                client already spent is above `max_cost_usd`.
+            check_budget (`bool`, *optional*): raise :class:`BudgetExceededError` when the upper bound plus what
+                this client already spent is above `max_cost_usd`.
+            later (`Sequence[LLMRequest]`, *optional*): the requests of later rounds, at most.
+            log (`bool`, *optional*, defaults to `True`): log the estimate (a caller adding up parts logs the sum).
 
         Returns:
             `CostEstimate`: at the batch price in batch mode.
         """
+        estimate = self._estimate_uncached(requests)
+        if later:
+            extra = self._estimate_uncached(later)
+            estimate.later_requests = extra.requests
+            estimate.later_cost_usd = extra.cost_usd
+            estimate.bases.update(extra.bases)
+            self._add_upper_bound(estimate, extra)
+        else:
+            self._add_upper_bound(estimate)
+        label = label or ", ".join(sorted({request.template_name for request in requests})) or "llm"
+        if log:
+            self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
+        if check_budget:
+            self._stage_estimate = estimate
+            self._check_budget(estimate, label)
+        return estimate
+
+    def _estimate_uncached(self, requests: Sequence[LLMRequest]) -> CostEstimate:
         keys = self._cache_keys(requests)
         first_index_of_key: dict[str, int] = {}
         for index, key in enumerate(keys):
@@ -613,38 +717,45 @@ class LLMClient:
             for key, index in first_index_of_key.items()
             if cached.get(key) is None or not self._usable_from_cache(cached[key], requests[index])
         ]
-        estimate = self._estimate(requests, pending, cached=len(first_index_of_key) - len(pending))
-        label = label or ", ".join(sorted({request.template_name for request in requests})) or "llm"
-        self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
-        if check_budget:
-            self._check_budget(estimate, label)
-        return estimate
+        return self._estimate(requests, pending, cached=len(first_index_of_key) - len(pending))
+
+    def _completion_mean(
+        self, name: str, means: dict[str, float | None], bases: dict[str, str]
+    ) -> float | None:
+        """The observed mean completion tokens of a prompt template (None until there are enough answers)."""
+        if name not in means:
+            answers, calls, tokens = self._cache.completion_stats(
+                self.config.provider, self.config.model, name
+            )
+            if answers >= MIN_OBSERVED_ANSWERS and calls:
+                means[name] = tokens / calls
+                bases[name] = f"observed mean of {answers:,} answers"
+            else:
+                means[name] = None
+                bases[name] = "max_tokens budget"
+        return means[name]
+
+    def _request_tokens(
+        self, request: LLMRequest, means: dict[str, float | None], bases: dict[str, str]
+    ) -> tuple[int, int]:
+        """(prompt, completion) tokens estimated for one request."""
+        parameters = (
+            self.effective_parameters(request) if request.parameters else self.config.default_parameters()
+        )
+        mean = self._completion_mean(request.template_name, means, bases)
+        budget = int(parameters.get("max_tokens") or self.config.max_tokens)
+        completion = round(min(mean, budget)) if mean is not None else budget
+        return self._estimator.prompt_tokens(request, parameters), completion
 
     def _estimate(self, requests: Sequence[LLMRequest], pending: Sequence[int], cached: int) -> CostEstimate:
         batch = self.config.mode == "batch"
-        estimate = CostEstimate(cached=cached, batch=batch)
-        completion_means: dict[str, float | None] = {}
+        estimate = CostEstimate(cached=cached, batch=batch, priced=self._price is not None)
+        means: dict[str, float | None] = {}
         for index in pending:
-            request = requests[index]
-            parameters = (
-                self.effective_parameters(request) if request.parameters else self.config.default_parameters()
-            )
-            name = request.template_name
-            if name not in completion_means:
-                answers, calls, tokens = self._cache.completion_stats(
-                    self.config.provider, self.config.model, name
-                )
-                if answers >= MIN_OBSERVED_ANSWERS and calls:
-                    completion_means[name] = tokens / calls
-                    estimate.bases[name] = f"observed mean of {answers:,} answers"
-                else:
-                    completion_means[name] = None
-                    estimate.bases[name] = "max_tokens budget"
-            mean = completion_means[name]
-            budget = int(parameters.get("max_tokens") or self.config.max_tokens)
+            prompt, completion = self._request_tokens(requests[index], means, estimate.bases)
             estimate.requests += 1
-            estimate.prompt_tokens += self._estimator.prompt_tokens(request, parameters)
-            estimate.completion_tokens += round(min(mean, budget)) if mean is not None else budget
+            estimate.prompt_tokens += prompt
+            estimate.completion_tokens += completion
         estimate.completion_basis = "; ".join(
             f"{name}: {basis}" for name, basis in sorted(estimate.bases.items())
         )
@@ -653,23 +764,114 @@ class LLMClient:
         )
         return estimate
 
+    def _request_costs(
+        self, requests: Sequence[LLMRequest], indices: Sequence[int], batch: bool
+    ) -> dict[int, float]:
+        """What each request could cost at most (its estimated prompt and its whole ``max_tokens``), held of the
+        budget while it is in flight; empty without a budget."""
+        if self.config.max_cost_usd is None:
+            return {}
+        costs = {}
+        for index in indices:
+            request = requests[index]
+            parameters = (
+                self.effective_parameters(request) if request.parameters else self.config.default_parameters()
+            )
+            prompt = self._estimator.prompt_tokens(request, parameters)
+            completion = int(parameters.get("max_tokens") or self.config.max_tokens)
+            costs[index] = cost_usd(TokenUsage(prompt, completion), self._price, batch=batch)
+        return costs
+
+    def _add_upper_bound(self, estimate: CostEstimate, later: CostEstimate | None = None) -> None:
+        """Set ``upper_bound_usd``: the requests (and later rounds), each asked ``1 + invalid_json_retries`` times."""
+        prompt = estimate.prompt_tokens + (later.prompt_tokens if later else 0)
+        completion = estimate.completion_tokens + (later.completion_tokens if later else 0)
+        batch = self.config.mode == "batch"
+        once = cost_usd(TokenUsage(prompt, completion), self._price, batch=batch)
+        reask_in_batch = batch and self.config.batch_sync_reask_max == 0
+        reask = cost_usd(TokenUsage(prompt, completion), self._price, batch=reask_in_batch)
+        estimate.upper_bound_usd = once + self.config.invalid_json_retries * reask
+
     def _check_budget(self, estimate: CostEstimate, label: str) -> None:
         budget = self.config.max_cost_usd
-        if budget is None or not estimate.requests:
+        if budget is None or not (estimate.requests or estimate.later_requests):
             return
-        spent = self.summary.cost_usd
-        if spent + estimate.cost_usd <= budget:
+        spent = self.spent_usd
+        if spent + estimate.upper_bound_usd <= budget:
             return
-        already = f" on top of ${spent:.2f} already spent by this client" if spent else ""
+        batch = self.config.mode == "batch"
+        later = f" and {estimate.later_requests:,} of later rounds at most" if estimate.later_requests else ""
+        already = f" on top of {format_usd(spent)} already spent" if spent else ""
+        sent = (
+            "nothing more was sent and the answers already paid stay in the response cache"
+            if spent
+            else "nothing was sent"
+        )
+        cheaper = " use mode: batch (half price)," if not batch else ""
         message = (
-            f"{label} would cost about ${estimate.cost_usd:.2f} for {estimate.requests:,} uncached requests "
-            f"({estimate.prompt_tokens:,} prompt + {estimate.completion_tokens:,} completion tokens of "
-            f"{self.config.model} at the {'batch' if estimate.batch else 'standard'} price){already}, above "
-            f"max_cost_usd ${budget:.2f}: nothing was sent; raise max_cost_usd on the LLM resource, use mode: batch "
-            f"(half price) or select fewer rows."
+            f"{label} could cost up to {format_usd(estimate.upper_bound_usd)}{already} ({estimate.requests:,} "
+            f"uncached requests{later} of {self.config.model} at the {'batch' if batch else 'standard'} price, "
+            f"estimated {format_usd(estimate.cost_usd + estimate.later_cost_usd)} if every answer is usable at "
+            f"the first ask), above max_cost_usd {format_usd(budget)}: {sent}; raise max_cost_usd on the LLM "
+            f"resource,{cheaper} or select fewer rows."
         )
         self._log.error(message)
-        raise BudgetExceededError(message, estimate)
+        raise BudgetExceededError(message, estimate, spent)
+
+    # -- the budget while sending -------------------------------------------------------------------------
+    @property
+    def price(self) -> ModelPrice | None:
+        """The model's price (None for a model the price table does not hold)."""
+        return self._price
+
+    @property
+    def stage_estimate(self) -> CostEstimate | None:
+        """The estimate the budget was last checked against before a stage's first request (None before)."""
+        return self._stage_estimate
+
+    @property
+    def spent_usd(self) -> float:
+        """What this client has paid so far (answers received), in US dollars; counted under a budget only
+        (``summary.cost_usd`` always counts it, call by call)."""
+        with self._spend_lock:
+            return self._spent_usd
+
+    def _reserve(self, amount: float) -> bool:
+        """Hold `amount` of the budget for a request or batch about to be sent; False when it could pass the cap."""
+        budget = self.config.max_cost_usd
+        if budget is None:
+            return True
+        with self._spend_lock:
+            if self._spent_usd + self._reserved_usd + amount > budget:
+                return False
+            self._reserved_usd += amount
+            return True
+
+    def _settle(self, reserved: float, paid: float) -> None:
+        """Release a reservation and count what was paid (under a budget)."""
+        if self.config.max_cost_usd is None:
+            return
+        with self._spend_lock:
+            self._reserved_usd = max(self._reserved_usd - reserved, 0.0)
+            self._spent_usd += paid
+
+    def budget_stop_message(self, label: str, what: str, amount: float) -> str:
+        """The one sentence of a stop before `what` (which could cost up to `amount`) could pass the budget."""
+        spent = self.spent_usd
+        stage = self._stage_estimate
+        estimated = (
+            f" (the stage was estimated at up to {format_usd(stage.upper_bound_usd)})" if stage else ""
+        )
+        return (
+            f"{label} stopped before {what} that could cost up to {format_usd(amount)} (estimated prompts and their "
+            f"whole max_tokens): {format_usd(spent)} spent so far{estimated}, so it could pass max_cost_usd "
+            f"{format_usd(self.config.max_cost_usd or 0.0)}; the answers already paid stay in the response cache, so "
+            f"raising max_cost_usd on the LLM resource and running again pays only for the rest."
+        )
+
+    def _budget_error(self, message: str) -> BudgetExceededError:
+        self._log.error(message)
+        return BudgetExceededError(message, self._stage_estimate or CostEstimate(), self.spent_usd)
 
     def _usable_from_cache(self, entry: CachedResponse, request: LLMRequest) -> bool:
         """A cached answer is returned as it is, except a quarantined one under `requery_quarantined` and an
@@ -686,31 +888,48 @@ class LLMClient:
         results: list[LLMResult | None],
         bar: tqdm,
         attempts_of: Mapping[int, RequestAttempts] | None = None,
+        costs: Mapping[int, float] | None = None,
+        label: str = "llm",
     ) -> None:
+        """Sync mode: the pending requests on a pool of worker threads.
+
+        A request that could take the spend past the budget (``costs``: what each could cost at most) is not sent:
+        no other request is started, the ones in flight end (their answers are cached), and
+        :class:`BudgetExceededError` is raised.
+        """
         workers = min(self.config.max_concurrency, len(pending))
         executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
         interrupted = threading.Event()
         attempts_of = attempts_of or {}
+        costs = costs or {}
 
         def execute_unless_interrupted(index: int) -> LLMResult:
             if interrupted.is_set():
                 raise CancelledError  # the batch was interrupted: start no new (paid) request
             try:
-                attempts = attempts_of.get(index)
-                if attempts is None:
-                    return self._execute(requests[index], keys[index])
-                return self._execute(requests[index], keys[index], attempts)
-            except KeyboardInterrupt:
+                return self._execute(
+                    requests[index], keys[index], attempts_of.get(index), costs.get(index, 0.0), label
+                )
+            except (KeyboardInterrupt, _BudgetStop):
                 interrupted.set()  # before this worker takes the next request off the queue
                 raise
 
         completed = False
+        stop: str | None = None
         try:
             futures: dict[Future, int] = {
                 executor.submit(execute_unless_interrupted, index): index for index in pending
             }
             for future in as_completed(futures):
-                results[futures[future]] = future.result()
+                try:
+                    results[futures[future]] = future.result()
+                except _BudgetStop as budget:
+                    stop = stop or budget.message
+                    continue
+                except CancelledError:
+                    if stop is None:
+                        raise
+                    continue
                 bar.update(1)
             completed = True
         finally:
@@ -719,6 +938,8 @@ class LLMClient:
             if not completed:
                 interrupted.set()
             executor.shutdown(wait=completed, cancel_futures=True)
+        if stop is not None:
+            raise self._budget_error(stop)
 
     def _run_pending_batches(
         self,
@@ -733,10 +954,19 @@ class LLMClient:
         """Batch mode: the pending requests through the provider's Batch API (see :mod:`model_clients.batch_mode`)."""
         BatchRun(self, requests, keys, pending, results, bar, label, counters).run()
 
-    def _execute(self, request: LLMRequest, key: str, attempts: RequestAttempts | None = None) -> LLMResult:
+    def _execute(
+        self,
+        request: LLMRequest,
+        key: str,
+        attempts: RequestAttempts | None = None,
+        estimated_cost: float = 0.0,
+        label: str = "llm",
+    ) -> LLMResult:
         """Send one request until it succeeds, is refused, or runs out of retries (worker thread).
 
-        `attempts` carries on the count of a request already tried in a batch (batch mode's re-asks).
+        `attempts` carries on the count of a request already tried in a batch (batch mode's re-asks). Every
+        call first holds `estimated_cost` (what it could cost at most) of the budget; :class:`_BudgetStop` instead
+        of a call that could pass it.
         """
         parameters = self.effective_parameters(request)
         attempts = attempts or RequestAttempts()
@@ -749,11 +979,18 @@ class LLMClient:
                     ResultStatus.REJECTED, f"images[{position}]: {error}", key, request, attempts, None
                 )
         while True:
+            if not self._reserve(estimated_cost):
+                raise _BudgetStop(
+                    self.budget_stop_message(
+                        label, f"request {request.request_id or key[:12]}", estimated_cost
+                    )
+                )
             self._limiter.acquire()
             attempts.calls += 1
             try:
                 reply = self._provider.send(request, parameters)
             except TransientProviderError as error:
+                self._settle(estimated_cost, 0.0)
                 attempts.transport_failures += 1
                 reason = redact(error.reason, self._secrets)
                 if attempts.transport_failures > self.config.max_retries:
@@ -773,12 +1010,15 @@ class LLMClient:
                 time.sleep(delay)
                 continue
             except PermanentProviderError as error:
+                self._settle(estimated_cost, 0.0)
                 reason = redact(error.reason, self._secrets)
                 logger.warning("request %s refused: %s", key[:12], reason)
                 return self._failure(ResultStatus.REJECTED, reason, key, request, attempts, last_answer)
 
+            paid = cost_usd(reply.usage, self._price)
+            self._settle(estimated_cost, paid)
             attempts.usage = attempts.usage + reply.usage
-            attempts.cost_usd += cost_usd(reply.usage, self._price)
+            attempts.cost_usd += paid
             last_answer = reply
             try:
                 data = self._interpret(reply, request)

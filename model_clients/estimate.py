@@ -188,12 +188,19 @@ class CostEstimate:
     """Estimated tokens and dollars of requests that are not in the response cache.
 
     Attributes:
-        requests (`int`): uncached requests estimated.
+        requests (`int`): uncached requests estimated (each asked once).
         cached (`int`): requests answered from the cache (no cost).
         prompt_tokens, completion_tokens (`int`): estimated tokens of the uncached requests.
-        cost_usd (`float`): their estimated price.
+        cost_usd (`float`): their estimated price, each asked once.
         batch (`bool`): priced at the batch price.
         completion_basis (`str`): where the completion tokens come from (observed mean or budget).
+        later_requests (`int`): uncached requests of the stage's later rounds, at most (pass@2's second round
+            for every question, the re-ask of every generation answer).
+        later_cost_usd (`float`): their estimated price.
+        upper_bound_usd (`float`): what the stage can spend at most: every round, and every answer asked again
+            as often as the client re-asks an answer it cannot use (``invalid_json_retries``); this is what
+            ``max_cost_usd`` is checked against before the first request.
+        priced (`bool`): the model has a price (an unpriced model is estimated at $0).
     """
 
     requests: int = 0
@@ -204,6 +211,10 @@ class CostEstimate:
     batch: bool = False
     completion_basis: str = ""
     bases: dict[str, str] = field(default_factory=dict, repr=False)
+    later_requests: int = 0
+    later_cost_usd: float = 0.0
+    upper_bound_usd: float = 0.0
+    priced: bool = True
 
     def add(self, other: CostEstimate) -> None:
         """Add another estimate's counts to this one."""
@@ -212,21 +223,32 @@ class CostEstimate:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cost_usd += other.cost_usd
+        self.later_requests += other.later_requests
+        self.later_cost_usd += other.later_cost_usd
+        self.upper_bound_usd += other.upper_bound_usd
         self.batch = self.batch or other.batch
+        self.priced = self.priced and other.priced
         self.bases.update(other.bases)
         self.completion_basis = "; ".join(f"{name}: {basis}" for name, basis in sorted(self.bases.items()))
 
     def describe(self) -> str:
         """One line for the log.
 
-        >>> CostEstimate(10, 2, 12_000, 500, 0.0021, True, "budget").describe()
-        '10 uncached requests (2 cached): about 12,000 prompt + 500 completion tokens, $0.0021 at the batch price (completion tokens: budget)'
+        >>> CostEstimate(10, 2, 12_000, 500, 0.0021, True, "budget", upper_bound_usd=0.0042).describe()
+        '10 uncached requests (2 cached): about 12,000 prompt + 500 completion tokens, $0.0021 at the batch price (completion tokens: budget); at most $0.0042 with every round and re-ask'
         """
         price = "the batch price" if self.batch else "the standard price"
+        later = (
+            f", {self.later_requests:,} more in later rounds at most (${self.later_cost_usd:.4f})"
+            if self.later_requests
+            else ""
+        )
+        unpriced = "; the model has no price" if not self.priced else ""
         return (
             f"{self.requests:,} uncached requests ({self.cached:,} cached): about {self.prompt_tokens:,} prompt + "
             f"{self.completion_tokens:,} completion tokens, ${self.cost_usd:.4f} at {price} (completion tokens: "
-            f"{self.completion_basis or 'none'})"
+            f"{self.completion_basis or 'none'}){later}; at most ${self.upper_bound_usd:.4f} with every round "
+            f"and re-ask{unpriced}"
         )
 
 

@@ -54,6 +54,7 @@ STAGE_BY_GROUP = {
 }
 METHOD_BY_ASSET = {
     "mcq_questions": "spatialcore",
+    "mcq_images": "spatialcore",
     "scene_graphs": "spatialthinker",
     "rgbd_frames": "dge",
     "rgbd_scenes": "dge",
@@ -72,7 +73,7 @@ STAGE_BY_ASSET = {
     "dge_image_tasks": "training",
 }
 """Stages that differ from the group's (:data:`STAGE_BY_GROUP`)."""
-SOURCE_TABLES = frozenset({"mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"})
+SOURCE_TABLES = frozenset({"mcq_questions", "mcq_images", "scene_graphs", "rgbd_frames", "rgbd_scenes"})
 """The tables built straight from the raw folders: the ones a source freshness policy applies to."""
 
 

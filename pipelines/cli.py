@@ -89,7 +89,8 @@ def make_parser() -> argparse.ArgumentParser:
         "--estimate-cost",
         action="store_true",
         help="Print the estimated tokens and dollars of every paid stage (its uncached requests, from the "
-        "materialised inputs) and exit without calling a model.",
+        "materialised inputs read one shard at a time: the first round, what later rounds ask at most, and the "
+        "upper bound a budget is checked against) and exit without calling a model.",
     )
     parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
     parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")

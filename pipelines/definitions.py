@@ -4,7 +4,9 @@
 default to the built-in sample world and the offline backends; the LLM resources name the
 environment variable of their key and read it only when an online backend is chosen, so an
 offline build needs no key. Point them at real data and real backends in the launchpad's run
-configuration (see the README).
+configuration (see the README). Each LLM resource is its stage's class
+(:data:`assets.resources.LLM_RESOURCES`), whose defaults are the stage's provider, model and sampling: a run
+config naming the resource with only ``mode`` or ``max_cost_usd`` keeps them.
 
 Every run executes its steps in the run's own process (``in_process_executor``), as ``spatial-build``
 does: an automation run of one scan or one table costs seconds instead of a Python process per step,
@@ -19,7 +21,7 @@ from assets.eval.assets import EVAL_ASSETS
 from assets.grounding.assets import GROUNDING_ASSETS
 from assets.publish import SHARING_ASSETS
 from assets.raw_files import RAW_FILE_ASSETS
-from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
+from assets.resources import LLM_RESOURCES, SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import SOURCE_ASSETS
 from assets.sources.sample_world import sample_world
 from assets.stvqa.assets import STVQA_ASSETS
@@ -33,36 +35,14 @@ from pipelines.signals import build_signal_checks
 
 def build_resources(storage_root: str | None = None) -> dict:
     """The default resources; ``storage_root`` overrides the storage root for every one of them."""
-    openai_key, anthropic_key = "OPENAI_API_KEY", "ANTHROPIC_API_KEY"
     return {
         "io_manager": ParquetIOManager(root=storage_root),
         "storage": StorageResource(root=storage_root),
         "sources": SourcesResource(),
         "workers": WorkersResource(),
-        "phrase_llm": LLMResource(
-            provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root
-        ),
-        "sft_reasoning_llm": LLMResource(
-            provider="openai", model="gpt-4o-mini", api_key_env=openai_key, storage_root=storage_root
-        ),
-        "stvqa_generator_llm": LLMResource(
-            provider="anthropic",
-            model="claude-sonnet-4-20250514",
-            api_key_env=anthropic_key,
-            max_concurrency=8,
-            temperature=0.0,
-            max_tokens=2048,
-            storage_root=storage_root,
-        ),
-        "stvqa_judge_llm": LLMResource(
-            provider="openai",
-            model="gpt-4o",
-            api_key_env=openai_key,
-            image_detail="high",
-            temperature=1.0,
-            max_tokens=5,
-            storage_root=storage_root,
-        ),
+        **{
+            key: resource() for key, resource in LLM_RESOURCES.items()
+        },  # caches under the storage resource's root
     }
 
 

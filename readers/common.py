@@ -339,34 +339,12 @@ def text_field_problem(record: dict, keys: Iterable[str]) -> str:
     return f"wrong field type: {', '.join(wrong)}, expected text" if wrong else ""
 
 
-class ImageCache:
-    """Reads each image file once (several questions share an image)."""
-
-    def __init__(self) -> None:
-        self._cells: dict[Path, tuple[dict, int, int]] = {}
-        self._errors: dict[Path, str] = {}
-
-    def get(self, path: Path) -> tuple[dict, int, int]:
-        if path in self._errors:
-            raise ImageDecodeError(self._errors[path])
-        if path not in self._cells:
-            try:
-                self._cells[path] = read_image_file(path)
-            except ImageDecodeError as error:
-                self._errors[path] = str(error)
-                raise
-        return self._cells[path]
-
-
-def image_problem(
-    cache: ImageCache | None, path: Path | None, record_id: str
-) -> tuple[tuple[dict, int, int] | None, str]:
-    """``((cell, width, height), "")`` of an image file, or ``(None, reason)`` when it is missing or corrupt;
-    through ``cache`` when images are shared by several records, else read once and not kept."""
+def image_problem(path: Path | None, record_id: str) -> tuple[tuple[dict, int, int] | None, str]:
+    """``((cell, width, height), "")`` of an image file, or ``(None, reason)`` when it is missing or corrupt."""
     if path is None or not path.exists():
         return None, f"missing image: {path if path is not None else 'no file for ' + record_id}"
     try:
-        return (cache.get(path) if cache is not None else read_image_file(path)), ""
+        return read_image_file(path), ""
     except ImageDecodeError as error:
         return None, f"corrupt image: {error}"
 

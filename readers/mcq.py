@@ -10,32 +10,37 @@ SpatiaLab is released as ``data.json`` + ``img/``; tables also come as ``.jsonl`
 image folder is ``spatialab_images_dir`` when set, else ``img/`` or ``images/`` beside the table (or the
 table's own folder), whichever holds the file.
 
-Each reader returns a frame under the ``mcq_questions`` contract and a quarantine log of the records
-it rejected. Every path may be a Hub dataset (see :func:`readers.common.resolve_location`).
+Each source has two readers: :func:`omnispatial_questions` / :func:`spatialab_questions` give the questions under
+the ``mcq_questions`` contract (every image read and decoded once, its bytes not kept: a question names its image
+by ``image_sha256`` and keeps its ``image_path``), which the ``mcq_questions`` asset writes beside one row per
+distinct image (:func:`iter_image_cells`); :func:`read_omnispatial` / :func:`read_spatialab` give the same rows
+with each image embedded (for an evaluation set or a test). Each also returns a quarantine log of the records it
+rejected. Every path may be a Hub dataset (see :func:`readers.common.resolve_location`).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from data_contracts import mcq_questions
+from data_contracts.images import ImageDecodeError, read_image_file
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.stable_hash import stable_fraction, stable_split
 from data_contracts.validation import polars_schema
 from readers.common import (
     IMAGE_EXTENSIONS,
     LETTERS,
-    ImageCache,
     MissingInputError,
     column_problem,
     id_type_problem,
-    image_problem,
     load_json,
     missing_fields,
     read_jsonl,
@@ -91,12 +96,58 @@ def _omnispatial_image(root: Path, task_type: str, question_id: str) -> Path | N
     return matches[0] if matches else None
 
 
+class ImageIndex:
+    """Each image file read and decoded once: its SHA-256 and size, or why it is unusable. No bytes are kept, so
+    the questions of a data set of any size fit in memory (several questions share an image)."""
+
+    def __init__(self) -> None:
+        self._known: dict[Path, tuple[str, int, int] | str] = {}
+
+    def get(self, path: Path | None, record_id: str) -> tuple[tuple[str, int, int] | None, str]:
+        """``((sha256, width, height), "")``, or ``(None, reason)`` for a missing or corrupt image."""
+        if path is None or not path.exists():
+            return None, f"missing image: {path if path is not None else 'no file for ' + record_id}"
+        if path not in self._known:
+            try:
+                cell, width, height = read_image_file(path)
+                self._known[path] = (hashlib.sha256(cell["bytes"]).hexdigest(), width, height)
+            except ImageDecodeError as error:
+                self._known[path] = f"corrupt image: {error}"
+        known = self._known[path]
+        return (None, known) if isinstance(known, str) else (known, "")
+
+
+def question_frame(rows: list[dict]) -> pl.DataFrame:
+    """Question rows as a frame under the ``mcq_questions`` contract, with each image's ``image_path``."""
+    schema = {**polars_schema(mcq_questions.McqQuestions), "image_path": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def iter_image_cells(questions: pl.DataFrame) -> Iterator[dict]:
+    """One ``mcq_images`` row per distinct image of ``questions`` (a :func:`question_frame`), in order, each file
+    read when its row is made."""
+    distinct = questions.select("image_sha256", "image_path", "image_width", "image_height").unique(
+        "image_sha256", keep="first", maintain_order=True
+    )
+    for sha, path, width, height in distinct.iter_rows():
+        cell, _, _ = read_image_file(path)
+        yield {"image_sha256": sha, "image": cell, "image_width": width, "image_height": height}
+
+
+def with_image_cells(questions: pl.DataFrame) -> pl.DataFrame:
+    """``questions`` (a :func:`question_frame`) with each image embedded (``image``), ``image_path`` dropped."""
+    cells = {row["image_sha256"]: row["image"] for row in iter_image_cells(questions)}
+    schema = polars_schema(mcq_questions.McqQuestionsWithImage)
+    return questions.with_columns(
+        image=pl.Series([cells[sha] for sha in questions["image_sha256"]], dtype=schema["image"])
+    ).select(list(schema))
+
+
 def _mcq_row(
     *,
     question_id: str,
-    cell: dict,
-    width: int,
-    height: int,
+    image: tuple[str, int, int],
+    image_path: Path,
     question: str,
     options: list[str],
     answer_index: int,
@@ -105,9 +156,11 @@ def _mcq_row(
     split: str,
     source: str,
 ) -> dict:
+    sha, width, height = image
     return {
         "question_id": question_id,
-        "image": cell,
+        "image_sha256": sha,
+        "image_path": str(image_path),
         "image_width": width,
         "image_height": height,
         "question": question,
@@ -157,7 +210,13 @@ def _image_key(row: dict) -> str:
     return str(row["question_id"]).rsplit("/", 1)[-1].split("_")[0]
 
 
-def read_omnispatial(
+def read_omnispatial(root: str | Path, **options: Any) -> tuple[pl.DataFrame, QuarantineLog]:
+    """:func:`omnispatial_questions` with each image embedded (``image``), for an evaluation set or a test."""
+    questions, log = omnispatial_questions(root, **options)
+    return with_image_cells(questions), log
+
+
+def omnispatial_questions(
     root: str | Path,
     *,
     split: str = "hash",
@@ -165,7 +224,8 @@ def read_omnispatial(
     source: str = "omnispatial",
     config_field: str = "omnispatial_root",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read an OmniSpatial folder (``data.json`` plus images by task type).
+    """Read an OmniSpatial folder (``data.json`` plus images by task type): its questions (a
+    :func:`question_frame`) and the records rejected.
 
     ``split`` labels every row (``"train"``/``"test"``) or, with ``"hash"``, assigns rows to train or
     test by a stable hash of the image id so that questions about one image stay together. A set of two
@@ -177,13 +237,13 @@ def read_omnispatial(
     log = QuarantineLog("mcq_questions")
     records = load_json(data_file, log)
     if records is None:
-        return pl.DataFrame(schema=polars_schema(mcq_questions.McqQuestions)), log
+        return question_frame([]), log
     if not isinstance(records, list):
         log.add(
             data_file.name, "malformed JSON: top level is not a list of questions", source_file=str(data_file)
         )
-        return pl.DataFrame(schema=polars_schema(mcq_questions.McqQuestions)), log
-    cache = ImageCache()
+        return question_frame([]), log
+    images = ImageIndex()
     rows: list[dict] = []
     for position, record in enumerate(records):
         if not isinstance(record, dict):
@@ -208,20 +268,18 @@ def read_omnispatial(
         options, index = checked
         task_type = str(record["task_type"])
         image_path = _omnispatial_image(folder, task_type, record_id)
-        image, problem = image_problem(cache, image_path, record_id)
+        image, problem = images.get(image_path, record_id)
         if image is None:
             log.add(
                 f"{task_type}/{record_id}", problem, source_file=str(image_path or data_file), payload=record
             )
             continue
-        cell, width, height = image
         row_split = stable_split(record_id.split("_")[0], test_fraction) if split == "hash" else split
         rows.append(
             _mcq_row(
                 question_id=omnispatial_question_id(source, task_type, record_id),
-                cell=cell,
-                width=width,
-                height=height,
+                image=image,
+                image_path=image_path,
                 question=str(record["question"]),
                 options=options,
                 answer_index=index,
@@ -234,7 +292,7 @@ def read_omnispatial(
     if split == "hash" and test_fraction > 0:
         _ensure_a_test_image(rows)
     logger.info("OmniSpatial %s: %d questions kept, %d quarantined", folder, len(rows), len(log))
-    return pl.DataFrame(rows, schema=polars_schema(mcq_questions.McqQuestions)), log
+    return question_frame(rows), log
 
 
 def _spatialab_records(path: Path, log: QuarantineLog) -> list[dict] | None:
@@ -319,7 +377,13 @@ def _spatialab_image(folders: list[Path], filename: str) -> Path:
     return folders[0] / filename
 
 
-def read_spatialab(
+def read_spatialab(path: str | Path, **options: Any) -> tuple[pl.DataFrame, QuarantineLog]:
+    """:func:`spatialab_questions` with each image embedded (``image``), for an evaluation set or a test."""
+    questions, log = spatialab_questions(path, **options)
+    return with_image_cells(questions), log
+
+
+def spatialab_questions(
     path: str | Path,
     *,
     images_dir: str | Path | None = None,
@@ -327,7 +391,8 @@ def read_spatialab(
     source: str = "spatialab",
     config_field: str = "spatialab_path",
 ) -> tuple[pl.DataFrame, QuarantineLog]:
-    """Read SpatiaLab (``id, Category, Sub_Category, Question, Option_1..4, Answer (1-4), Image_Filename``).
+    """Read SpatiaLab (``id, Category, Sub_Category, Question, Option_1..4, Answer (1-4), Image_Filename``): its
+    questions (a :func:`question_frame`) and the records rejected.
 
     ``path`` is the table or its folder (the release: ``data.json`` + ``img/``); images are looked for
     in ``images_dir`` when given, else in ``img/``, ``images/`` and the table's folder.
@@ -337,8 +402,8 @@ def read_spatialab(
     log = QuarantineLog("mcq_questions")
     records = _spatialab_records(table, log)
     if records is None:
-        return pl.DataFrame(schema=polars_schema(mcq_questions.McqQuestions)), log
-    cache = ImageCache()
+        return question_frame([]), log
+    images = ImageIndex()
     rows: list[dict] = []
     for position, record in enumerate(records):
         if not isinstance(record, dict):
@@ -366,17 +431,15 @@ def read_spatialab(
             continue
         options, index = checked
         image_path = _spatialab_image(image_folders, str(record["Image_Filename"]))
-        image, problem = image_problem(cache, image_path, record_id)
+        image, problem = images.get(image_path, record_id)
         if image is None:
             log.add(record_id, problem, source_file=str(image_path), payload=record)
             continue
-        cell, width, height = image
         rows.append(
             _mcq_row(
                 question_id=f"{source}/{record_id}",
-                cell=cell,
-                width=width,
-                height=height,
+                image=image,
+                image_path=image_path,
                 question=str(record["Question"]),
                 options=options,
                 answer_index=index,
@@ -387,7 +450,7 @@ def read_spatialab(
             )
         )
     logger.info("SpatiaLab %s: %d questions kept, %d quarantined", table, len(rows), len(log))
-    return pl.DataFrame(rows, schema=polars_schema(mcq_questions.McqQuestions)), log
+    return question_frame(rows), log
 
 
 # --------------------------------------------------------------------------------------------------

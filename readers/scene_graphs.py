@@ -198,7 +198,7 @@ def iter_visual_genome(
             continue
         objects, relationships, attributes = (aligned[name].take(image_id) for name in aligned)
         image_path = _vg_image_path(image_folders, image_id, info.get("url"))
-        image, problem = image_problem(None, image_path, image_id)
+        image, problem = image_problem(image_path, image_id)
         if image is None:
             log.add(image_id, problem, source_file=str(image_path or paths["image_data"]))
             continue
@@ -462,7 +462,7 @@ def iter_vg150(
             excluded[split] += 1
             continue
         image_path = _vg_image_path(image_folders, image_id, info.get("url"))
-        image, problem = image_problem(None, image_path, image_id)
+        image, problem = image_problem(image_path, image_id)
         if image is None:
             log.add(image_id, problem, source_file=str(image_path or folder))
             continue

@@ -434,7 +434,7 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
     """
     import polars as pl
 
-    from data_contracts.images import IMAGE_DTYPE, encode_image
+    from data_contracts.images import IMAGE_DTYPE, encode_image, image_sha256
 
     generator = random.Random(seed)
     width, height = image_size
@@ -448,6 +448,7 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
             {
                 "question_id": f"q{index}",
                 "image": image,
+                "image_sha256": image_sha256(image),
                 "image_width": width,
                 "image_height": height,
                 "question": "Where is the red chair relative to the blue lamp?",

@@ -19,7 +19,7 @@ configuration.
 >>> settings.object_points_source, settings.pixel_stride, settings.floor_distance_threshold_m
 ('auto', 0, 0.02)
 >>> sorted(SceneGeometrySettings.model_fields)  # the run configuration
-['max_depth_m', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
+['max_depth_m', 'max_keyframes', 'max_stored_points', 'min_depth_m', 'min_object_points', 'object_points_source', 'pixel_stride', 'seed', 'store_cloud_colors']
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ import polars as pl
 from PIL import Image
 from pydantic import Field, model_validator
 
+from assets.partition_ranges import TableFile
 from assets.previews import gallery, markdown_image
 from assets.resources import StorageResource
 from assets.tables import (
@@ -54,6 +55,7 @@ from assets.tables import (
 )
 from data_contracts import eval_items as eval_items_contract
 from data_contracts import eval_report as eval_report_contract
+from data_contracts.image_store import embed_images
 from data_contracts.images import decode_image
 from data_contracts.quarantine import QuarantineLog
 from training.eval.backends import GenerationSettings
@@ -138,17 +140,24 @@ def _empty_reason(
 
 
 def build_eval_items(
-    config: EvalItemsConfig, mcq_questions: pl.DataFrame, storage_root: Path
+    config: EvalItemsConfig, mcq_questions: pl.DataFrame, storage_root: Path, mcq_images: Path | None = None
 ) -> tuple[pl.DataFrame, QuarantineLog]:
     """The items of the configured benchmarks; OmniSpatial and SpatiaLab come from ``mcq_questions`` unless given a
-    location. Raises :class:`EmptyBenchmarkError` when a requested benchmark yields no item."""
+    location, their images embedded from ``mcq_images`` (the table's image file) when the questions name them by
+    hash only. Raises :class:`EmptyBenchmarkError` when a requested benchmark yields no item."""
+
+    def with_images(rows: pl.DataFrame) -> pl.DataFrame:
+        return rows if "image" in rows.columns or mcq_images is None else embed_images(rows, mcq_images)
+
     names, locations = split_benchmark_locations(config.benchmarks)
     log = QuarantineLog("eval_items")
     frames = []
     from_files = []
     for name in names:
         if name == "omnispatial" and "omnispatial" not in locations:
-            rows = mcq_questions.filter((pl.col("source") == "omnispatial") & (pl.col("split") == "test"))
+            rows = with_images(
+                mcq_questions.filter((pl.col("source") == "omnispatial") & (pl.col("split") == "test"))
+            )
             frames.append(
                 finish_items(
                     eval_items_from_mcq(rows, "omnispatial", category_column="sub_task_type").to_dicts(),
@@ -157,7 +166,7 @@ def build_eval_items(
                 )
             )
         elif name == "spatialab" and "spatialab" not in locations:
-            rows = mcq_questions.filter(pl.col("source") == "spatialab")
+            rows = with_images(mcq_questions.filter(pl.col("source") == "spatialab"))
             frames.append(
                 finish_items(
                     eval_items_from_mcq(rows, "spatialab", category_column="task_type").to_dicts(),
@@ -204,7 +213,7 @@ def _items_preview(frame: pl.DataFrame) -> Image.Image | None:
         EVAL_CODE_VERSION,
         quarantine_description="Benchmark records that could not be read, with the reason and the source file.",
     ),
-    ins={"mcq_questions": dg.AssetIn()},
+    ins={"mcq_questions": dg.AssetIn(), "mcq_images": dg.AssetIn()},
     check_specs=contract_check_specs("eval_items"),
     group_name=GROUP,
 )
@@ -213,10 +222,11 @@ def eval_items_asset(
     config: EvalItemsConfig,
     storage: StorageResource,
     mcq_questions: pl.DataFrame,
+    mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Read the configured benchmarks into the ``eval_items`` table (a requested benchmark without items fails)."""
     try:
-        items, log = build_eval_items(config, mcq_questions, storage.path)
+        items, log = build_eval_items(config, mcq_questions, storage.path, mcq_images)
     except EmptyBenchmarkError as error:
         raise dg.Failure(description=str(error)) from error
     counts = value_counts(items, "benchmark")

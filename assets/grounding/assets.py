@@ -64,12 +64,21 @@ from assets.grounding.training_table import (
     build_spatialcore_train,
     select_training_questions,
 )
-from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, restore_events, run_partitions
+from assets.partition_ranges import (
+    SINGLE_RUN,
+    PortableEvent,
+    TableFile,
+    portable_events,
+    read_table_columns,
+    restore_events,
+    run_partitions,
+)
 from assets.partitions import DETECTOR_POOL, LLM_POOL, grounding_shard_partitions
 from assets.previews import markdown_image, save_preview
 from assets.provenance import TableFilePlan, table_file_plans, write_outputs
 from assets.resources import LLMResource, SourcesResource, StorageResource, llm_stage_client
 from assets.tables import (
+    StreamedTable,
     contract_check_specs,
     finalize_table,
     json_metadata,
@@ -82,7 +91,10 @@ from data_contracts import pseudo_gt_audit as audit_contract
 from data_contracts import pseudo_gt_boxes as pseudo_gt_contract
 from data_contracts import sft_cold_start as sft_contract
 from data_contracts import spatialcore_train as train_contract
+from data_contracts.image_store import embed_images
 from data_contracts.quarantine import QuarantineLog
+from data_contracts.storage import WrittenTable
+from data_contracts.validation import polars_schema
 from model_clients import LLMClient
 
 GROUP = "grounding"
@@ -101,10 +113,13 @@ def _image_metadata(image, name: str, storage: StorageResource) -> dict:
     }
 
 
-def _llm_client(resource: LLMResource, needed: bool, stage: str) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource when the backend calls a model, else None; above the resource's
-    ``max_cost_usd`` the stage fails before its first request (:func:`assets.resources.llm_stage_client`)."""
-    return llm_stage_client(resource, stage, needed)
+def _llm_client(
+    resource: LLMResource, needed: bool, stage: str, resource_key: str, storage: StorageResource
+) -> AbstractContextManager[LLMClient | None]:
+    """A client of the resource when the backend calls a model, else None (its cache under the storage root); the
+    log names its provider and model, and a request that could pass the resource's ``max_cost_usd`` fails the
+    stage before it is sent (:func:`assets.resources.llm_stage_client`)."""
+    return llm_stage_client(resource, stage, needed, resource_key=resource_key, storage_root=storage.path)
 
 
 def _coverage_metadata(report, values, prefix: str = "") -> dict:
@@ -149,12 +164,18 @@ def object_phrases_asset(
     context: dg.AssetExecutionContext,
     config: ObjectPhrasesConfig,
     phrase_llm: LLMResource,
+    storage: StorageResource,
     mcq_questions: pl.DataFrame,
+    mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Extract object phrases with the configured backend; one shared filter for every backend."""
     questions = select_training_questions(mcq_questions, config.sources, config.splits or None)
+    if config.calls_model and config.send_image:
+        questions = embed_images(questions, mcq_images)
     started = time.perf_counter()
-    with _llm_client(phrase_llm, config.calls_model, "object_phrases") as client:
+    with _llm_client(
+        phrase_llm, config.calls_model, "object_phrases", phrases_module.RESOURCE_KEY, storage
+    ) as client:
         extraction = extract_object_phrases(questions, config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "object_phrases", phrases_module.RESOURCE_KEY))
@@ -225,10 +246,11 @@ def pseudo_gt_boxes_asset(
     sources: SourcesResource,
     storage: StorageResource,
     mcq_questions: pl.DataFrame,
+    mcq_images: TableFile,
     object_phrases: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Ground the phrases of each shard's questions with the configured backend (``compute: ray``: one Ray
-    task per shard, each loading its own detector)."""
+    task per shard, each loading its own detector and reading its questions' images)."""
     settings = PseudoGtSettings.model_validate(config.model_dump(include=set(PseudoGtSettings.model_fields)))
     shards = object_phrases["question_id"].map_elements(shard_of, return_dtype=pl.String)
     plans = table_file_plans(context, storage.path)
@@ -239,7 +261,7 @@ def pseudo_gt_boxes_asset(
         coco = None
         if config.backend == "annotations" and phrases.height:
             coco = (sources.coco_instances(storage), sources.omnispatial(storage))
-        arguments[shard] = (shard, questions, phrases, settings, coco, storage.path, plans)
+        arguments[shard] = (shard, questions, mcq_images, phrases, settings, coco, storage.path, plans)
     # A detector per process: locally the shards run one after another in the run's process.
     with partition_results(pseudo_gt_boxes_shard, arguments, 1, compute_settings(config)) as result:
         yield from run_partitions(context, lambda shard: restore_events(result(shard)), plans)
@@ -248,6 +270,7 @@ def pseudo_gt_boxes_asset(
 def pseudo_gt_boxes_shard(
     shard: str,
     questions: pl.DataFrame,
+    images: Path,
     phrases: pl.DataFrame,
     config: PseudoGtSettings,
     coco_paths: tuple[Path, Path | None] | None,
@@ -255,8 +278,11 @@ def pseudo_gt_boxes_shard(
     plans: Mapping[str, TableFilePlan],
 ) -> list[PortableEvent]:
     """One shard of ``pseudo_gt_boxes``: its files written, its events as :func:`portable_events`.
-    ``questions`` are its ``mcq_questions`` rows, ``phrases`` its ``object_phrases`` rows, ``coco_paths``
-    the COCO instances file and the images' root (annotations backend)."""
+    ``questions`` are its ``mcq_questions`` rows (their images read here from ``images``, the ``mcq_images``
+    file), ``phrases`` its ``object_phrases`` rows, ``coco_paths`` the COCO instances file and the images'
+    root (annotations backend)."""
+    if "image" not in questions.columns:
+        questions = embed_images(questions, images)
     coco = CocoInstances.load(coco_paths[0], images_root=coco_paths[1]) if coco_paths is not None else None
     started = time.perf_counter()
     frame, log = build_pseudo_gt(questions, phrases, shard, config, coco=coco)
@@ -326,24 +352,39 @@ def spatialcore_train_asset(
     config: SpatialcoreTrainConfig,
     storage: StorageResource,
     mcq_questions: pl.DataFrame,
+    mcq_images: TableFile,
     object_phrases: pl.DataFrame,
     pseudo_gt_boxes: pl.DataFrame,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Join the questions with the pseudo-GT of every shard; report coverage as the paper's appendix A.3."""
+    """Join the questions with the pseudo-GT of every shard; report coverage as the paper's appendix A.3. The
+    table is loaded alone by the trainer, so each row embeds its image (written a batch at a time)."""
     frame = build_spatialcore_train(mcq_questions, pseudo_gt_boxes, config)
     report = coverage_counts(object_phrases, pseudo_gt_boxes)
     values = validity_values(pseudo_gt_boxes)
     log = QuarantineLog("spatialcore_train")
-    checked = finalize_table(
+    written, metadata, check = write_with_images(
         frame,
-        train_contract.SpatialcoreTrain,
-        train_contract.CONTRACT_VERSION,
-        asset_key="spatialcore_train",
-        quarantine=log,
-        preview_columns=["question_id", "question", "options", "answer", "task_type", "pseudo_gt", "split"],
-        preview_image=lambda valid: gallery_image(valid, count=config.gallery_size),
-        storage_root=storage.path,
-        extra_metadata={
+        mcq_images,
+        table_file_plans(context, storage.path)["spatialcore_train"],
+        StreamedTable(
+            train_contract.SpatialcoreTrain,
+            train_contract.CONTRACT_VERSION,
+            asset_key="spatialcore_train",
+            quarantine=log,
+            preview_columns=[
+                "question_id",
+                "question",
+                "options",
+                "answer",
+                "task_type",
+                "pseudo_gt",
+                "split",
+            ],
+            preview_image=lambda valid: gallery_image(valid, count=config.gallery_size),
+            storage_root=storage.path,
+            preview_rows=PREVIEW_ROWS,
+        ),
+        {
             "rows_with_pseudo_gt": int((frame["pseudo_gt"].list.len() > 0).sum()) if frame.height else 0,
             "rows_by_split": json_metadata(
                 {str(k): int(v) for k, v in frame.group_by("split").len().iter_rows()} if frame.height else {}
@@ -356,15 +397,34 @@ def spatialcore_train_asset(
     )
     context.log.info(
         "spatialcore_train: %d rows; %d of %d localisable samples have a valid box (%.1f%%)",
-        checked.frame.height,
+        written.rows,
         report.with_valid_box,
         report.localizable,
         100 * report.coverage_of_localizable,
     )
-    yield dg.Output(checked.frame, output_name="spatialcore_train", metadata=checked.metadata)
-    yield checked.check
+    yield dg.Output(written, output_name="spatialcore_train", metadata=metadata)
+    yield check
     quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="spatialcore_train_quarantine", metadata=metadata)
+
+
+PREVIEW_ROWS = 256
+"""Rows of a streamed training table its preview gallery chooses from."""
+EMBED_BATCH_ROWS = 256
+"""Rows whose images are read and written at a time."""
+
+
+def write_with_images(
+    frame: pl.DataFrame, images: Path, plan: TableFilePlan, table: StreamedTable, extra_metadata: dict
+) -> tuple[WrittenTable, dict, dg.AssetCheckResult]:
+    """Write ``frame``'s rows with their images embedded (read from the ``mcq_images`` file ``images``), checked
+    by ``table``, a batch at a time: the written file, its metadata and its contract check."""
+    schema = polars_schema(table.contract)
+    with plan.writer(None, schema, table.contract_version) as out:
+        for batch in frame.iter_slices(EMBED_BATCH_ROWS):
+            out.write(table.check(embed_images(batch, images)))
+    metadata, check = table.finish(extra_metadata)
+    return plan.written(None), metadata, check
 
 
 class CorruptionConfig(dg.Config, CorruptionSettings):
@@ -381,19 +441,29 @@ class CorruptionConfig(dg.Config, CorruptionSettings):
     group_name=GROUP,
 )
 def spatialcore_train_corrupted_asset(
-    context: dg.AssetExecutionContext, config: CorruptionConfig, spatialcore_train: pl.DataFrame
+    context: dg.AssetExecutionContext,
+    config: CorruptionConfig,
+    storage: StorageResource,
+    spatialcore_train: TableFile,
+    mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Corrupt the configured fraction of boxes (seeded)."""
-    frame, stats = corrupt_pseudo_gt(spatialcore_train, config)
+    """Corrupt the configured fraction of boxes (seeded); the rows are read without their images, which are
+    embedded again as the table is written."""
+    columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
+    frame, stats = corrupt_pseudo_gt(read_table_columns(spatialcore_train, columns), config)
     log = QuarantineLog("spatialcore_train_corrupted")
-    checked = finalize_table(
+    written, metadata, check = write_with_images(
         frame,
-        train_contract.SpatialcoreTrain,
-        train_contract.CONTRACT_VERSION,
-        asset_key="spatialcore_train_corrupted",
-        quarantine=log,
-        preview_columns=["question_id", "pseudo_gt"],
-        extra_metadata={
+        mcq_images,
+        table_file_plans(context, storage.path)["spatialcore_train_corrupted"],
+        StreamedTable(
+            train_contract.SpatialcoreTrain,
+            train_contract.CONTRACT_VERSION,
+            asset_key="spatialcore_train_corrupted",
+            quarantine=log,
+            preview_columns=["question_id", "pseudo_gt"],
+        ),
+        {
             "fraction": config.fraction,
             "seed": config.seed,
             "boxes": stats.boxes,
@@ -402,8 +472,8 @@ def spatialcore_train_corrupted_asset(
         },
     )
     context.log.info("spatialcore_train_corrupted: %d of %d boxes corrupted", stats.chosen, stats.boxes)
-    yield dg.Output(checked.frame, output_name="spatialcore_train_corrupted", metadata=checked.metadata)
-    yield checked.check
+    yield dg.Output(written, output_name="spatialcore_train_corrupted", metadata=metadata)
+    yield check
     quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="spatialcore_train_corrupted_quarantine", metadata=metadata)
 
@@ -436,10 +506,14 @@ def pseudo_gt_audit_asset(
     context: dg.AssetExecutionContext,
     config: AuditConfig,
     storage: StorageResource,
-    spatialcore_train: pl.DataFrame,
+    spatialcore_train: TableFile,
+    mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Draw the audit sample and write the review pictures and ``verdicts.csv`` (existing verdicts kept)."""
-    frame = audit_module.sample_audit(spatialcore_train, config)
+    """Draw the audit sample and write the review pictures and ``verdicts.csv`` (existing verdicts kept); only
+    the sampled rows' images are read."""
+    columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
+    sampled = audit_module.audited_rows(read_table_columns(spatialcore_train, columns), config)
+    frame = audit_module.sample_audit(embed_images(sampled, mcq_images), config)
     folder = _audit_folder(config.folder, storage)
     verdicts_path = audit_module.write_review_files(frame, folder)
     log = QuarantineLog("pseudo_gt_audit")
@@ -559,11 +633,17 @@ def sft_cold_start_asset(
     context: dg.AssetExecutionContext,
     config: SftColdStartConfig,
     sft_reasoning_llm: LLMResource,
-    spatialcore_train: pl.DataFrame,
+    storage: StorageResource,
+    spatialcore_train: TableFile,
+    mcq_images: TableFile,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Select the cold-start rows and build their target completions."""
-    with _llm_client(sft_reasoning_llm, config.calls_model, "sft_cold_start") as client:
-        frame, log, backend = build_cold_start(spatialcore_train, config, llm_client=client)
+    """Select the cold-start rows and build their target completions (only the selected rows' images are read)."""
+    columns = [name for name in polars_schema(train_contract.SpatialcoreTrain) if name != "image"]
+    selected = cold_start_module.select_rows(read_table_columns(spatialcore_train, columns), config)
+    with _llm_client(
+        sft_reasoning_llm, config.calls_model, "sft_cold_start", cold_start_module.RESOURCE_KEY, storage
+    ) as client:
+        frame, log, backend = build_cold_start(embed_images(selected, mcq_images), config, llm_client=client)
         usage = client.summary.as_metadata() if client is not None else {}
         usage.update(llm_failure_check(client, config, "sft_cold_start", cold_start_module.RESOURCE_KEY))
     checked = finalize_table(

@@ -118,21 +118,29 @@ class AuditSettings(ConfidenceBins):
     seed: int = Field(default=0, description="Seed of the draw.")
 
 
+def audited_rows(frame: pl.DataFrame, settings: AuditSettings | None = None) -> pl.DataFrame:
+    """The ``settings.samples`` random rows of ``frame`` that have pseudo-GT (all of them when fewer), by
+    question id (the rows need no image: a table's rows can be sampled before their images are read)."""
+    settings = settings or AuditSettings()
+    with_boxes = frame.filter(pl.col("pseudo_gt").list.len() > 0).sort("question_id")
+    if with_boxes.height > settings.samples:
+        with_boxes = with_boxes.sample(n=settings.samples, seed=settings.seed).sort("question_id")
+    return with_boxes
+
+
 def sample_audit(frame: pl.DataFrame, settings: AuditSettings | None = None) -> pl.DataFrame:
     """All boxes of ``settings.samples`` random rows that have pseudo-GT, one row per box.
 
     Args:
         frame (`pl.DataFrame`): `spatialcore_train`-like rows (`question_id`, `image`, `task_type`,
-            `question`, `pseudo_gt`).
+            `question`, `pseudo_gt`); the image only of the rows :func:`audited_rows` chooses is needed.
         settings (`AuditSettings`, *optional*): samples, seed and bin edges (200, 0, the defaults).
 
     Returns:
         `pl.DataFrame`: columns :data:`AUDIT_COLUMNS`, ordered by question and box.
     """
     settings = settings or AuditSettings()
-    with_boxes = frame.filter(pl.col("pseudo_gt").list.len() > 0).sort("question_id")
-    if with_boxes.height > settings.samples:
-        with_boxes = with_boxes.sample(n=settings.samples, seed=settings.seed).sort("question_id")
+    with_boxes = audited_rows(frame, settings)
     rows = []
     for row in with_boxes.iter_rows(named=True):
         for index, item in enumerate(row["pseudo_gt"]):

@@ -57,7 +57,9 @@ def build_spatialcore_train(
             split, by default).
 
     Returns:
-        `pl.DataFrame`: the columns of :class:`~data_contracts.spatialcore_train.SpatialcoreTrain`.
+        `pl.DataFrame`: the columns of :class:`~data_contracts.spatialcore_train.SpatialcoreTrain` (without
+        ``image`` when the questions name their images by ``image_sha256`` only, as ``mcq_questions`` does:
+        :func:`data_contracts.image_store.embed_images` adds it).
     """
     settings = settings or SpatialcoreTrainSettings()
     schema = polars_schema(SpatialcoreTrain)
@@ -68,4 +70,4 @@ def build_spatialcore_train(
     joined = selected.join(boxes, on="question_id", how="left").with_columns(
         pl.col("pseudo_gt").fill_null(pl.lit([], dtype=schema["pseudo_gt"]))
     )
-    return joined.select(list(schema)).sort("question_id")
+    return joined.select([name for name in schema if name in joined.columns]).sort("question_id")

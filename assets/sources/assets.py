@@ -2,7 +2,7 @@
 
 | asset | contents | reader |
 |---|---|---|
-| ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`read_omnispatial`, :func:`read_spatialab` |
+| ``mcq_questions`` | OmniSpatial and SpatiaLab multiple-choice questions with images | :func:`readers.mcq.omnispatial_questions`, :func:`readers.mcq.spatialab_questions` |
 | ``scene_graphs`` | Visual Genome scene graphs (raw JSON, VG150 h5, or prompt-style Parquet), ``test`` images left out | :func:`readers.scene_graphs.stream_scene_graphs` (streamed) |
 | ``rgbd_frames`` / ``rgbd_scenes`` | ScanNet-style RGB-D scans, one ``scenes`` partition per scan | :func:`read_scannet_scene` |
 
@@ -30,6 +30,7 @@ import logging
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,12 @@ from assets.tables import (
     value_counts,
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
+from data_contracts.images import encode_image
 from data_contracts.parquet_files import ROW_GROUP_BYTES, ROW_GROUP_ROWS, ParquetTableWriter
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema
 from readers.common import EmptySourceError, MissingInputError, require_rows
-from readers.mcq import read_omnispatial, read_spatialab
+from readers.mcq import iter_image_cells, omnispatial_questions, spatialab_questions
 from readers.scannet import read_scannet
 from readers.scene_graphs import SCENE_GRAPH_LAYOUTS, SceneGraphStream, stream_scene_graphs
 
@@ -82,6 +84,13 @@ def _mcq_preview(frame: pl.DataFrame):
     return gallery([draw_boxes(row["image"], []) for row in frame.head(3).iter_rows(named=True)])
 
 
+def _mcq_question_preview(paths: list[str]):
+    def preview(frame: pl.DataFrame):
+        return gallery([draw_boxes(encode_image(path), []) for path in paths[:3]])
+
+    return preview
+
+
 def _scene_graph_preview(frame: pl.DataFrame):
     images = []
     for row in frame.head(3).iter_rows(named=True):
@@ -91,7 +100,8 @@ def _scene_graph_preview(frame: pl.DataFrame):
 
 
 def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[pl.DataFrame, QuarantineLog]:
-    """The multiple-choice questions of the configured sources (or the sample world's) and their quarantine.
+    """The multiple-choice questions of the configured sources (or the sample world's, see
+    :func:`readers.mcq.question_frame`: no image bytes) and their quarantine.
 
     Raises:
         MissingInputError: when a configured location does not exist.
@@ -102,7 +112,7 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
     frames = []
     omnispatial_root = sources.omnispatial(storage)
     if omnispatial_root is not None:
-        frame, omnispatial_log = read_omnispatial(
+        frame, omnispatial_log = omnispatial_questions(
             omnispatial_root, split=sources.omnispatial_split, test_fraction=sources.omnispatial_test_fraction
         )
         require_rows(
@@ -118,7 +128,7 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
         log.extend(omnispatial_log)
     spatialab = sources.spatialab(storage)
     if spatialab is not None:
-        spatialab_frame, spatialab_log = read_spatialab(spatialab, images_dir=sources.spatialab_images())
+        spatialab_frame, spatialab_log = spatialab_questions(spatialab, images_dir=sources.spatialab_images())
         require_rows(
             spatialab_frame.height,
             spatialab_log,
@@ -134,14 +144,20 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
 
 
 @dg.multi_asset(
-    outs=table_and_quarantine_outs(
-        "mcq_questions",
-        "Multiple-choice spatial questions (OmniSpatial, SpatiaLab) with images; "
-        "gold answer as a 0-based index and its letter.",
-        SOURCES_CODE_VERSION,
-        "Questions rejected while reading the raw files, with the reason and source file.",
-    ),
-    check_specs=contract_check_specs("mcq_questions"),
+    outs={
+        **table_and_quarantine_outs(
+            "mcq_questions",
+            "Multiple-choice spatial questions (OmniSpatial, SpatiaLab), each naming its image by image_sha256; "
+            "gold answer as a 0-based index and its letter.",
+            SOURCES_CODE_VERSION,
+            "Questions rejected while reading the raw files, with the reason and source file.",
+        ),
+        "mcq_images": dg.AssetOut(
+            description="The questions' images, one row per distinct image (image_sha256, the file's bytes, size).",
+            code_version=SOURCES_CODE_VERSION,
+        ),
+    },
+    check_specs=contract_check_specs("mcq_questions", "mcq_images"),
     group_name=GROUP,
     deps=["sample_world", "raw_mcq_files"],
 )
@@ -149,7 +165,8 @@ def mcq_questions_asset(
     context: dg.AssetExecutionContext, sources: SourcesResource, storage: StorageResource
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Read OmniSpatial (``data.json``, 0-based answers) and SpatiaLab (1-based answers): the configured
-    ones, or both of the sample world's when neither is configured."""
+    ones, or both of the sample world's when neither is configured. The images are written once each, a batch
+    at a time, to ``mcq_images``."""
     try:
         frame, log = read_questions(sources, storage)
     except (MissingInputError, EmptySourceError) as error:
@@ -157,25 +174,48 @@ def mcq_questions_asset(
     origin = sources.questions_origin()
     combined = with_origin(frame, origin)
     checked = finalize_table(
-        combined,
+        combined.drop("image_path"),
         mcq_questions.McqQuestions,
         mcq_questions.CONTRACT_VERSION,
         asset_key="mcq_questions",
         quarantine=log,
         preview_columns=["question_id", "question", "options", "answer", "task_type", "split"],
-        preview_image=_mcq_preview,
+        preview_image=_mcq_question_preview(combined["image_path"].head(3).to_list()),
         storage_root=storage.path,
         extra_metadata={
             "origin": origin,
             "rows_by_source": dg.MetadataValue.json(value_counts(combined, "source")),
             "rows_by_split": dg.MetadataValue.json(value_counts(combined, "split")),
+            "distinct_images": combined["image_sha256"].n_unique(),
         },
     )
     context.log.info("mcq_questions: %d %s rows, %d quarantined", checked.frame.height, origin, len(log))
     yield dg.Output(checked.frame, output_name="mcq_questions", metadata=checked.metadata)
     yield checked.check
+    images_plan = table_file_plans(context, storage.path)["mcq_images"]
+    images = StreamedTable(
+        mcq_questions.McqImages,
+        mcq_questions.IMAGES_CONTRACT_VERSION,
+        asset_key="mcq_images",
+        quarantine=log,
+        preview_columns=["image_sha256", "image", "image_width", "image_height"],
+        preview_image=_mcq_preview,
+    )
+    schema = polars_schema(mcq_questions.McqImages)
+    kept = combined.filter(pl.col("question_id").is_in(checked.frame["question_id"].implode()))
+    with images_plan.writer(None, schema, mcq_questions.IMAGES_CONTRACT_VERSION) as out:
+        cells = iter_image_cells(kept)
+        while batch := list(islice(cells, IMAGE_BATCH_ROWS)):
+            out.write(images.check(pl.DataFrame(batch, schema=schema)))
+    metadata, check = images.finish({"questions": checked.frame.height})
+    yield dg.Output(images_plan.written(None), output_name="mcq_images", metadata=metadata)
+    yield check
     quarantine, metadata = quarantine_output(log)
     yield dg.Output(quarantine, output_name="mcq_questions_quarantine", metadata=metadata)
+
+
+IMAGE_BATCH_ROWS = 256
+"""Images read and written at a time by the ``mcq_images`` output."""
 
 
 def open_scene_graph_source(sources: SourcesResource, storage: StorageResource) -> SceneGraphStream:

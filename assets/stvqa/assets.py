@@ -30,7 +30,10 @@ override, source) are added here.
 Resources: ``storage`` and ``sources`` (project resources), ``stvqa_generator_llm`` and
 ``stvqa_judge_llm`` (:class:`assets.resources.LLMResource`; only used by the ``anthropic`` and
 ``openai`` backends, but always bound). The bodies are thin: the work is in
-:mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`.
+:mod:`assets.stvqa.generate`, :mod:`assets.stvqa.pass_at_2` and :mod:`assets.stvqa.dataset`. With a model
+backend every shard of a run shares one client in the run's process and the shards' rounds go out together
+(:mod:`assets.stvqa.work`): in batch mode the stage waits for batches once per round, whatever the number of
+shards, and its budget is checked once against every shard.
 
 A shard that calls a model fails (``dagster.Failure``, one sentence: what failed, the first errors, how
 to re-run) when more than its ``max_failure_fraction`` of the requests failed (endpoint down, bad key,
@@ -50,7 +53,6 @@ import polars as pl
 from pydantic import Field
 
 from assets.compute import partition_results
-from assets.llm_costs import answer_requests, generation_requests
 from assets.partition_ranges import (
     SINGLE_RUN,
     PartitionFiles,
@@ -62,13 +64,7 @@ from assets.partition_ranges import (
 )
 from assets.partitions import LLM_POOL, stvqa_shard_partitions
 from assets.provenance import table_file_plans
-from assets.resources import (
-    LLMResource,
-    SourcesResource,
-    StorageResource,
-    WorkersResource,
-    check_stage_budget,
-)
+from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
 from assets.stvqa.dataset import StvqaDatasetSettings, build_stvqa, read_published_stvqa
 from assets.stvqa.generate import QuestionGenerationSettings, count_by
 from assets.stvqa.geometry import ImageGeometry, load_geometry
@@ -79,8 +75,10 @@ from assets.stvqa.work import (
     JUDGE_RESOURCE_KEY,
     STVQA_CODE_VERSION,
     candidates_shard,
+    candidates_with_model,
     gt_preview,
     validated_shard,
+    validated_with_model,
 )
 from assets.tables import (
     contract_check_specs,
@@ -177,46 +175,47 @@ def _load_geometry_cached(path: str, mtime_ns: int, size: int) -> Mapping[str, I
     return load_geometry(path)
 
 
-def candidates_shard_from_file(
+def candidates_arguments(
     shard: str, scene_graphs_file: Path, geometry: GeometrySource, *arguments: Any
-) -> list[PortableEvent]:
-    """:func:`assets.stvqa.work.candidates_shard` of one shard, its ``scene_graphs`` rows read from the table's
-    file where the shard runs (only the shard's row groups): no shard's rows pass through the run's process."""
+) -> tuple:
+    """:func:`assets.stvqa.work.candidates_shard`'s arguments of one shard, its ``scene_graphs`` rows read from the
+    table's file (only the shard's row groups)."""
     rows = read_shard_rows(scene_graphs_file, shard)
-    settings, output_settings, source_file, generator, model = arguments
+    settings, output_settings, source_file = arguments
     geometry_map = geometry.for_images(rows["image_id"].to_list())
-    return candidates_shard(
-        shard,
-        rows,
-        settings,
-        output_settings,
-        geometry_map,
-        geometry.description,
-        source_file,
-        generator,
-        model,
-    )
+    return (shard, rows, settings, output_settings, geometry_map, geometry.description, source_file)
 
 
-def validated_shard_from_file(
+def candidates_shard_from_file(*arguments: Any) -> list[PortableEvent]:
+    """:func:`assets.stvqa.work.candidates_shard` of one shard (:func:`candidates_arguments`), its rows read where
+    the shard runs: no shard's rows pass through the run's process."""
+    return candidates_shard(*candidates_arguments(*arguments))
+
+
+def validated_arguments(
     shard: str, candidates_file: Path, scene_graphs_file: Path, geometry: GeometrySource, *arguments: Any
-) -> list[PortableEvent]:
-    """:func:`assets.stvqa.work.validated_shard` of one shard, its candidates and the ``scene_graphs`` rows of
-    their images read where the shard runs."""
+) -> tuple:
+    """:func:`assets.stvqa.work.validated_shard`'s arguments of one shard, its candidates and the ``scene_graphs``
+    rows of their images read from their files."""
     candidates = read_partition(candidates_file)
     image_ids = sorted(set(candidates["image_id"].to_list()))
-    settings, output_settings, judge, model = arguments
-    return validated_shard(
+    settings, output_settings = arguments
+    scene_rows = read_image_rows(scene_graphs_file, image_ids)
+    return (
         shard,
         candidates,
-        read_image_rows(scene_graphs_file, image_ids),
+        scene_rows,
         settings,
         output_settings,
         geometry.for_images(image_ids),
         geometry.description,
-        judge,
-        model,
     )
+
+
+def validated_shard_from_file(*arguments: Any) -> list[PortableEvent]:
+    """:func:`assets.stvqa.work.validated_shard` of one shard (:func:`validated_arguments`), its inputs read where
+    the shard runs."""
+    return validated_shard(*validated_arguments(*arguments))
 
 
 def _output_settings(config: dg.Config) -> dict[str, Any]:
@@ -258,7 +257,6 @@ def stvqa_candidates_asset(
         config.model_dump(include=set(QuestionGenerationSettings.model_fields))
     )
     geometry = geometry_source(config.geometry, sources, storage)
-    generator = stvqa_generator_llm if config.calls_model else None
     arguments = {
         shard: (
             shard,
@@ -267,26 +265,19 @@ def stvqa_candidates_asset(
             settings,
             _output_settings(config),
             source_file,
-            generator,
-            config.model,
         )
         for shard in context.partition_keys
     }
-    if config.calls_model:  # every shard's requests against max_cost_usd before the first is sent
-        requests = []
-        for shard in context.partition_keys:
-            rows = read_shard_rows(scene_graphs, shard)
-            requests.extend(
-                generation_requests(rows, settings, geometry.for_images(rows["image_id"].to_list()))
-            )
-        check_stage_budget(stvqa_generator_llm, "stvqa_candidates", requests, config.model)
-    # A model backend runs in this process, which holds the client (its cache, rate limit and failure budget).
-    with partition_results(
-        candidates_shard_from_file, arguments, 1 if config.calls_model else workers.count()
-    ) as result:
-        yield from run_partitions(
-            context, lambda shard: restore_events(result(shard)), table_file_plans(context, storage.path)
+    plans = table_file_plans(context, storage.path)
+    if config.calls_model:  # every shard on one client in this process, round by round (one wait per round)
+        model_arguments = {shard: candidates_arguments(*values) for shard, values in arguments.items()}
+        events = candidates_with_model(
+            model_arguments, settings, stvqa_generator_llm, config.model, storage.path
         )
+        yield from run_partitions(context, lambda shard: restore_events(events[shard]), plans)
+        return
+    with partition_results(candidates_shard_from_file, arguments, workers.count()) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)), plans)
 
 
 @dg.multi_asset(
@@ -325,7 +316,6 @@ def stvqa_validated_asset(
     """Filter each shard's candidates by pass@2 (offline: the shards of a range run in worker processes)."""
     settings = PassAt2Settings.model_validate(config.model_dump(include=set(PassAt2Settings.model_fields)))
     geometry = geometry_source(config.geometry, sources, storage)
-    judge = stvqa_judge_llm if config.calls_model else None
     arguments = {
         shard: (
             shard,
@@ -334,24 +324,17 @@ def stvqa_validated_asset(
             geometry,
             settings,
             _output_settings(config),
-            judge,
-            config.model,
         )
         for shard in context.partition_keys
     }
-    if config.calls_model:  # every shard's first round against max_cost_usd before the first is sent
-        requests = []
-        for shard in context.partition_keys:
-            candidates = read_partition(stvqa_candidates[shard])
-            scene_rows = read_image_rows(scene_graphs, set(candidates["image_id"].to_list()))
-            requests.extend(answer_requests(candidates, scene_rows, settings))
-        check_stage_budget(stvqa_judge_llm, "stvqa_validated", requests, config.model)
-    with partition_results(
-        validated_shard_from_file, arguments, 1 if config.calls_model else workers.count()
-    ) as result:
-        yield from run_partitions(
-            context, lambda shard: restore_events(result(shard)), table_file_plans(context, storage.path)
-        )
+    plans = table_file_plans(context, storage.path)
+    if config.calls_model:  # every shard on one client in this process, round by round (one wait per round)
+        model_arguments = {shard: validated_arguments(*values) for shard, values in arguments.items()}
+        events = validated_with_model(model_arguments, settings, stvqa_judge_llm, config.model, storage.path)
+        yield from run_partitions(context, lambda shard: restore_events(events[shard]), plans)
+        return
+    with partition_results(validated_shard_from_file, arguments, workers.count()) as result:
+        yield from run_partitions(context, lambda shard: restore_events(result(shard)), plans)
 
 
 def load_validated_shards(

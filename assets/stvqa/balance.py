@@ -4,7 +4,9 @@ Generation keeps a :class:`RunningBalance` over everything generated so far in a
 template backend uses it to pick which of an image's many candidate questions to keep
 (:func:`select_questions`: greedy, most under-represented category and level first); the
 Anthropic backend prints it into the prompt (:meth:`RunningBalance.describe`) so the model steers
-toward the same targets, as SpatialThinker's generator does.
+toward the same targets, as SpatialThinker's generator does. When every image's prompt must be known
+before any answer (batch mode: one wait for all images), :func:`planned_balance_texts` gives each image the
+balance as it would stand had every earlier image got its planned questions.
 
 >>> balance = RunningBalance()
 >>> balance.add("relation", "easy")
@@ -102,7 +104,7 @@ class RunningBalance:
             "levels": {name: self.levels[name] / total for name in LEVELS},
         }
 
-    def describe(self) -> str:
+    def describe(self, counted: str = "generated so far") -> str:
         """The balance as text for the generation prompt: current counts and shares next to the targets.
 
         >>> print(RunningBalance().describe().splitlines()[0])
@@ -111,7 +113,7 @@ class RunningBalance:
         shares = self.shares()
         categories = self._normalised(self.category_targets)
         levels = self._normalised(self.level_targets)
-        lines = [f"Questions generated so far: {self.total}", "Category: count (share now / target share)"]
+        lines = [f"Questions {counted}: {self.total}", "Category: count (share now / target share)"]
         for name in CATEGORIES:
             lines.append(
                 f"- {name}: {self.categories[name]} ({shares['categories'][name]:.0%} / {categories.get(name, 0.0):.0%})"
@@ -122,6 +124,37 @@ class RunningBalance:
                 f"- {name}: {self.levels[name]} ({shares['levels'][name]:.0%} / {levels.get(name, 0.0):.0%})"
             )
         return "\n".join(lines)
+
+
+PLANNED = "planned before this scene"
+"""How a planned balance names its counts (:meth:`RunningBalance.describe`)."""
+
+
+def planned_balance_texts(images: int, questions_per_image: int, balance: RunningBalance) -> list[str]:
+    """The balance each image's prompt shows when all prompts are written before any answer arrives.
+
+    Before image ``k`` the balance is what it would be had every earlier image got its planned questions: each
+    image is planned ``questions_per_image`` questions, one at a time the category and level furthest below
+    their targets (a category once per image while another is wanted). The text shown to an image therefore
+    names the categories the plan still needs, as the running balance does when answers come back in between.
+    `balance` ends holding the plan.
+
+    >>> texts = planned_balance_texts(3, 2, RunningBalance())
+    >>> [text.splitlines()[0] for text in texts]
+    ['Questions planned before this scene: 0', 'Questions planned before this scene: 2', 'Questions planned before this scene: 4']
+    """
+    texts = []
+    pairs = [(category, level) for category in CATEGORIES for level in LEVELS]
+    for _ in range(images):
+        texts.append(balance.describe(PLANNED))
+        used: set[str] = set()
+        for _ in range(questions_per_image):
+            category, level = max(
+                pairs, key=lambda pair: (pair[0] not in used, balance.deficit(*pair), -pairs.index(pair))
+            )
+            used.add(category)
+            balance.add(category, level)
+    return texts
 
 
 def _tie_break(item: Balanced, seed: int) -> str:

@@ -1,7 +1,7 @@
 """STVQA question generation: scene graphs in, checked candidate questions (and a quarantine) out.
 
-Two backends, chosen once by the ``backend`` setting (:func:`question_proposer`), each a
-:class:`QuestionProposer`:
+Two backends, chosen once by the ``backend`` setting (:class:`GenerationTask`); each proposes items for the
+checked scenes, steering the category/level balance:
 
 - ``template`` (offline, the default; :class:`TemplateProposer`): every template of :mod:`assets.stvqa.templates` proposes
   questions for each image; :func:`~assets.stvqa.balance.select_questions` keeps
@@ -9,12 +9,20 @@ Two backends, chosen once by the ``backend`` setting (:func:`question_proposer`)
   Deterministic for a seed; no model, no key.
 - ``anthropic`` (Claude Sonnet 4 by default, temperature 0; :class:`ModelProposer`): one request per image through the shared
   LLM client layer (cache, retries, rate limit, cost), with the versioned prompt of
-  :mod:`assets.stvqa.prompts` and its JSON schema. Images are sent in chunks; the running balance
-  printed into the next chunk's prompts includes everything generated before it. An answer that is
-  not JSON of the schema is asked again once by the client layer and then quarantined with its raw
-  text; an answer whose items break :func:`~assets.stvqa.validation.validate_item` (gold letter outside
-  the options, duplicate options...) is asked again once with the problems listed, and the items
-  still invalid after that are quarantined.
+  :mod:`assets.stvqa.prompts` and its JSON schema. The prompt shows the category/level balance
+  (``balance``): the *running* balance (sync mode's default, SpatialThinker's way) sends the images in
+  chunks, each chunk's prompts counting everything generated before it, so the chunks go one after
+  another; the *planned* balance (batch mode's default) writes every prompt up front, each image shown the
+  balance as it would stand had every earlier image got its planned questions
+  (:func:`~assets.stvqa.balance.planned_balance_texts`), so all images go in one round and a shard waits
+  for batches once, or twice when some answers are asked again. An answer that is not JSON of the schema
+  is asked again once by the client layer and then quarantined with its raw text; an answer whose items
+  break :func:`~assets.stvqa.validation.validate_item` (gold letter outside the options, duplicate
+  options...) is asked again once with the problems listed, and the items still invalid after that are
+  quarantined.
+
+The work of one shard is a :class:`GenerationTask` whose rounds (:mod:`model_clients.rounds`) a stage runs
+together with those of its other shards, so that a round of every shard is one call (one wait in batch mode).
 
 Both paths then do the same: a scene graph with a missing image, a zero-area box or a dangling
 relation is quarantined whole; each item gets its ground-truth scene
@@ -37,13 +45,13 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, Self
+from typing import Any, ClassVar, Literal, Self
 
 import polars as pl
 from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
-from assets.stvqa.balance import RunningBalance, select_questions
+from assets.stvqa.balance import RunningBalance, planned_balance_texts, select_questions
 from assets.stvqa.geometry import ImageGeometry
 from assets.stvqa.gt_scene import check_count, question_scene
 from assets.stvqa.prompts import (
@@ -62,6 +70,7 @@ from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_candidates import StvqaCandidates
 from data_contracts.validation import polars_schema
 from model_clients import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult
+from model_clients.rounds import RequestRound, Rounds, run_offline, run_rounds
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +110,15 @@ class QuestionGenerationSettings(FailureBudgetSettings):
         default_factory=dict, description="Target share per level; empty = 40/40/20."
     )
     chunk_size: int = Field(
-        default=16, description="Images per LLM batch; the balance in the prompt is updated between batches."
+        default=16,
+        description="Running balance: images per chunk; the balance in the prompt is updated between chunks, "
+        "which go one after another (in batch mode, one wait each).",
+    )
+    balance: Literal["auto", "running", "planned"] = Field(
+        default="auto",
+        description="The balance the generation prompt shows: 'running' (what was generated before, chunk after "
+        "chunk), 'planned' (every prompt written up front, each image shown the plan before it: one round for "
+        "all images), or 'auto' (planned in the LLM resource's batch mode, running in sync mode).",
     )
     send_image: bool = Field(
         default=False,
@@ -124,6 +141,14 @@ class QuestionGenerationSettings(FailureBudgetSettings):
     def calls_model(self) -> bool:
         """True when the backend calls a model (it then needs an LLM client)."""
         return self.backend == "anthropic"
+
+    def planned_balance(self, mode: str) -> bool:
+        """True when the prompts show the balance planned up front (``balance``; ``auto``: in batch mode).
+
+        >>> QuestionGenerationSettings().planned_balance("batch"), QuestionGenerationSettings().planned_balance("sync")
+        (True, False)
+        """
+        return self.balance == "planned" or (self.balance == "auto" and mode == "batch")
 
     def new_balance(self) -> RunningBalance:
         """An empty running balance with these targets."""
@@ -242,20 +267,6 @@ class GenerationLog:
     source_file: str | None = None
 
 
-class QuestionProposer(Protocol):
-    """A generation backend: proposes question items for checked scenes, steering the running balance.
-
-    ``propose`` returns the proposals and every item as generated (category and level, before the
-    ground-truth checks), and records rejected answers in the log.
-    """
-
-    prompt_version: str
-
-    def propose(
-        self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance, log: GenerationLog
-    ) -> tuple[list[Proposal], list[dict[str, Any]]]: ...
-
-
 class TemplateProposer:
     """The offline backend: the templates of :mod:`assets.stvqa.templates`, selected toward the balance."""
 
@@ -337,13 +348,15 @@ def generation_request(
     settings: QuestionGenerationSettings,
     balance_text: str,
     feedback: Sequence[str] = (),
+    planned: bool = False,
 ) -> LLMRequest:
-    """The generation request of one image (`feedback`: the problems of its first answer, for the re-ask)."""
+    """The generation request of one image (`feedback`: the problems of its first answer, for the re-ask;
+    `planned`: the balance text is the plan, not the running count)."""
     images = (bytes(row["image"]["bytes"]),) if settings.send_image else ()
     return LLMRequest(
         template_name=GENERATION_TEMPLATE_NAME,
         template_version=GENERATION_PROMPT_VERSION,
-        prompt=render_generation_prompt(scene, settings.questions_per_image, balance_text, feedback),
+        prompt=render_generation_prompt(scene, settings.questions_per_image, balance_text, feedback, planned),
         system=render_generation_system(),
         images=images,
         schema=generation_schema(settings.questions_per_image),
@@ -354,44 +367,71 @@ def generation_request(
     )
 
 
-class ModelProposer:
-    """The model-calling backend: one request per image through an LLM client, chunk by chunk.
+FEEDBACK_PLACEHOLDER = ("(the problems of the first answer)",)
+"""The feedback a re-ask is estimated with before its problems are known."""
 
-    The balance printed into a chunk's prompts includes everything generated before it. Items that
-    break :func:`~assets.stvqa.validation.validate_item` are asked again once with the problems listed;
-    what is still invalid then is quarantined.
+
+class ModelProposer:
+    """The model-calling backend: one request per image, its answers checked, in rounds of requests.
+
+    With the running balance the images go chunk by chunk, each chunk's prompts counting what was generated
+    before; with the planned balance every prompt is written up front and all images go in one round. Items that
+    break :func:`~assets.stvqa.validation.validate_item` are asked again once (one more round) with the problems
+    listed; what is still invalid then is quarantined.
     """
 
     prompt_version = GENERATION_PROMPT_VERSION
 
-    def __init__(
-        self, settings: QuestionGenerationSettings, client: LLMClient, progress: bool = True
-    ) -> None:
+    def __init__(self, settings: QuestionGenerationSettings, generator: str, planned: bool) -> None:
         self.settings = settings
-        self.client = client
-        self.progress = progress
-        self.generator = f"{client.config.provider}:{client.config.model}"
+        self.generator = generator
+        self.planned = planned
 
-    def propose(
+    def _request(
+        self, scene: Scene, row: Mapping[str, Any], balance_text: str, feedback: Sequence[str] = ()
+    ) -> LLMRequest:
+        return generation_request(scene, row, self.settings, balance_text, feedback, self.planned)
+
+    def first_requests(
+        self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance
+    ) -> list[LLMRequest]:
+        """The first request of every image: as they are sent (planned), or with the balance of the first chunk."""
+        texts = self._balance_texts(len(scenes), balance)
+        return [self._request(scene, row, text) for (scene, row), text in zip(scenes, texts, strict=True)]
+
+    def reask_requests(
+        self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance
+    ) -> list[LLMRequest]:
+        """The re-ask of every image, at most (a placeholder for the problems it would list)."""
+        texts = self._balance_texts(len(scenes), balance)
+        return [
+            self._request(scene, row, text, FEEDBACK_PLACEHOLDER)
+            for (scene, row), text in zip(scenes, texts, strict=True)
+        ]
+
+    def _balance_texts(self, images: int, balance: RunningBalance) -> list[str]:
+        if self.planned:
+            plan = RunningBalance(dict(balance.category_targets), dict(balance.level_targets))
+            return planned_balance_texts(images, self.settings.questions_per_image, plan)
+        return [balance.describe()] * images
+
+    def rounds(
         self, scenes: Sequence[tuple[Scene, dict[str, Any]]], balance: RunningBalance, log: GenerationLog
-    ) -> tuple[list[Proposal], list[dict[str, Any]]]:
-        """Ask the model for every scene; returns the proposals and every item as generated.
-
-        The requests of every chunk are estimated first (with the balance as it stands now) and the client's
-        ``max_cost_usd`` refuses them before the first chunk is sent.
-        """
-        if scenes:
-            balance_text = balance.describe()
-            self.client.estimate(
-                [self._request(scene, row, balance_text) for scene, row in scenes],
-                label="stvqa generation",
-                check_budget=True,
-            )
+    ) -> Rounds[tuple[list[Proposal], list[dict[str, Any]]]]:
+        """Ask the model for every scene; returns the proposals and every item as generated."""
         proposals: list[Proposal] = []
         generated: list[dict[str, Any]] = []
-        for start in range(0, len(scenes), self.settings.chunk_size):
-            chunk = scenes[start : start + self.settings.chunk_size]
-            outcomes = self._answer_chunk(chunk, balance.describe(), log)
+        if self.planned:
+            texts = self._balance_texts(len(scenes), balance)
+            chunks = [(list(scenes), texts)] if scenes else []
+        else:
+            size = self.settings.chunk_size
+            chunks = [(list(scenes[start : start + size]), None) for start in range(0, len(scenes), size)]
+        for chunk, planned_texts in chunks:
+            texts = planned_texts or [balance.describe()] * len(
+                chunk
+            )  # running: the balance as it stands now
+            outcomes = yield from self._answer(chunk, texts, log)
             for position, (valid, invalid) in sorted(outcomes.items()):
                 scene = chunk[position][0]
                 generated.extend(self._quarantine_invalid(scene, invalid, log))
@@ -403,20 +443,12 @@ class ModelProposer:
                     balance.add(item.category, item.level)
         return proposals, generated
 
-    def _request(
-        self, scene: Scene, row: Mapping[str, Any], balance_text: str, feedback: Sequence[str] = ()
-    ) -> LLMRequest:
-        return generation_request(scene, row, self.settings, balance_text, feedback)
-
-    def _answer_chunk(
-        self, chunk: Sequence[tuple[Scene, dict[str, Any]]], balance_text: str, log: GenerationLog
-    ) -> dict[int, _Outcome]:
+    def _answer(
+        self, chunk: Sequence[tuple[Scene, dict[str, Any]]], texts: Sequence[str], log: GenerationLog
+    ) -> Rounds[dict[int, _Outcome]]:
         """The outcome per chunk position whose request succeeded (after one re-ask of invalid items)."""
-        results = self.client.run_batch(
-            [self._request(scene, row, balance_text) for scene, row in chunk],
-            description="stvqa generation",
-            progress=self.progress,
-        )
+        requests = [self._request(scene, row, text) for (scene, row), text in zip(chunk, texts, strict=True)]
+        results = yield RequestRound("stvqa generation", requests)
         outcomes: dict[int, _Outcome] = {}
         reasks: dict[int, LLMRequest] = {}
         for position, ((scene, row), result) in enumerate(zip(chunk, results, strict=True)):
@@ -435,33 +467,20 @@ class ModelProposer:
             outcomes[position] = (valid, invalid)
             if invalid:
                 feedback = sorted({problem for _, problems in invalid for problem in problems})
-                reasks[position] = self._request(scene, row, balance_text, feedback)
+                reasks[position] = self._request(scene, row, texts[position], feedback)
         if reasks:
-            outcomes.update(self._reask(chunk, reasks, log))
-        return outcomes
-
-    def _reask(
-        self,
-        chunk: Sequence[tuple[Scene, dict[str, Any]]],
-        reasks: dict[int, LLMRequest],
-        log: GenerationLog,
-    ) -> dict[int, _Outcome]:
-        """The re-asked positions whose second answer arrived; a failed re-ask keeps the first answer."""
-        log.stats["generation_reasks"] += len(reasks)
-        results = self.client.run_batch(
-            list(reasks.values()), description="stvqa generation (re-ask)", progress=self.progress
-        )
-        outcomes: dict[int, _Outcome] = {}
-        for position, result in zip(reasks, results, strict=True):
-            if result.ok:
-                outcomes[position] = _validated_items(result)
-                continue
-            log.stats["llm_reasks_failed"] += 1
-            logger.warning(
-                "re-ask for image %s failed (%s); keeping the first answer's valid items",
-                chunk[position][0].image_id,
-                result.error,
-            )
+            log.stats["generation_reasks"] += len(reasks)
+            results = yield RequestRound("stvqa generation (re-ask)", list(reasks.values()))
+            for position, result in zip(reasks, results, strict=True):
+                if result.ok:
+                    outcomes[position] = _validated_items(result)
+                    continue
+                log.stats["llm_reasks_failed"] += 1
+                logger.warning(
+                    "re-ask for image %s failed (%s); keeping the first answer's valid items",
+                    chunk[position][0].image_id,
+                    result.error,
+                )
         return outcomes
 
     @staticmethod
@@ -485,25 +504,6 @@ class ModelProposer:
                 }
             )
         return generated
-
-
-def question_proposer(
-    settings: QuestionGenerationSettings, client: LLMClient | None = None, progress: bool = True
-) -> QuestionProposer:
-    """The backend the settings name (chosen once, here).
-
-    >>> question_proposer(QuestionGenerationSettings()).prompt_version
-    'stvqa-templates-v1'
-    >>> question_proposer(QuestionGenerationSettings(backend="anthropic"))
-    Traceback (most recent call last):
-    ...
-    ValueError: the anthropic backend needs an LLM client (the stvqa_generator_llm resource)
-    """
-    if not settings.calls_model:
-        return TemplateProposer(settings, progress)
-    if client is None:
-        raise ValueError("the anthropic backend needs an LLM client (the stvqa_generator_llm resource)")
-    return ModelProposer(settings, client, progress)
 
 
 def _candidate_row(
@@ -580,6 +580,101 @@ def _count_checked(
     return corrected, check.note
 
 
+class GenerationTask:
+    """Generation for one shard's ``scene_graphs`` rows, as rounds of requests (:mod:`model_clients.rounds`).
+
+    Args:
+        rows (`pl.DataFrame`): ``scene_graphs`` rows (one shard, typically).
+        settings (`QuestionGenerationSettings`): settings.
+        geometry (`Mapping`, *optional*): metric geometry per image id.
+        source_file (`str`, *optional*): the scene-graph file, named in quarantine rows.
+        generator (`str`, *optional*): ``provider:model`` of the model backend (its rows' ``generator``).
+        mode (`str`, *optional*): the client's mode (``auto`` balance: planned in batch mode).
+        progress (`bool`, *optional*): progress bars of the template backend.
+    """
+
+    def __init__(
+        self,
+        rows: pl.DataFrame,
+        settings: QuestionGenerationSettings,
+        geometry: Mapping[str, ImageGeometry] | None = None,
+        source_file: str | None = None,
+        generator: str = "",
+        mode: str = "sync",
+        progress: bool = True,
+    ) -> None:
+        self.rows = rows
+        self.settings = settings
+        self.log = GenerationLog(QuarantineLog(SOURCE_ASSET), Counter(), source_file)
+        self.scenes = read_scenes(rows, geometry, self.log.quarantine, source_file)
+        self.progress = progress
+        self.model = (
+            ModelProposer(settings, generator, settings.planned_balance(mode))
+            if settings.calls_model
+            else None
+        )
+
+    def planned_requests(self) -> tuple[list[LLMRequest], list[LLMRequest]]:
+        """Every image's request, and the re-ask of every image at most (for the budget)."""
+        if self.model is None:
+            return [], []
+        balance = self.settings.new_balance()
+        return self.model.first_requests(self.scenes, balance), self.model.reask_requests(
+            self.scenes, balance
+        )
+
+    def rounds(self) -> Rounds[GenerationOutput]:
+        """Propose, check and count the candidates (the model backend yields its rounds of requests)."""
+        settings, log, scenes, rows = self.settings, self.log, self.scenes, self.rows
+        log.stats["images"] = rows.height
+        log.stats["images_quarantined"] = rows.height - len(scenes)
+        if self.model is not None:
+            proposals, generated = yield from self.model.rounds(scenes, settings.new_balance(), log)
+            prompt_version = self.model.prompt_version
+        else:
+            proposer = TemplateProposer(settings, self.progress)
+            proposals, generated = proposer.propose(scenes, settings.new_balance(), log)
+            prompt_version = proposer.prompt_version
+        candidates = _checked_candidates(proposals, scenes, log)
+        log.stats["images_without_questions"] = len(scenes) - len({row["image_id"] for row in candidates})
+        log.stats["items_without_gt_objects"] = sum(1 for row in candidates if not row["gt_scene"]["objects"])
+        frame = (
+            pl.DataFrame(candidates, schema=polars_schema(StvqaCandidates))
+            if candidates
+            else StvqaCandidates.create_empty()
+        )
+        return GenerationOutput(
+            candidates=frame,
+            quarantine=log.quarantine,
+            prompt_version=prompt_version,
+            generated_counts=count_by(generated),
+            kept_counts=count_by(candidates),
+            stats=dict(log.stats),
+        )
+
+
+def generation_task(
+    rows: pl.DataFrame,
+    settings: QuestionGenerationSettings,
+    geometry: Mapping[str, ImageGeometry] | None,
+    client: LLMClient | None,
+    source_file: str | None = None,
+    progress: bool = True,
+) -> GenerationTask:
+    """The :class:`GenerationTask` of `rows` for `client` (its provider, model and mode; None: offline).
+
+    >>> generation_task(pl.DataFrame(), QuestionGenerationSettings(backend="anthropic"), None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: the anthropic backend needs an LLM client (the stvqa_generator_llm resource)
+    """
+    if settings.calls_model and client is None:
+        raise ValueError("the anthropic backend needs an LLM client (the stvqa_generator_llm resource)")
+    generator = f"{client.config.provider}:{client.config.model}" if client is not None else ""
+    mode = client.config.mode if client is not None else "sync"
+    return GenerationTask(rows, settings, geometry, source_file, generator, mode, progress)
+
+
 def generate_candidates(
     rows: pl.DataFrame,
     settings: QuestionGenerationSettings | None = None,
@@ -589,13 +684,15 @@ def generate_candidates(
     *,
     progress: bool = True,
 ) -> GenerationOutput:
-    """Generate checked candidate questions for ``scene_graphs`` rows.
+    """Generate checked candidate questions for ``scene_graphs`` rows (one shard; a stage over many shards runs
+    their :class:`GenerationTask` together with :func:`model_clients.rounds.run_rounds`).
 
     Args:
         rows (`pl.DataFrame`): ``scene_graphs`` rows (one shard, typically).
         settings (`QuestionGenerationSettings`, *optional*): settings; the offline template backend by default.
         geometry (`Mapping[str, dict[str, ObjectGeometry]]`, *optional*): metric geometry per image id.
-        client (`LLMClient`, *optional*): required by the ``anthropic`` backend.
+        client (`LLMClient`, *optional*): required by the ``anthropic`` backend. Its ``max_cost_usd`` is checked
+            against every request and re-ask before the first is sent.
         source_file (`str`, *optional*): the scene-graph file, named in quarantine rows.
         progress (`bool`, *optional*, defaults to `True`): progress bars.
 
@@ -603,25 +700,7 @@ def generate_candidates(
         `GenerationOutput`: candidate rows, the quarantine and counts.
     """
     settings = settings or QuestionGenerationSettings()
-    proposer = question_proposer(settings, client, progress)
-    log = GenerationLog(QuarantineLog(SOURCE_ASSET), Counter(), source_file)
-    scenes = read_scenes(rows, geometry, log.quarantine, source_file)
-    log.stats["images"] = rows.height
-    log.stats["images_quarantined"] = rows.height - len(scenes)
-    proposals, generated = proposer.propose(scenes, settings.new_balance(), log)
-    candidates = _checked_candidates(proposals, scenes, log)
-    log.stats["images_without_questions"] = len(scenes) - len({row["image_id"] for row in candidates})
-    log.stats["items_without_gt_objects"] = sum(1 for row in candidates if not row["gt_scene"]["objects"])
-    frame = (
-        pl.DataFrame(candidates, schema=polars_schema(StvqaCandidates))
-        if candidates
-        else StvqaCandidates.create_empty()
-    )
-    return GenerationOutput(
-        candidates=frame,
-        quarantine=log.quarantine,
-        prompt_version=proposer.prompt_version,
-        generated_counts=count_by(generated),
-        kept_counts=count_by(candidates),
-        stats=dict(log.stats),
-    )
+    task = generation_task(rows, settings, geometry, client, source_file, progress)
+    if client is None or not settings.calls_model:
+        return run_offline(task.rounds())
+    return run_rounds(client, {"": task}, "stvqa generation", progress=progress)[""].value

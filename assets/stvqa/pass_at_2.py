@@ -6,8 +6,7 @@ letter. Every attempt is stored (:data:`ATTEMPT_COLUMNS`), so the decision can b
 re-thresholded later (for example "at least 2 of 4 right") without paying again; the response cache
 makes a rebuild free as well.
 
-Backends, chosen once by the ``backend`` setting (:func:`pass_at_2_answerer`), each an
-:class:`Answerer`:
+Backends, chosen once by the ``backend`` setting (:class:`PassAt2Task`):
 
 - ``openai`` (:class:`ModelAnswerer`; GPT-4o by default, through any OpenAI-compatible server): the image at high detail,
   the question with lettered options, "reply with only the letter". An answer counts only when the
@@ -24,6 +23,10 @@ Backends, chosen once by the ``backend`` setting (:func:`pass_at_2_answerer`), e
 A question whose every attempt failed to get a letter (transport errors, refusals, unparseable replies
 after the re-asks, a scene graph that is missing or broken) is quarantined with the reason and how to
 ask again, rather than filtered out as answered wrongly.
+
+The work of one shard is a :class:`PassAt2Task` whose rounds (:mod:`model_clients.rounds`) a stage runs together
+with those of its other shards: round 1 of every shard is one call, round 2 another, so the stage waits for
+batches twice whatever the number of shards.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 import polars as pl
 from pydantic import Field
@@ -47,6 +50,7 @@ from data_contracts.quarantine import QuarantineLog
 from data_contracts.stvqa_validated import StvqaPassAtTwoAttempts, StvqaValidated
 from data_contracts.validation import polars_schema
 from model_clients import FailureBudgetSettings, LLMClient, LLMRequest, LLMResult, ResultStatus
+from model_clients.rounds import RequestRound, Rounds, run_offline, run_rounds
 
 logger = logging.getLogger(__name__)
 
@@ -172,21 +176,6 @@ def _attempt_from_result(result: LLMResult, option_count: int) -> _Attempt:
     )
 
 
-class Answerer(Protocol):
-    """A pass@2 backend: answers questions, one attempt per try index.
-
-    ``model`` is what the attempt and validated rows name as the answering model.
-    """
-
-    model: str
-
-    def answer(
-        self, rows: Sequence[Mapping[str, Any]], try_indices: range, round_number: int
-    ) -> list[list[_Attempt]]:
-        """One list per row, with one attempt per try index."""
-        ...
-
-
 class SolverAnswerer:
     """The offline backend: :func:`~assets.stvqa.templates.solve_question` on the scene graph.
 
@@ -243,35 +232,31 @@ def answer_request(
 
 
 class ModelAnswerer:
-    """The model-calling backend: the image and the lettered question through an LLM client.
+    """The model-calling backend: the image and the lettered question, asked in rounds of requests.
 
     Tries are told apart by the request's ``sample_index`` (the try index), so each has its own cache entry.
     """
 
-    def __init__(
-        self, client: LLMClient, images: Mapping[str, bytes], settings: PassAt2Settings, progress: bool = True
-    ) -> None:
-        self.client = client
+    def __init__(self, model: str, images: Mapping[str, bytes], settings: PassAt2Settings) -> None:
+        self.model = model
         self.images = images
         self.settings = settings
-        self.progress = progress
-        self.model = f"{client.config.provider}:{client.config.model}"
 
-    def _request(self, row: Mapping[str, Any], try_index: int) -> LLMRequest:
-        return answer_request(row, self.images[row["image_id"]], self.settings, try_index)
-
-    def answer(
-        self, rows: Sequence[Mapping[str, Any]], try_indices: range, round_number: int
-    ) -> list[list[_Attempt]]:
-        """Every try of every row in one batch; replies that are not one option letter are unparseable."""
-        requests = [self._request(row, try_index) for row in rows for try_index in try_indices]
-        results = iter(
-            self.client.run_batch(
-                requests, description=f"pass@2 round {round_number}", progress=self.progress
-            )
-        )
+    def requests(self, rows: Sequence[Mapping[str, Any]], try_indices: range) -> list[LLMRequest]:
+        """Every try of every row."""
         return [
-            [_attempt_from_result(next(results), len(row["options"])) for _ in try_indices] for row in rows
+            answer_request(row, self.images[row["image_id"]], self.settings, try_index)
+            for row in rows
+            for try_index in try_indices
+        ]
+
+    def attempts(
+        self, rows: Sequence[Mapping[str, Any]], try_indices: range, results: Sequence[LLMResult]
+    ) -> list[list[_Attempt]]:
+        """The attempts of :meth:`requests`' results; replies that are not one option letter are unparseable."""
+        answers = iter(results)
+        return [
+            [_attempt_from_result(next(answers), len(row["options"])) for _ in try_indices] for row in rows
         ]
 
 
@@ -292,29 +277,6 @@ def load_scenes(
         scenes[image_id] = build_scene(row, geometry.get(image_id))
         images[image_id] = bytes(row["image"]["bytes"])
     return scenes, images, problems
-
-
-def pass_at_2_answerer(
-    settings: PassAt2Settings,
-    scenes: Mapping[str, Scene],
-    images: Mapping[str, bytes],
-    client: LLMClient | None = None,
-    progress: bool = True,
-) -> Answerer:
-    """The backend the settings name (chosen once, here).
-
-    >>> pass_at_2_answerer(PassAt2Settings(), scenes={}, images={}).model
-    'scene-graph-solver'
-    >>> pass_at_2_answerer(PassAt2Settings(backend="openai"), scenes={}, images={})
-    Traceback (most recent call last):
-    ...
-    ValueError: the openai backend needs an LLM client (the stvqa_judge_llm resource)
-    """
-    if not settings.calls_model:
-        return SolverAnswerer(scenes, progress)
-    if client is None:
-        raise ValueError("the openai backend needs an LLM client (the stvqa_judge_llm resource)")
-    return ModelAnswerer(client, images, settings, progress)
 
 
 _Tried = list[tuple[int, _Attempt]]
@@ -343,9 +305,10 @@ def _answerable(
 
 
 def _answer_in_rounds(
-    rows: Sequence[Mapping[str, Any]], answerer: Answerer, settings: PassAt2Settings
-) -> dict[str, _Tried]:
-    """Every question's attempts; a round only asks the questions no earlier try got right."""
+    rows: Sequence[Mapping[str, Any]], answerer: SolverAnswerer | ModelAnswerer, settings: PassAt2Settings
+) -> Rounds[dict[str, _Tried]]:
+    """Every question's attempts; a round only asks the questions no earlier try got right (the model backend
+    yields each round's requests)."""
     attempts: dict[str, _Tried] = {row["question_id"]: [] for row in rows}
     pending = list(rows)
     for round_index in range(settings.rounds):
@@ -354,10 +317,15 @@ def _answer_in_rounds(
         try_indices = range(
             round_index * settings.tries_per_round, (round_index + 1) * settings.tries_per_round
         )
-        for row, answered in zip(
-            pending, answerer.answer(pending, try_indices, round_index + 1), strict=True
-        ):
-            attempts[row["question_id"]].extend(zip(try_indices, answered, strict=True))
+        if isinstance(answerer, ModelAnswerer):
+            results = yield RequestRound(
+                f"pass@2 round {round_index + 1}", answerer.requests(pending, try_indices)
+            )
+            answered = answerer.attempts(pending, try_indices, results)
+        else:
+            answered = answerer.answer(pending, try_indices, round_index + 1)
+        for row, row_attempts in zip(pending, answered, strict=True):
+            attempts[row["question_id"]].extend(zip(try_indices, row_attempts, strict=True))
         pending = [
             row
             for row in pending
@@ -409,37 +377,73 @@ def _validated_row(
     }
 
 
-def run_pass_at_2(
-    candidates: pl.DataFrame,
-    scene_rows: pl.DataFrame,
-    settings: PassAt2Settings | None = None,
-    geometry: Mapping[str, ImageGeometry] | None = None,
-    client: LLMClient | None = None,
-    *,
-    progress: bool = True,
-) -> PassAtTwoOutput:
-    """Answer every candidate up to ``tries_per_round x rounds`` times and keep those answered right once.
+class PassAt2Task:
+    """pass@2 for one shard's candidates, as rounds of requests (:mod:`model_clients.rounds`).
 
     Args:
         candidates (`pl.DataFrame`): ``stvqa_candidates`` rows.
-        scene_rows (`pl.DataFrame`): ``scene_graphs`` rows of their images (images for the model, graphs for
-            the solver).
-        settings (`PassAt2Settings`, *optional*): settings; the offline solver by default.
+        scene_rows (`pl.DataFrame`): ``scene_graphs`` rows of their images (images for the model, graphs for the
+            solver).
+        settings (`PassAt2Settings`): settings.
         geometry (`Mapping`, *optional*): metric geometry per image id (the solver needs what the templates used).
-        client (`LLMClient`, *optional*): required by the ``openai`` backend.
-        progress (`bool`, *optional*, defaults to `True`): progress bars.
-
-    Returns:
-        `PassAtTwoOutput`.
+        model (`str`, *optional*): ``provider:model`` of the model backend (the attempts' ``model``).
+        progress (`bool`, *optional*): progress bars of the solver.
     """
-    settings = settings or PassAt2Settings()
-    scenes, images, scene_problems = load_scenes(scene_rows, geometry)
-    answerer = pass_at_2_answerer(settings, scenes, images, client, progress)
-    quarantine = QuarantineLog(SOURCE_ASSET)
-    rows = list(candidates.iter_rows(named=True))
-    answerable = _answerable(rows, scenes, scene_problems, quarantine)
-    attempts = _answer_in_rounds(answerable, answerer, settings)
 
+    def __init__(
+        self,
+        candidates: pl.DataFrame,
+        scene_rows: pl.DataFrame,
+        settings: PassAt2Settings,
+        geometry: Mapping[str, ImageGeometry] | None = None,
+        model: str = "",
+        progress: bool = True,
+    ) -> None:
+        self.candidates = candidates
+        self.settings = settings
+        scenes, images, scene_problems = load_scenes(scene_rows, geometry)
+        self.answerer: SolverAnswerer | ModelAnswerer = (
+            ModelAnswerer(model, images, settings)
+            if settings.calls_model
+            else SolverAnswerer(scenes, progress)
+        )
+        self.quarantine = QuarantineLog(SOURCE_ASSET)
+        self.rows = list(candidates.iter_rows(named=True))
+        self.answerable = _answerable(self.rows, scenes, scene_problems, self.quarantine)
+
+    def planned_requests(self) -> tuple[list[LLMRequest], list[LLMRequest]]:
+        """The first round's tries of every question, and the later rounds' tries of every question at most."""
+        if not isinstance(self.answerer, ModelAnswerer):
+            return [], []
+        per_round = self.settings.tries_per_round
+        first = self.answerer.requests(self.answerable, range(per_round))
+        later = self.answerer.requests(self.answerable, range(per_round, per_round * self.settings.rounds))
+        return first, later
+
+    def rounds(self) -> Rounds[PassAtTwoOutput]:
+        """Answer every candidate in rounds and keep those answered right once."""
+        attempts = yield from _answer_in_rounds(self.answerable, self.answerer, self.settings)
+        return _pass_at_2_output(
+            self.candidates,
+            self.rows,
+            self.answerable,
+            attempts,
+            self.quarantine,
+            self.settings,
+            self.answerer.model,
+        )
+
+
+def _pass_at_2_output(
+    candidates: pl.DataFrame,
+    rows: Sequence[Mapping[str, Any]],
+    answerable: Sequence[Mapping[str, Any]],
+    attempts: Mapping[str, _Tried],
+    quarantine: QuarantineLog,
+    settings: PassAt2Settings,
+    model: str,
+) -> PassAtTwoOutput:
+    """The kept questions, every attempt, the quarantine and the counts."""
     validated_rows, attempt_rows = [], []
     statuses: Counter = Counter()
     kept = filtered = 0
@@ -447,7 +451,7 @@ def run_pass_at_2(
         tried = attempts[row["question_id"]]
         for try_index, attempt in tried:
             statuses[attempt.status] += 1
-            attempt_rows.append(_attempt_row(row, try_index, attempt, settings, answerer.model))
+            attempt_rows.append(_attempt_row(row, try_index, attempt, settings, model))
         if all(attempt.status in NO_ANSWER_STATUSES for _, attempt in tried):
             last_error = tried[-1][1].error if tried else "no attempt was made"
             quarantine.add(
@@ -461,9 +465,7 @@ def run_pass_at_2(
             filtered += 1
             continue
         kept += 1
-        validated_rows.append(
-            _validated_row(row, candidates.columns, tried, correct, settings, answerer.model)
-        )
+        validated_rows.append(_validated_row(row, candidates.columns, tried, correct, settings, model))
     validated = (
         pl.DataFrame(validated_rows, schema=polars_schema(StvqaValidated))
         if validated_rows
@@ -486,13 +488,67 @@ def run_pass_at_2(
     }
     logger.info(
         "pass@2 (%s): %d of %d kept (retention %.1f%%), %d quarantined",
-        answerer.model,
+        model,
         kept,
         decided,
         100 * stats["retention"],
         len(quarantine),
     )
     return PassAtTwoOutput(validated=validated, attempts=attempt_frame, quarantine=quarantine, stats=stats)
+
+
+def pass_at_2_task(
+    candidates: pl.DataFrame,
+    scene_rows: pl.DataFrame,
+    settings: PassAt2Settings,
+    geometry: Mapping[str, ImageGeometry] | None,
+    client: LLMClient | None,
+    progress: bool = True,
+) -> PassAt2Task:
+    """The :class:`PassAt2Task` of `candidates` for `client` (its provider and model; None: the solver).
+
+    >>> pass_at_2_task(pl.DataFrame(), pl.DataFrame(), PassAt2Settings(backend="openai"), None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: the openai backend needs an LLM client (the stvqa_judge_llm resource)
+    """
+    if settings.calls_model and client is None:
+        raise ValueError("the openai backend needs an LLM client (the stvqa_judge_llm resource)")
+    model = f"{client.config.provider}:{client.config.model}" if client is not None else ""
+    return PassAt2Task(candidates, scene_rows, settings, geometry, model, progress)
+
+
+def run_pass_at_2(
+    candidates: pl.DataFrame,
+    scene_rows: pl.DataFrame,
+    settings: PassAt2Settings | None = None,
+    geometry: Mapping[str, ImageGeometry] | None = None,
+    client: LLMClient | None = None,
+    *,
+    progress: bool = True,
+) -> PassAtTwoOutput:
+    """Answer every candidate up to ``tries_per_round x rounds`` times and keep those answered right once (one
+    shard; a stage over many shards runs their :class:`PassAt2Task` together with
+    :func:`model_clients.rounds.run_rounds`).
+
+    Args:
+        candidates (`pl.DataFrame`): ``stvqa_candidates`` rows.
+        scene_rows (`pl.DataFrame`): ``scene_graphs`` rows of their images (images for the model, graphs for
+            the solver).
+        settings (`PassAt2Settings`, *optional*): settings; the offline solver by default.
+        geometry (`Mapping`, *optional*): metric geometry per image id (the solver needs what the templates used).
+        client (`LLMClient`, *optional*): required by the ``openai`` backend. Its ``max_cost_usd`` is checked against
+            every round (the second for every question) before the first request is sent.
+        progress (`bool`, *optional*, defaults to `True`): progress bars.
+
+    Returns:
+        `PassAtTwoOutput`.
+    """
+    settings = settings or PassAt2Settings()
+    task = pass_at_2_task(candidates, scene_rows, settings, geometry, client, progress)
+    if client is None or not settings.calls_model:
+        return run_offline(task.rounds())
+    return run_rounds(client, {"": task}, "pass@2", progress=progress)[""].value
 
 
 def rethreshold(

@@ -65,7 +65,7 @@ Answer content per category: relation -> a predicate (or a synonym); reach -> a 
 
 Relation vocabulary (VG150 predicates and spatial relations): {vocabulary}"""
 
-GENERATION_USER_PROMPT = """Current balance of the questions generated so far:
+GENERATION_USER_PROMPT = """{balance_heading}
 {balance}
 
 Image size: ({width} x {height}) pixels. Boxes are [x1, y1, x2, y2] in pixels.
@@ -147,9 +147,18 @@ def render_generation_system() -> str:
     return GENERATION_SYSTEM_PROMPT.format(categories=categories, vocabulary=vocabulary)
 
 
-def render_generation_prompt(scene: Scene, count: int, balance: str, feedback: Sequence[str] = ()) -> str:
-    """The user prompt for one image: balance, image size, scene graph, how many questions, and any
-    problems of a previous answer that must be fixed."""
+BALANCE_HEADINGS = {
+    False: "Current balance of the questions generated so far:",
+    True: "Planned balance of the questions before this scene (steer toward the categories and levels below target):",
+}
+"""The heading of the balance in the generation prompt: the running balance, or the balance planned up front."""
+
+
+def render_generation_prompt(
+    scene: Scene, count: int, balance: str, feedback: Sequence[str] = (), planned: bool = False
+) -> str:
+    """The user prompt for one image: balance (running, or planned up front), image size, scene graph, how many
+    questions, and any problems of a previous answer that must be fixed."""
     feedback_text = ""
     if feedback:
         problems = "\n".join(f"- {problem}" for problem in feedback)
@@ -158,6 +167,7 @@ def render_generation_prompt(scene: Scene, count: int, balance: str, feedback: S
             + problems
         )
     return GENERATION_USER_PROMPT.format(
+        balance_heading=BALANCE_HEADINGS[planned],
         balance=balance,
         width=scene.width,
         height=scene.height,

@@ -1,12 +1,14 @@
-"""The work of one STVQA shard as a plain function: picklable values in, the shard's events out.
+"""The work of the STVQA shards as plain functions: picklable values in, each shard's events out.
 
-``stvqa_candidates`` and ``stvqa_validated`` (:mod:`assets.stvqa.assets`) build each shard of a range run
-with :func:`candidates_shard` and :func:`validated_shard`. With the offline backends (no model is called)
-the shards of a range run are computed in the step's worker processes
-(:func:`assets.compute.partition_results`), one shard per worker at a time; with a model backend
-they run one after another in the run's own process, which holds the LLM client (its cache, rate limit
-and failure budget). Either way a shard's outputs, checks and metadata are the same, and the asset emits
-them in key order.
+``stvqa_candidates`` and ``stvqa_validated`` (:mod:`assets.stvqa.assets`) build the shards of a range run.
+With the offline backends (no model is called) each shard is :func:`candidates_shard` or
+:func:`validated_shard`, computed in the step's worker processes (:func:`assets.compute.partition_results`),
+one shard per worker at a time. With a model backend, :func:`candidates_with_model` and
+:func:`validated_with_model` run every shard of the run in the run's own process on one LLM client (its cache,
+rate limit and budget), round by round (:func:`model_clients.rounds.run_rounds`): round ``k`` of every shard is
+one call, so in batch mode the stage waits for batches once per round, whatever the number of shards. Either
+way a shard's outputs, checks and metadata are built by the same function, and the asset emits them in key
+order.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -25,14 +27,20 @@ from assets.previews import draw_boxes, gallery
 from assets.resources import LLMResource, llm_stage_client
 from assets.stvqa import generate as generate_module
 from assets.stvqa import pass_at_2 as pass_at_2_module
-from assets.stvqa.generate import QuestionGenerationSettings, count_by, generate_candidates
+from assets.stvqa.generate import (
+    GenerationOutput,
+    QuestionGenerationSettings,
+    count_by,
+    generate_candidates,
+    generation_task,
+)
 from assets.stvqa.geometry import ImageGeometry
-from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
+from assets.stvqa.pass_at_2 import PassAt2Settings, PassAtTwoOutput, pass_at_2_task, run_pass_at_2
 from assets.stvqa.prompts import ANSWER_PROMPT_VERSION
 from assets.stvqa.shards import shard_fingerprint
 from assets.tables import finalize_table, json_metadata, llm_failure_check, quarantine_output
 from data_contracts import stvqa_candidates, stvqa_validated
-from model_clients import LLMClient
+from model_clients.rounds import run_rounds, shard_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -41,19 +49,6 @@ STVQA_CODE_VERSION = "2"  # 2: origin on every row
 GENERATOR_RESOURCE_KEY = generate_module.RESOURCE_KEY
 JUDGE_RESOURCE_KEY = pass_at_2_module.RESOURCE_KEY
 PREVIEW_ITEMS = 3
-
-
-def _llm_client(
-    resource: LLMResource | None, model: str | None, needed: bool, stage: str
-) -> AbstractContextManager[LLMClient | None]:
-    """A client of the resource (``model`` overriding its model) when the backend calls a model, else None;
-    above the resource's ``max_cost_usd`` the stage fails before its first request."""
-    return llm_stage_client(resource, stage, needed, model)
-
-
-def _usage(client: LLMClient | None) -> dict[str, Any]:
-    """The client's usage for the metadata; no cost when no model was called."""
-    return client.summary.as_metadata() if client is not None else {"llm_cost_usd": 0.0}
 
 
 def gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
@@ -84,20 +79,63 @@ def candidates_shard(
     geometry: Mapping[str, ImageGeometry],
     geometry_source: str,
     source_file: str,
-    generator: LLMResource | None = None,
-    model: str | None = None,
 ) -> list[PortableEvent]:
-    """One shard of ``stvqa_candidates``: its outputs and check, as :func:`portable_events`.
+    """One shard of ``stvqa_candidates`` with the offline backend: its outputs and check, as :func:`portable_events`.
 
-    ``rows`` are the shard's ``scene_graphs`` rows; ``output_settings`` the run config that shapes the rows
-    (its data version); ``generator`` the LLM resource of a model backend (``model`` overriding its model).
+    ``rows`` are the shard's ``scene_graphs`` rows; ``output_settings`` the run config that shapes the rows (its
+    data version).
     """
-    with _llm_client(generator, model, config.calls_model, f"stvqa_candidates shard {shard}") as client:
-        output = generate_candidates(rows, config, geometry, client, source_file, progress=False)
-        usage = _usage(client)
-        usage.update(
-            llm_failure_check(client, config, f"stvqa_candidates shard {shard}", GENERATOR_RESOURCE_KEY)
+    output = generate_candidates(rows, config, geometry, None, source_file, progress=False)
+    return candidates_events(
+        shard, rows, config, output_settings, geometry_source, output, {"llm_cost_usd": 0.0}
+    )
+
+
+def candidates_with_model(
+    arguments: Mapping[str, tuple],
+    config: QuestionGenerationSettings,
+    generator: LLMResource,
+    model: str | None,
+    storage_root: str | Path,
+) -> dict[str, list[PortableEvent]]:
+    """Every shard of ``stvqa_candidates`` with the model backend, their rounds together on one client.
+
+    ``arguments`` are :func:`candidates_shard`'s per shard (``shard, rows, config, output_settings, geometry,
+    geometry_source, source_file``); ``model`` overrides the resource's; the response cache is under
+    ``storage_root`` unless the resource names one. Before the first request the budget is
+    checked against every shard's requests and re-asks; a shard with too many failed requests fails the step.
+    """
+    with llm_stage_client(
+        generator, "stvqa_candidates", True, model, GENERATOR_RESOURCE_KEY, storage_root
+    ) as client:
+        tasks = {
+            shard: generation_task(rows, config, geometry, client, source_file, progress=False)
+            for shard, (_, rows, _, _, geometry, _, source_file) in arguments.items()
+        }
+        done = run_rounds(client, tasks, "stvqa_candidates")
+        usage = {}
+        for shard, result in done.items():
+            usage[shard] = shard_metadata(result.summary, client)
+            stage = f"stvqa_candidates shard {shard}"
+            usage[shard].update(llm_failure_check(result.summary, config, stage, GENERATOR_RESOURCE_KEY))
+    return {
+        shard: candidates_events(
+            shard, rows, config, output_settings, geometry_source, done[shard].value, usage[shard]
         )
+        for shard, (_, rows, _, output_settings, _, geometry_source, _) in arguments.items()
+    }
+
+
+def candidates_events(
+    shard: str,
+    rows: pl.DataFrame,
+    config: QuestionGenerationSettings,
+    output_settings: Mapping[str, Any],
+    geometry_source: str,
+    output: GenerationOutput,
+    usage: Mapping[str, Any],
+) -> list[PortableEvent]:
+    """The outputs and check of one ``stvqa_candidates`` shard, as :func:`portable_events`."""
     images = {row["image_id"]: row["image"] for row in rows.select("image_id", "image").iter_rows(named=True)}
     version = dg.DataVersion(
         shard_fingerprint(rows, output_settings, STVQA_CODE_VERSION, output.prompt_version, geometry_source)
@@ -154,18 +192,75 @@ def validated_shard(
     output_settings: Mapping[str, Any],
     geometry: Mapping[str, ImageGeometry],
     geometry_source: str,
-    judge: LLMResource | None = None,
-    model: str | None = None,
 ) -> list[PortableEvent]:
-    """One shard of ``stvqa_validated``: its outputs and checks, as :func:`portable_events`.
+    """One shard of ``stvqa_validated`` with the offline solver: its outputs and checks, as :func:`portable_events`.
 
-    ``scene_rows`` are the ``scene_graphs`` rows of the shard's candidates' images; ``judge`` the LLM
-    resource of a model backend (``model`` overriding its model).
+    ``scene_rows`` are the ``scene_graphs`` rows of the shard's candidates' images.
     """
-    with _llm_client(judge, model, config.calls_model, f"stvqa_validated shard {shard}") as client:
-        output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, client, progress=False)
-        usage = _usage(client)
-        usage.update(llm_failure_check(client, config, f"stvqa_validated shard {shard}", JUDGE_RESOURCE_KEY))
+    output = run_pass_at_2(stvqa_candidates, scene_rows, config, geometry, None, progress=False)
+    return validated_events(
+        shard,
+        stvqa_candidates,
+        scene_rows,
+        config,
+        output_settings,
+        geometry_source,
+        output,
+        {"llm_cost_usd": 0.0},
+    )
+
+
+def validated_with_model(
+    arguments: Mapping[str, tuple],
+    config: PassAt2Settings,
+    judge: LLMResource,
+    model: str | None,
+    storage_root: str | Path,
+) -> dict[str, list[PortableEvent]]:
+    """Every shard of ``stvqa_validated`` with the model backend, their rounds together on one client.
+
+    ``arguments`` are :func:`validated_shard`'s per shard; ``model`` overrides the resource's; the response cache
+    is under ``storage_root`` unless the resource names one. Before the first
+    request the budget is checked against both rounds of every shard (the second for every question); a shard with
+    too many failed requests fails the step.
+    """
+    with llm_stage_client(judge, "stvqa_validated", True, model, JUDGE_RESOURCE_KEY, storage_root) as client:
+        tasks = {
+            shard: pass_at_2_task(candidates, scene_rows, config, geometry, client, progress=False)
+            for shard, (_, candidates, scene_rows, _, _, geometry, _) in arguments.items()
+        }
+        done = run_rounds(client, tasks, "stvqa_validated")
+        usage = {}
+        for shard, result in done.items():
+            usage[shard] = shard_metadata(result.summary, client)
+            stage = f"stvqa_validated shard {shard}"
+            usage[shard].update(llm_failure_check(result.summary, config, stage, JUDGE_RESOURCE_KEY))
+    return {
+        shard: validated_events(
+            shard,
+            candidates,
+            scene_rows,
+            config,
+            output_settings,
+            geometry_source,
+            done[shard].value,
+            usage[shard],
+        )
+        for shard, (_, candidates, scene_rows, _, output_settings, _, geometry_source) in arguments.items()
+    }
+
+
+def validated_events(
+    shard: str,
+    stvqa_candidates: pl.DataFrame,
+    scene_rows: pl.DataFrame,
+    config: PassAt2Settings,
+    output_settings: Mapping[str, Any],
+    geometry_source: str,
+    output: PassAtTwoOutput,
+    usage: Mapping[str, Any],
+) -> list[PortableEvent]:
+    """The outputs and checks of one ``stvqa_validated`` shard, as :func:`portable_events`."""
     images = {
         row["image_id"]: row["image"] for row in scene_rows.select("image_id", "image").iter_rows(named=True)
     }

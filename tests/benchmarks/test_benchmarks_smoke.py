@@ -30,6 +30,15 @@ def _json_last_line(keys: set[str]):
 
 # script -> (extra flags, figures that must appear in stdout, extra check of stdout or None)
 CASES = {
+    "bench_batch_waits": (
+        [],
+        [
+            rf"^{stage} +{figure} +{NUMBER} +{NUMBER}$"
+            for stage in ("stvqa_candidates", "stvqa_validated")
+            for figure in ("sequential waits", "batches", "wall s")
+        ],
+        _json_last_line({"images", "batch_latency_s"}),
+    ),
     "bench_build": (
         [],
         [
@@ -119,6 +128,19 @@ CASES = {
         ],
         None,
     ),
+    "bench_scale": (
+        ["--work-dir", "{tmp_path}/scale"],
+        [
+            rf"observe \(new\): 6 scans x 8 files, warm, per file +{NUMBER} us$",
+            rf"events: one range run over 4 partitions \(no work\) +{NUMBER} CPU-s, {NUMBER} ms per partition",
+            rf"build \(new\): per scan \(slope\) +-?{NUMBER} CPU-s every process",
+            rf"long scan: {NUMBER} frames at 160x120, {NUMBER} keyframes used +{NUMBER} CPU-s",
+            rf"vg \(new\): one STVQA shard's rows \({NUMBER} of 40\) +{NUMBER} CPU-s, peak {NUMBER} MiB",
+            rf"mcq \(new\): mcq_questions from 40 questions \(2 per image\) +{NUMBER} CPU-s",
+            r"^Projection to the full data sets$",
+        ],
+        None,
+    ),
     "bench_confidence_overhead": (
         [],
         [
@@ -131,12 +153,14 @@ CASES = {
     ),
 }
 SLOW = {
+    "bench_batch_waits",
     "bench_build",
     "bench_dge",
     "bench_dge_objects",
     "bench_grounding",
     "bench_confidence_overhead",
     "bench_ray",
+    "bench_scale",
     "bench_tick",
 }  # over ~10 s at tiny sizes on 2 shared cores
 RAY = {"bench_ray"}  # starts local Ray clusters: needs the ray extra

@@ -14,7 +14,7 @@ IMAGE = encode_image(Image.new("RGB", (8, 6), "red"), path="a.png")
 def mcq_row(**overrides):
     row = {
         "question_id": "q1",
-        "image": IMAGE,
+        "image_sha256": "0" * 64,
         "image_width": 8,
         "image_height": 6,
         "question": "Which is closer?",
@@ -156,7 +156,7 @@ def test_images_load_with_datasets(tmp_path):
     import datasets
     import pyarrow.parquet as pq
 
-    frame = frame_of(mcq_questions.McqQuestions, [mcq_row()])
+    frame = frame_of(mcq_questions.McqQuestionsWithImage, [mcq_row(image=IMAGE)])
     pq.write_table(to_huggingface_arrow(frame), tmp_path / "t.parquet")
     loaded = datasets.load_dataset("parquet", data_files=str(tmp_path / "t.parquet"), split="train")
     assert loaded[0]["image"].size == (8, 6)

@@ -10,7 +10,7 @@ from assets.eval.assets import EmptyBenchmarkError, EvalItemsConfig, EvalReportC
 from assets.resources import SourcesResource, StorageResource
 from assets.sources.assets import SOURCE_ASSETS, mcq_questions_asset
 from assets.sources.sample_world import sample_world
-from data_contracts.storage import read_table
+from data_contracts.storage import read_table, table_path
 from pipelines.definitions import build_resources
 from pipelines.io_manager import ParquetIOManager
 from training.eval.benchmarks import BENCHMARK_LOCATION_FIELDS, BenchmarkLocations
@@ -108,7 +108,8 @@ def test_a_benchmark_with_a_location_is_read_from_it(tmp_path, small_world):
     result = dg.materialize([mcq_questions_asset], resources=_resources(tmp_path, small_world))
     assert result.success
     questions = read_table(tmp_path, "mcq_questions")  # every OmniSpatial question is a test question here
-    from_table, _ = build_eval_items(EvalItemsConfig(benchmarks=["omnispatial"]), questions, tmp_path)
+    images = table_path(tmp_path, "mcq_images")  # the questions name their images; the items embed them
+    from_table, _ = build_eval_items(EvalItemsConfig(benchmarks=["omnispatial"]), questions, tmp_path, images)
     folder = small_world / "omnispatial"
     config = EvalItemsConfig(benchmarks=[f"omnispatial={folder}"], omnispatial_split="all")
     from_folder, log = build_eval_items(config, questions.clear(), tmp_path)  # not from mcq_questions

@@ -218,11 +218,11 @@ def test_an_interrupted_api_run_keeps_every_answer_it_received(threedsr, tmp_pat
     original = LLMClient._execute
     calls = []
 
-    def interrupted(self, request, cache_key):
+    def interrupted(self, request, cache_key, *arguments):
         calls.append(request.request_id)
         if len(calls) == 10:
             raise KeyboardInterrupt  # Ctrl-C while the tenth request is in flight
-        return original(self, request, cache_key)
+        return original(self, request, cache_key, *arguments)
 
     monkeypatch.setattr(LLMClient, "_execute", interrupted)
     with ScriptedOpenAIServer(key.gold) as server:

@@ -8,13 +8,17 @@ endpoints with the JSON shapes the SDKs read:
   ``POST /v1/batches/{id}/cancel``. A batch goes ``validating`` -> ``in_progress`` -> ``completed`` (or
   ``expired``, ``failed``, ``cancelled``); its output file holds the answers, its error file the per-request
   errors and the requests it never ran (``batch_expired``, ``batch_cancelled``).
-- Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
-  ``GET /v1/messages/batches/{id}/results`` (JSONL: ``succeeded``, ``errored``, ``expired``, ``canceled``),
-  ``POST /v1/messages/batches/{id}/cancel``.
+- Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches`` (newest first),
+  ``GET /v1/messages/batches/{id}``, ``GET /v1/messages/batches/{id}/results`` (JSONL: ``succeeded``,
+  ``errored``, ``expired``, ``canceled``), ``POST /v1/messages/batches/{id}/cancel``.
+
+Both lists (``GET /v1/batches``, ``GET /v1/messages/batches``) return the newest batch first, one page.
 
 Scripting (attributes of the server, read when a batch is polled):
 
 - ``batch_polls_to_finish`` (default 1): polls a batch stays in progress before it ends;
+- ``batch_latency_s`` (default 0): seconds after its creation before a batch can end (a fixed turnaround; a
+  poll before then finds it in progress);
 - ``hold_batches``: keep every batch in progress (a test kills its client meanwhile);
 - ``expire_batches``: ``{batch number: requests answered before it expires}`` (numbers count from 1 in
   creation order);
@@ -126,8 +130,10 @@ class FakeBatches:
         if parts == ["v1", "batches"] and method == "POST":
             return self._create_openai(body)
         if parts == ["v1", "batches"] and method == "GET":
-            data = [self._openai_object(batch) for batch in self.batches.values()]
-            return 200, {"object": "list", "data": data, "has_more": False}, "application/json"
+            data = [self._openai_object(batch) for batch in reversed(list(self.batches.values()))]
+            first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+            listing = {"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": False}
+            return 200, listing, "application/json"
         if len(parts) >= 3 and parts[:2] == ["v1", "batches"]:
             batch = self.batches.get(parts[2])
             if batch is None:
@@ -142,6 +148,14 @@ class FakeBatches:
     def _anthropic(self, method: str, parts: list[str], body: Any):
         if parts == ["v1", "messages", "batches"] and method == "POST":
             return self._create_anthropic(body)
+        if parts == ["v1", "messages", "batches"] and method == "GET":
+            data = [self._anthropic_object(batch) for batch in reversed(list(self.batches.values()))]
+            first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+            return (
+                200,
+                {"data": data, "first_id": first, "last_id": last, "has_more": False},
+                "application/json",
+            )
         if len(parts) >= 4 and parts[:3] == ["v1", "messages", "batches"]:
             batch = self.batches.get(parts[3])
             if batch is None:
@@ -259,6 +273,8 @@ class FakeBatches:
                 self._end(batch, answered=0, final="cancelled")
                 return
             if self.server.hold_batches or batch.polls < self.server.batch_polls_to_finish:
+                return
+            if time.time() < batch.created_at + self.server.batch_latency_s:
                 return
             failure = self.server.fail_batches.get(batch.number)
             if failure is not None:

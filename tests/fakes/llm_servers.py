@@ -12,11 +12,13 @@ whole client layer (HTTP, parsing, retries, cache) is exercised without network 
   `fault_policy(recorded_request, hit_number) -> Fault | None`: 429 with `Retry-After`, 500 (or any
   status), a stall longer than the client's timeout, a truncated body, a non-JSON body, and an error
   that echoes the received API key (to prove the client redacts it).
-- `latency_s` delays every answer; `requests` records every hit (path, method, headers, body, time,
-  fault); `max_in_flight` is the highest number of requests handled at once.
+- `latency_s` delays every answer; `billing_factor` scales the prompt tokens billed; `requests` records
+  every hit (path, method, headers, body, time, fault); `max_in_flight` is the highest number of requests
+  handled at once.
 - The Batch APIs: OpenAI's files and batches, Anthropic's Message Batches (:mod:`tests.fakes.batch_protocol`,
-  scripted through `batch_polls_to_finish`, `hold_batches`, `expire_batches`, `fail_batches` and
-  `batch_item_policy`); batch requests are answered by the same responder.
+  scripted through `batch_polls_to_finish`, `batch_latency_s`, `hold_batches`, `expire_batches`,
+  `fail_batches` and `batch_item_policy`); batch requests are answered by the same responder. A
+  `Fault.lost_response` on a create call creates the batch and drops the answer.
 - Usage is reported the way the providers bill (:mod:`tests.fakes.token_counts`): prompt tokens of the
   text, the chat format, the schema or tools, and the images from their pixel size.
 
@@ -30,7 +32,9 @@ Run as a script to serve from a separate process (`benchmarks/bench_llm.py` and
 
     python tests/fakes/llm_servers.py --protocol openai --latency 0.2
 
-It prints the port on the first line of stdout and serves until stdin closes.
+It prints the port on the first line of stdout and serves until stdin closes; then it prints one JSON line
+with every batch it ran (id, number of requests, creation and end times). `--batch-latency S` gives every batch
+a fixed turnaround; `--responder letters` answers schema-less requests with a letter (a pass@2 judge).
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import hashlib
 import json
 import logging
+import socket
 import socketserver
 import sys
 import threading
@@ -123,6 +129,12 @@ class Fault:
         return cls("timeout", delay_s=delay_s)
 
     @classmethod
+    def lost_response(cls, delay_s: float = 0.0) -> Fault:
+        """Handle the request (a batch is created), then wait `delay_s` and close the connection without an answer:
+        the provider accepted the call and its answer never arrived (a timeout, a kill while waiting)."""
+        return cls("lost_response", delay_s=delay_s)
+
+    @classmethod
     def truncated(cls) -> Fault:
         """A 200 whose body stops halfway (the connection closes before `Content-Length` bytes)."""
         return cls("truncated")
@@ -172,10 +184,12 @@ def schema_example(schema: Any) -> Any:
             for name in schema.get("required", list(properties))
         }
     if schema_type == "array":
-        return [
+        items = [
             schema_example(schema.get("items", {"type": "string"}))
             for _ in range(max(schema.get("minItems", 1), 1))
         ]
+        # Distinct strings, as a list of options or phrases holds.
+        return [f"{item} {n + 1}" if n and isinstance(item, str) else item for n, item in enumerate(items)]
     if schema_type == "string":
         return "text" + "x" * max(schema.get("minLength", 0) - 4, 0)
     if schema_type == "integer":
@@ -238,6 +252,20 @@ def default_responder(body: dict) -> Any:
     return schema_example(schema) if schema is not None else "ok"
 
 
+def letter_responder(body: dict) -> Any:
+    """A schema-shaped example when a schema was requested, else a letter, A or B, from a hash of the request's
+    messages (a multiple-choice judge that is right about half the time)."""
+    schema = request_schema(body)
+    if schema is not None:
+        return schema_example(schema)
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode("utf-8")).digest()
+    return "AB"[digest[0] % 2]
+
+
+RESPONDERS: dict[str, Responder] = {"default": default_responder, "letters": letter_responder}
+"""The responders the script serves with (``--responder``)."""
+
+
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -272,6 +300,8 @@ class LoopbackLLMServer:
         self.latency_s = latency_s
         self.api_key = api_key
         self.fault_policy: Callable[[RecordedRequest, int], Fault | None] | None = None
+        self.billing_factor = 1.0
+        """Prompt tokens billed over those counted (above 1: a provider billing more than any estimate foresaw)."""
         self.requests: list[RecordedRequest] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -281,6 +311,7 @@ class LoopbackLLMServer:
         self._thread: threading.Thread | None = None
         # Batch API scripting (see tests/fakes/batch_protocol.py).
         self.batch_polls_to_finish = 1
+        self.batch_latency_s = 0.0
         self.hold_batches = False
         self.expire_batches: dict[int, int] = {}
         self.fail_batches: dict[int, str] = {}
@@ -380,8 +411,16 @@ class LoopbackLLMServer:
     def _answer_body(self, body: dict) -> dict:
         content = self.responder(body)
         if self.protocol == "openai":
-            return _openai_completion(body, content)
-        return _anthropic_message(body, content)
+            answer = _openai_completion(body, content)
+            usage, field = answer["usage"], "prompt_tokens"
+        else:
+            answer = _anthropic_message(body, content)
+            usage, field = answer["usage"], "input_tokens"
+        if self.billing_factor != 1.0:
+            usage[field] = round(usage[field] * self.billing_factor)
+            if "total_tokens" in usage:
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return answer
 
     def _received_key(self, headers: dict[str, str]) -> str:
         if self.protocol == "anthropic" and headers.get("x-api-key"):
@@ -542,9 +581,14 @@ class _LoopbackHandler(BaseHTTPRequestHandler):
         ):
             self._send_error(401, "invalid API key")
             return
-        if fault is not None and self._apply_fault(fault, headers):
+        if fault is not None and fault.kind != "lost_response" and self._apply_fault(fault, headers):
             return
         status, payload, content_type = self.loopback.batches.handle(method, self.path, body, raw, headers)
+        if fault is not None and fault.kind == "lost_response":
+            time.sleep(fault.delay_s)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if isinstance(payload, bytes):
             self._send(status, payload, content_type)
         else:
@@ -716,11 +760,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", choices=("openai", "anthropic"), default="openai")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    parser.add_argument(
+        "--batch-latency", type=float, default=0.0, help="seconds from a batch's creation until it can end"
+    )
+    parser.add_argument("--responder", choices=sorted(RESPONDERS), default="default")
     arguments = parser.parse_args(argv)
-    with LoopbackLLMServer(arguments.protocol, latency_s=arguments.latency) as server:
+    responder = RESPONDERS[arguments.responder]
+    with LoopbackLLMServer(arguments.protocol, responder=responder, latency_s=arguments.latency) as server:
+        server.batch_latency_s = arguments.batch_latency
         sys.stdout.write(f"{server.port}\n")
         sys.stdout.flush()
         sys.stdin.read()
+        batches = [
+            {
+                "id": batch.batch_id,
+                "requests": len(batch.items),
+                "created_at": batch.created_at,
+                "ended_at": batch.ended_at,
+            }
+            for batch in server.batches.batches.values()
+        ]
+    sys.stdout.write(json.dumps({"batches": batches}) + "\n")
+    sys.stdout.flush()
     return 0
 
 

@@ -50,13 +50,14 @@ def world_questions(small_world: Path) -> pl.DataFrame:
 
 def grounding_resources(storage_root: Path, world: Path, **llm_settings) -> dict:
     """Resources for `dg.materialize` of the source and grounding assets."""
-    from assets.resources import LLMResource, SourcesResource, StorageResource
+    from assets.resources import LLMResource, SourcesResource, StorageResource, WorkersResource
     from pipelines.io_manager import ParquetIOManager
 
     return {
         "io_manager": ParquetIOManager(root=str(storage_root)),
         "storage": StorageResource(root=str(storage_root)),
         "sources": SourcesResource(sample_world_root=str(world)),
+        "workers": WorkersResource(max_workers=1),
         "phrase_llm": LLMResource(storage_root=str(storage_root), **llm_settings),
         "sft_reasoning_llm": LLMResource(storage_root=str(storage_root), **llm_settings),
     }

@@ -8,6 +8,8 @@ with one sentence.
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import polars as pl
 import pytest
@@ -20,7 +22,7 @@ from data_contracts.spatialcore_train import SpatialcoreTrain
 from data_contracts.storage import table_path
 from data_contracts.validation import polars_schema
 from model_clients import LLMClient, LLMClientConfig
-from tests.fakes.llm_servers import hide_cached_answers, request_text
+from tests.fakes.llm_servers import Fault, hide_cached_answers, request_text
 from tests.grounding.conftest import FAST, SELECTION, TEST_API_KEY, asset_metadata, grounding_resources
 
 BATCH = {"mode": "batch", "batch_poll_interval_s": 0.02, "batch_sync_reask_max": 0}
@@ -42,7 +44,7 @@ def reasoning_of(body: dict) -> dict:
 def _materialize(root, world, **llm_settings) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         [*SOURCE_ASSETS, *GROUNDING_ASSETS],
-        selection=["mcq_questions", "mcq_questions_quarantine", *SELECTION],
+        selection=["mcq_questions", "mcq_images", "mcq_questions_quarantine", *SELECTION],
         resources=grounding_resources(root, world, **{**FAST, **llm_settings}),
         run_config={
             "ops": {"object_phrases_asset": {"config": {"backend": "openai", "max_failure_fraction": 1.0}}}
@@ -91,8 +93,8 @@ def test_max_cost_usd_fails_object_phrases_before_the_first_request(
     assert not result.success
     (event,) = result.get_step_failure_events()
     failure = event.step_failure_data.user_failure_data
-    assert failure.description.startswith("object_phrases: object phrases would cost about $")
-    assert "above max_cost_usd $0.00: nothing was sent" in failure.description
+    assert failure.description.startswith("object_phrases: object phrases could cost up to $")
+    assert "above max_cost_usd $0.00010: nothing was sent" in failure.description
     assert failure.metadata["llm_estimated_requests"].value > 0
     assert server.hits == 0 and not table_path(tmp_path, "object_phrases").exists()
 
@@ -144,3 +146,55 @@ def test_sft_cold_start_in_batch_mode_equals_sync_and_is_estimated_within_ten_pe
         later = client.summary
     assert later.cache_hits == 0
     assert abs(later.estimated_cost_usd - later.cost_usd) <= 0.1 * later.cost_usd
+
+
+@pytest.mark.parametrize("failure", ["server_error", "expired"])
+def test_sft_cold_start_asks_a_failed_request_again_once_and_loses_no_row(
+    failure, training_frame, llm_server_factory, tmp_path
+):
+    rows = training_frame.head(4)
+    server = llm_server_factory("openai", responder=reasoning_of)
+    if failure == "server_error":  # one request fails in every batch
+        doomed = rows["question"][1].strip()
+        server.batch_item_policy = lambda custom_id, body: (
+            Fault.server_error(500) if doomed in request_text(body) else None
+        )
+    else:  # the first batch expires before its last request, the re-ask's batch before any
+        server.expire_batches = {1: 3, 2: 0}
+    settings = ColdStartSettings(samples=4, reasoning="llm")
+    with _client(server, tmp_path / "cache.sqlite", **BATCH) as client:
+        frame, log, _ = build_cold_start(rows, settings, llm_client=client, progress=False)
+    # Every row is a training row or a quarantined one, with its reason; the failed request went out twice at most.
+    assert frame.height == 3 and len(log.rows) == 1
+    assert set(frame["question_id"]) | {log.rows[0]["record_id"]} == set(rows["question_id"])
+    reason = log.rows[0]["reason"]
+    assert reason.startswith("transport_error: ") and "asked again once after" in reason
+    assert "a re-run asks again" in reason
+    assert [len(batch.items) for batch in server.batches.batches.values()] == [4, 1]
+    assert server.calls("/chat/completions") == 0
+    attempts = json.loads(log.rows[0]["payload_json"])["attempts"]
+    assert attempts == (
+        2 if failure == "server_error" else 0
+    )  # calls the provider ran, as sync mode counts them
+
+
+def test_a_budget_on_a_model_without_a_price_fails_the_stage_with_one_sentence(
+    tmp_path, small_world, llm_server_factory
+):
+    server = llm_server_factory("openai", responder=phrases_of)
+    result = _materialize(
+        tmp_path,
+        small_world,
+        base_url=server.base_url,
+        api_key=TEST_API_KEY,
+        model="deepseek-reasoner",
+        max_cost_usd=5.0,
+    )
+    assert not result.success
+    (event,) = result.get_step_failure_events()
+    assert event.step_failure_data.user_failure_data.description == (
+        "object_phrases: model 'deepseek-reasoner' has no price, so max_cost_usd $5.00 cannot cap what it spends: "
+        "set price_table: {deepseek-reasoner: {input_usd_per_million: ..., output_usd_per_million: ...}} on the "
+        "phrase_llm resource (batch prices default to half), or remove max_cost_usd."
+    )
+    assert server.hits == 0 and not table_path(tmp_path, "object_phrases").exists()

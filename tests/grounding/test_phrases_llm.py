@@ -222,6 +222,7 @@ def test_the_asset_with_the_openai_backend_never_leaks_the_key(
         [*SOURCE_ASSETS, *GROUNDING_ASSETS],
         selection=[
             "mcq_questions",
+            "mcq_images",
             "mcq_questions_quarantine",
             "object_phrases",
             "object_phrases_quarantine",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -113,6 +114,7 @@ def test_batch_results_and_cache_equal_sync_at_half_price(
         "request refused by policy"
     )
     assert results[1].attempts == 2  # the invalid answer was asked again once, in a second batch
+    assert [result.attempts for result in results] == [result.attempts for result in sync_results]
     # Same cache keys and entries as sync mode; the refusal is not cached (a re-run asks again).
     assert {key: (entry.status, entry.data) for key, entry in _entries(client).items()} == {
         key: (entry.status, entry.data) for key, entry in _entries(sync_client).items()
@@ -181,7 +183,8 @@ def test_expired_batch_items_are_asked_again_exactly_once(
         second_batch = list(server.batches.batches.values())[1]
         assert [custom_id for custom_id, _ in second_batch.items] == keys[2:]
     assert all(server.batches.asked[key] <= 1 for key in keys)
-    assert [result.attempts for result in results] == [1, 1, 2, 2, 2, 2]
+    # A request the expired batch never ran is no attempt: each was answered by its first call, as in sync mode.
+    assert [result.attempts for result in results] == [1] * 6
     assert client.summary.batch_failed == 4 and client.summary.failures == 0
 
 
@@ -211,19 +214,33 @@ def test_retryable_item_errors_and_failed_batches_are_asked_again(
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_retryable_errors_past_max_retries_are_transport_failures(
-    protocol, llm_server_factory, make_llm_client
+@pytest.mark.parametrize("sync_reask_max", [0, 20], ids=["new-batch", "sync"])
+def test_a_request_that_keeps_failing_is_asked_again_once_then_quarantined(
+    protocol, sync_reask_max, llm_server_factory, make_llm_client
 ):
     server = llm_server_factory(protocol, responder=scripted_answer)
     server.batch_item_policy = lambda custom_id, body: (
         Fault.server_error(500) if "always" in request_text(body) else None
     )
-    client = batch_client(make_llm_client, server, max_retries=2)
+    server.fault_policy = lambda recorded, hit: (  # the one-by-one re-ask fails as well
+        Fault.server_error(500) if "always" in request_text(recorded.body or {}) else None
+    )
+    client = batch_client(
+        make_llm_client, server, max_retries=5, batch_sync_reask_max=sync_reask_max, backoff_max_s=0.01
+    )
     results = client.run_batch([phrase_request("always failing"), phrase_request("fine")], progress=False)
     failed, good = results
-    assert good.ok and failed.status == ResultStatus.TRANSPORT_ERROR and failed.attempts == 3
-    assert "after 3 calls" in failed.error
+    assert good.ok and failed.status == ResultStatus.TRANSPORT_ERROR and failed.error.startswith("HTTP 500")
+    if sync_reask_max:  # asked once more one by one: the sync retries, counting the batch's failure
+        assert server.batches.asked[failed.cache_key] == 1 and len(server.batches.batches) == 1
+        assert server.calls(CHAT_PATH[protocol]) == client.config.max_retries
+    else:  # asked once more in a second batch, not max_retries times
+        assert server.batches.asked[failed.cache_key] == 2 and len(server.batches.batches) == 2
+        assert "asked again once after a failure; failed again" in failed.error
+        assert failed.attempts == 2  # two calls the provider ran, as sync mode counts them
     assert client.cache.get_many([failed.cache_key]) == {}  # not cached: the next run asks again
+    row = failed.quarantine_row("object_phrases", resource="phrase_llm")
+    assert row["reason"].startswith("transport_error: HTTP 500") and "a re-run asks again" in row["reason"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -260,10 +277,14 @@ def test_progress_in_the_log_and_the_metadata(protocol, llm_server_factory, make
         message.startswith("phrases (") and "estimate 4 uncached requests" in message for message in messages
     )
     assert any("submitted batch" in message for message in messages)
-    assert any(
-        "1 batches in flight, 4 requests submitted" in message and "expected finish" in message
-        for message in messages
+    progress = [message for message in messages if "1 batches in flight, 4 requests submitted" in message]
+    when = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC"
+    # Nothing is done at the first poll: no finish is claimed (the providers' 24-hour expiry is no estimate).
+    assert re.search(
+        rf"0 completed, 0 failed; expected finish unknown until some requests are done \(they expire {when}\)$",
+        progress[0],
     )
+    assert re.search(rf"4 completed, 0 failed; expected finish {when}$", progress[-1])
     metadata = client.summary.as_metadata()
     assert metadata["llm_mode"] == "batch" and metadata["llm_batches_submitted"] == 1
     assert metadata["llm_batch_requests"] == 4 and metadata["llm_batch_completed"] == 4
@@ -376,3 +397,172 @@ def test_kill_during_polling_then_resume_submits_nothing_again(protocol, llm_ser
     assert server.calls(CHAT_PATH[protocol]) == 0
     assert sorted(server.batches.asked.values()) == [1] * 10
     assert summary.batches_submitted == 0 and summary.batch_completed == 10
+
+
+def _creates(server) -> int:
+    return server.calls(BATCH_CREATE_PATH[server.protocol], "POST")
+
+
+def _lost_first_create(server, delay_s: float = 0.0) -> None:
+    """The first create call is carried out by the provider and its answer never reaches the client."""
+    path = BATCH_CREATE_PATH[server.protocol]
+
+    def policy(recorded, hit):
+        if recorded.method == "POST" and recorded.path.split("?")[0] == path and _creates(server) == 1:
+            return Fault.lost_response(delay_s)
+        return None
+
+    server.fault_policy = policy
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("lost", ["dropped", "timed out"])
+def test_a_create_call_whose_answer_is_lost_creates_no_second_batch(
+    protocol, lost, llm_server_factory, make_llm_client, caplog, monkeypatch
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    if lost == "dropped":  # the connection closes after the provider created the batch
+        _lost_first_create(server)
+        client = batch_client(make_llm_client, server, batch_max_requests=3)
+    else:  # the answer comes after the client's timeout
+        _lost_first_create(server, delay_s=1.5)
+        monkeypatch.setattr("model_clients.batches.TRANSFER_TIMEOUT_S", 0.5)  # Anthropic's create timeout
+        client = batch_client(make_llm_client, server, batch_max_requests=3, timeout_s=0.5)
+    requests = [phrase_request(f"object number {n}") for n in range(7)]
+    with caplog.at_level(logging.WARNING, logger="model_clients"):
+        results = client.run_batch(requests, progress=False)
+    assert [result.data for result in results] == [
+        {"phrases": ["object", "number", str(n)]} for n in range(7)
+    ]
+    # The create whose answer was lost made the first batch; it is found in the provider's list, not made again.
+    assert _creates(server) == 3 == len(server.batches.batches)
+    assert sorted(server.batches.asked.values()) == [1] * 7
+    assert "the create call failed" in caplog.text and "it is not created again" in caplog.text
+    assert ("the create call failed (request timed out)" in caplog.text) == (lost == "timed out")
+    assert (
+        client.cache.open_intents([client.cache_key(r) for r in requests], protocol, client.config.model)
+        == {}
+    )
+
+
+def _intents(cache_path: Path) -> int:
+    if not cache_path.exists():
+        return 0
+    with sqlite3.connect(cache_path) as connection:
+        try:
+            return connection.execute("SELECT COUNT(*) FROM batch_intents").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_kill_after_the_provider_accepted_a_batch_submits_nothing_again(
+    protocol, llm_server_factory, tmp_path
+):
+    server = llm_server_factory(protocol, responder=lambda body: {"phrases": [request_text(body)]})
+    _lost_first_create(
+        server, delay_s=20.0
+    )  # the runner waits for the create's answer; it is killed meanwhile
+    cache_path = tmp_path / "responses.sqlite"
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY_ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, str(script), protocol, server.base_url, str(cache_path), "3"],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(server.batches.batches) < 1:  # the provider holds the batch; the runner has no id for it
+            assert child.poll() is None, child.stderr.read().decode()
+            assert time.monotonic() < deadline, "the runner did not create its batch"
+            time.sleep(0.02)
+        assert _recorded_batches(cache_path) == 0 and _intents(cache_path) == 1  # only the intent is recorded
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stderr.close()
+
+    from model_clients import LLMClient, LLMClientConfig
+
+    config = LLMClientConfig(
+        provider=protocol,
+        model="gpt-4o-mini" if protocol == "openai" else "claude-sonnet-4-20250514",
+        base_url=server.base_url,
+        api_key=TEST_API_KEY,
+        cache_path=cache_path,
+        mode="batch",
+        batch_poll_interval_s=0.02,
+        batch_max_requests=4,
+    )
+    requests = [LLMRequest("object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA) for n in range(3)]
+    with LLMClient(config) as client:
+        results = client.run_batch(requests, progress=False)
+        summary = client.summary
+    assert [result.data for result in results] == [{"phrases": [f"question {n}"]} for n in range(3)]
+    assert _creates(server) == 1 == len(server.batches.batches)  # the batch the killed run created, polled
+    assert sorted(server.batches.asked.values()) == [1] * 3 and server.calls(CHAT_PATH[protocol]) == 0
+    assert summary.batches_submitted == 0 and _intents(cache_path) == 0 and _recorded_batches(cache_path) == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_intent_whose_batch_never_reached_the_provider_is_submitted(
+    protocol, llm_server_factory, make_llm_client
+):
+    from model_clients.cache import BatchIntent
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    client = batch_client(make_llm_client, server)
+    requests = [phrase_request(f"object number {n}") for n in range(3)]
+    keys = [client.cache_key(request) for request in requests]
+    intent = BatchIntent("k" * 32, protocol, client.config.model, "killed before create", 3, time.time())
+    client.cache.record_intent(intent, keys)  # a run killed between recording its intent and the create call
+    results = client.run_batch(requests, progress=False)
+    assert all(result.ok for result in results)
+    assert _creates(server) == 1 and sorted(server.batches.asked.values()) == [1] * 3
+    assert client.cache.open_intents(keys, protocol, client.config.model) == {}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_batches_wait_for_room_under_the_enqueued_token_limit(
+    protocol, llm_server_factory, make_llm_client, tmp_path
+):
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_polls_to_finish = 2
+    requests = [phrase_request(f"object number {n}") for n in range(6)]
+    together = batch_client(make_llm_client, server, batch_max_requests=2)
+    assert all(result.ok for result in together.run_batch(requests, progress=False))
+    assert (
+        len(server.batches.batches) == 3 and together.summary.batch_waits == 1
+    )  # all three in flight at once
+
+    server = llm_server_factory(protocol, responder=scripted_answer)
+    server.batch_polls_to_finish = 2
+    probe = batch_client(make_llm_client, server, cache_path=tmp_path / "probe.sqlite")
+    tokens_of_two = probe.estimate(
+        requests[:2], log=False
+    ).prompt_tokens  # a batch of two fits, two batches do not
+    assert tokens_of_two > 0
+    limited = batch_client(
+        make_llm_client,
+        server,
+        batch_max_requests=2,
+        batch_max_enqueued_tokens=tokens_of_two + 1,
+        cache_path=tmp_path / "limited.sqlite",
+    )
+    results = limited.run_batch(requests, progress=False)
+    assert [result.data for result in results] == [
+        {"phrases": ["object", "number", str(n)]} for n in range(6)
+    ]
+    batches = sorted(server.batches.batches.values(), key=lambda batch: batch.number)
+    assert (
+        len(batches) == 3
+        and all(  # one batch in flight at a time: each created after the one before ended
+            later.created_at >= earlier.ended_at for earlier, later in zip(batches, batches[1:], strict=False)
+        )
+    )
+    assert limited.summary.batch_waits == 3 and sorted(server.batches.asked.values()) == [1] * 6

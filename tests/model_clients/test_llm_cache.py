@@ -152,9 +152,14 @@ class TestPricing:
         ("model", "expected"),
         [
             ("gpt-4o-mini", DEFAULT_PRICE_TABLE["gpt-4o-mini"]),  # exact
-            ("gpt-4o-mini-2024-07-18", DEFAULT_PRICE_TABLE["gpt-4o-mini"]),  # dated snapshot, longest prefix
+            ("gpt-4o-mini-2024-07-18", DEFAULT_PRICE_TABLE["gpt-4o-mini"]),  # dated snapshot of its family
             ("gpt-4o-2024-08-06", DEFAULT_PRICE_TABLE["gpt-4o"]),  # not mistaken for mini
+            ("gpt-4o-2024-05-13", ModelPrice(5.0, 15.0)),  # a snapshot with its own price
+            ("gpt-4.1-mini-2025-04-14", DEFAULT_PRICE_TABLE["gpt-4.1-mini"]),  # not priced as gpt-4.1
             ("claude-sonnet-4-20250514", DEFAULT_PRICE_TABLE["claude-sonnet-4"]),  # Anthropic snapshot
+            ("claude-3-5-haiku-latest", DEFAULT_PRICE_TABLE["claude-3-5-haiku"]),  # an alias
+            ("gpt-4o-audio-preview", None),  # another model of the family: unpriced, not gpt-4o's price
+            ("deepseek-reasoner", None),  # not in the table: unpriced
             ("Qwen2.5-VL-7B-Instruct", None),  # local model: unpriced
         ],
     )

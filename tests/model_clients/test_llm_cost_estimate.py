@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-from model_clients import BudgetExceededError, LLMRequest
+from model_clients import BudgetExceededError, LLMRequest, ModelPrice, UnpricedModelError
 from model_clients.estimate import MIN_OBSERVED_ANSWERS, TokenEstimator, image_size
+from model_clients.pricing import format_usd
 from tests.fakes.llm_servers import request_text
 from tests.fakes.token_counts import anthropic_image_tokens, openai_image_tokens
 from tests.model_clients.conftest import PHRASES_SCHEMA
@@ -174,9 +175,11 @@ def test_max_cost_usd_stops_a_call_before_the_first_request(
         client.run_batch(requests, progress=False, description="stvqa generation")
     message = str(raised.value)
     assert server.hits == 0 and client.cache.batch_jobs() == []  # nothing sent, nothing submitted
-    assert message.startswith("stvqa generation would cost about $") and "max_cost_usd $0.00" in message
+    assert message.startswith("stvqa generation could cost up to $") and "max_cost_usd $0.0010:" in message
+    assert "nothing was sent" in message
     assert message.count(". ") == 0 and message.endswith(".") and "\n" not in message  # one sentence
     assert (" batch price" in message) == (mode == "batch")
+    assert ("use mode: batch" in message) == (mode == "sync")  # no batch-mode advice to a batch stage
     assert raised.value.estimate.requests == len(requests)
     assert message in caplog.text
 
@@ -184,13 +187,74 @@ def test_max_cost_usd_stops_a_call_before_the_first_request(
     cheap = make_llm_client(server, mode=mode, max_cost_usd=1.0, batch_poll_interval_s=0.02)
     assert all(result.ok for result in cheap.run_batch(requests[:2], progress=False))
     cheap.config = cheap.config.model_copy(update={"max_cost_usd": cheap.summary.cost_usd})
-    with pytest.raises(BudgetExceededError, match="already spent by this client"):
+    with pytest.raises(BudgetExceededError, match=r"on top of \$[0-9.]+ already spent") as raised:
         cheap.run_batch(requests[2:4], progress=False)
+    assert "nothing more was sent and the answers already paid stay in the response cache" in str(
+        raised.value
+    )
 
 
 def test_stage_estimate_checks_the_whole_stage(openai_server, make_llm_client):
     client = make_llm_client(openai_server, max_cost_usd=0.0001)
-    with pytest.raises(BudgetExceededError, match="^object_phrases would cost"):
+    with pytest.raises(BudgetExceededError, match="^object_phrases could cost up to"):
         client.estimate(mixed_requests(), label="object_phrases", check_budget=True)
     assert openai_server.hits == 0
     assert client.estimate(mixed_requests()[:1], label="object_phrases", check_budget=False).requests == 1
+
+
+def test_a_running_call_stops_before_the_request_that_could_pass_the_budget(openai_server, make_llm_client):
+    # Earlier answers of the template were short, so the estimate made before the call (observed mean) is low;
+    # these answers are long. Each request holds what it could cost at most (its prompt, its whole max_tokens).
+    openai_server.responder = lambda body: {"phrases": ["red mug"]}
+    primer = make_llm_client(openai_server)
+    primer.run_batch(
+        [LLMRequest("object_phrases", "v1", f"old question {n}", schema=PHRASES_SCHEMA) for n in range(6)],
+        progress=False,
+    )
+    openai_server.responder = lambda body: {"phrases": [f"phrase number {n} " * 4 for n in range(40)]}
+    requests = [
+        LLMRequest(
+            "object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA, parameters={"max_tokens": 512}
+        )
+        for n in range(10)
+    ]
+    probe = make_llm_client(openai_server, cache_path=primer.config.cache_path.parent / "probe.sqlite")
+    worst = probe.estimate(requests[:1]).cost_usd  # no answers in that cache: the whole max_tokens
+    budget = 3.5 * worst
+    client = make_llm_client(openai_server, max_concurrency=1, max_cost_usd=budget)
+    assert client.estimate(requests).upper_bound_usd < budget  # the estimate before the call lets it start
+    hits = openai_server.hits
+    with pytest.raises(BudgetExceededError) as raised:
+        client.run_batch(requests, progress=False, description="object_phrases")
+    message = str(raised.value)
+    assert message.startswith("object_phrases stopped before request ") and message.endswith(".")
+    assert ". " not in message and f"max_cost_usd {format_usd(budget)}" in message
+    assert f"{format_usd(client.spent_usd)} spent so far" in message
+    sent = openai_server.hits - hits
+    assert 0 < sent < len(requests) and client.spent_usd <= budget  # the cap held
+    assert client.summary.api_calls == sent and client.summary.cost_usd == pytest.approx(client.spent_usd)
+
+    # What was paid is in the cache: a run without the budget asks only the others.
+    rest = make_llm_client(openai_server).run_batch(requests, progress=False)
+    assert sum(result.cached for result in rest) == sent and openai_server.hits - hits == len(requests)
+
+
+def test_a_budget_on_a_model_without_a_price_is_refused(openai_server, make_llm_client):
+    with pytest.raises(UnpricedModelError) as raised:
+        make_llm_client(openai_server, model="deepseek-reasoner", max_cost_usd=5.0)
+    assert str(raised.value) == (
+        "model 'deepseek-reasoner' has no price, so max_cost_usd $5.00 cannot cap what it spends: set price_table: "
+        "{deepseek-reasoner: {input_usd_per_million: ..., output_usd_per_million: ...}} on the LLM resource (batch "
+        "prices default to half), or remove max_cost_usd."
+    )
+    priced = make_llm_client(
+        openai_server,
+        model="deepseek-reasoner",
+        max_cost_usd=5.0,
+        price_table={"deepseek-reasoner": ModelPrice(0.55, 2.19)},
+    )
+    assert priced.estimate([LLMRequest("t", "v1", "question")]).cost_usd > 0
+    unpriced = make_llm_client(
+        openai_server, model="deepseek-reasoner"
+    )  # no budget: estimated, reported unpriced
+    assert not unpriced.estimate([LLMRequest("t", "v1", "question")]).priced

@@ -148,3 +148,34 @@ def test_batch_mode_budget_and_batch_prices_from_the_resource(openai_server, tmp
     ]
     assert any("estimate 3 uncached requests" in message for message in messages)
     assert any("submitted batch" in message for message in messages)
+
+
+def test_a_run_config_naming_only_mode_and_budget_keeps_every_stage_model(tmp_path):
+    from pipelines.definitions import build_resources
+
+    seen: dict[str, dict] = {}
+    keys = ("phrase_llm", "sft_reasoning_llm", "stvqa_generator_llm", "stvqa_judge_llm")
+
+    @dg.asset(required_resource_keys=set(keys))
+    def llm_settings(context) -> None:
+        for key in keys:
+            config = getattr(context.resources, key).client_config(tmp_path)
+            seen[key] = config.model_dump(exclude={"price_table", "api_key", "cache_path"})
+
+    resources = build_resources(str(tmp_path))
+    defaults = {
+        key: resources[key]
+        .client_config(tmp_path)
+        .model_dump(exclude={"price_table", "api_key", "cache_path"})
+        for key in keys
+    }
+    run_config = {"resources": {key: {"config": {"mode": "batch", "max_cost_usd": 1.5}} for key in keys}}
+    assert dg.materialize([llm_settings], resources=resources, run_config=run_config).success
+    for key in keys:
+        assert seen[key] == {**defaults[key], "mode": "batch", "max_cost_usd": 1.5}, key
+    assert (seen["stvqa_generator_llm"]["provider"], seen["stvqa_generator_llm"]["model"]) == (
+        "anthropic",
+        "claude-sonnet-4-20250514",
+    )
+    assert (seen["stvqa_judge_llm"]["model"], seen["stvqa_judge_llm"]["temperature"]) == ("gpt-4o", 1.0)
+    assert resources["phrase_llm"].api_key_env == "OPENAI_API_KEY"

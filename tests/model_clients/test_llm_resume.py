@@ -126,11 +126,11 @@ def test_an_interrupted_batch_starts_no_new_request(llm_server_factory, make_llm
     original = LLMClient._execute
     started = []
 
-    def interrupted_on_the_fourth(self, request, key):
+    def interrupted_on_the_fourth(self, request, key, *arguments):
         started.append(request.prompt)
         if len(started) == 4:
             raise KeyboardInterrupt
-        return original(self, request, key)
+        return original(self, request, key, *arguments)
 
     monkeypatch.setattr(LLMClient, "_execute", interrupted_on_the_fourth)
     requests = [LLMRequest("object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA) for n in range(12)]

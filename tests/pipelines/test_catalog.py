@@ -80,7 +80,7 @@ def test_owners_and_source_freshness_follow_the_environment(monkeypatch):
     specs = {spec.key.to_user_string(): spec for a in with_catalog(ALL_ASSETS) for spec in a.specs}
     assert list(specs["stvqa"].owners) == ["team:vision", "ana@lab.org"]
     fresh = {name for name, spec in specs.items() if spec.freshness_policy is not None}
-    assert fresh == {"mcq_questions", "scene_graphs", "rgbd_frames", "rgbd_scenes"}
+    assert fresh == {"mcq_questions", "mcq_images", "scene_graphs", "rgbd_frames", "rgbd_scenes"}
     assert specs["mcq_questions"].freshness_policy == dg.FreshnessPolicy.time_window(
         fail_window=datetime.timedelta(days=8)
     )

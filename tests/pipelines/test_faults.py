@@ -52,6 +52,7 @@ KILLED_BUILD_SELECTION = " or ".join(
     for key in (
         "sample_world",
         "mcq_questions",
+        "mcq_images",
         "mcq_questions_quarantine",
         "scene_graphs",
         "scene_graphs_quarantine",

@@ -40,6 +40,7 @@ def test_materialize_sources(tmp_path, small_world):
     ]
     assert {c.asset_key.to_user_string() for c in checks} == {
         "mcq_questions",
+        "mcq_images",
         "scene_graphs",
         "rgbd_frames",
         "rgbd_scenes",
@@ -57,9 +58,13 @@ def test_caches_load_with_datasets(tmp_path, small_world):
 
     assert all(run.success for run in materialize_sources(SOURCE_ASSETS, _resources(tmp_path, small_world)))
     loaded = datasets.load_dataset(
-        "parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train"
+        "parquet", data_files=str(table_path(tmp_path, "mcq_images")), split="train"
     )
     assert loaded[0]["image"].size[0] > 0  # decoded as a PIL image
+    questions = datasets.load_dataset(
+        "parquet", data_files=str(table_path(tmp_path, "mcq_questions")), split="train"
+    )
+    assert set(questions["image_sha256"]) == set(loaded["image_sha256"])  # each image stored once
 
 
 def test_broken_world_keeps_good_rows(tmp_path, world_copy):

@@ -88,7 +88,8 @@ def test_an_allowed_empty_source_builds_an_empty_table_that_datasets_loads_only_
     table = read_table(data, "mcq_questions")
     assert table.height == 0 and set(mcq_questions.McqQuestions.column_names()) <= set(table.columns)
 
-    path = str(table_path(data, "mcq_questions"))
+    assert read_table(data, "mcq_images").height == 0
+    path = str(table_path(data, "mcq_images"))  # the empty table with an image column
     with pytest.raises(ValueError, match="corresponds to no data"):  # map-style loading refuses 0 rows
         datasets.load_dataset("parquet", data_files=path, split="train", cache_dir=str(tmp_path / "hf"))
     streamed = datasets.load_dataset("parquet", data_files=path, split="train", streaming=True)

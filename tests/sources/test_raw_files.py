@@ -145,6 +145,7 @@ SCAN_CHAIN = {"rgbd_frames", "rgbd_scenes", "scene_geometry", "frame_visibility"
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a thousand partitions observed and evaluated: about a minute on 2 idle cores
 def test_a_thousand_new_scans_are_registered_observed_and_requested_like_one(
     defs, scan: Path, tmp_path: Path
 ):

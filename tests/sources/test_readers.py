@@ -24,7 +24,7 @@ class TestOmniSpatial:
         records = json.loads((small_world / "omnispatial" / "data.json").read_text())
         frame, log = read_omnispatial(small_world / "omnispatial")
         assert frame.height == len(records) and len(log) == 0
-        assert check_frame(with_origin(frame, "sample_world"), mcq_questions.McqQuestions).passed
+        assert check_frame(with_origin(frame, "sample_world"), mcq_questions.McqQuestionsWithImage).passed
         by_id = {(r["task_type"], r["id"]): r for r in records}
         for row in frame.iter_rows(named=True):
             source, task_type, record_id = row["question_id"].split("/")

@@ -132,7 +132,7 @@ class TestSpatiaLabRelease:
         for location in (tmp_path / "SpatiaLab", tmp_path / "SpatiaLab" / "data.json"):  # folder or table
             frame, log = read_spatialab(location)
             assert len(log) == 0 and frame.height == len(records)
-            assert check_frame(with_origin(frame, "real"), mcq_questions.McqQuestions).passed
+            assert check_frame(with_origin(frame, "real"), mcq_questions.McqQuestionsWithImage).passed
         first = frame.filter(pl.col("question_id") == "spatialab/1").row(0, named=True)
         assert (first["answer"], first["options"][first["answer_index"]]) == ("B", "the 2 books")
 
@@ -181,7 +181,7 @@ class TestOmniSpatialRelease:
             "omnispatial/Perspective_Taking/0_1",
         ]
         assert check_frame(
-            with_origin(frame, "real"), mcq_questions.McqQuestions
+            with_origin(frame, "real"), mcq_questions.McqQuestionsWithImage
         ).passed  # question_id is the primary key
 
     def test_source_asset_keeps_both_questions(self, small_world, tmp_path):

@@ -5,7 +5,7 @@ from PIL import Image
 
 from assets.tables import finalize_table
 from data_contracts import mcq_questions
-from data_contracts.images import encode_image
+from data_contracts.images import encode_image, image_sha256
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema
 
@@ -16,6 +16,7 @@ def _row(question_id, answer_index, answer):
     return {
         "question_id": question_id,
         "image": IMAGE,
+        "image_sha256": image_sha256(IMAGE),
         "image_width": 4,
         "image_height": 4,
         "question": "q",
@@ -32,9 +33,9 @@ def _row(question_id, answer_index, answer):
 
 def _finalize(rows):
     log = QuarantineLog("mcq_questions")
-    frame = pl.DataFrame(rows, schema=polars_schema(mcq_questions.McqQuestions))
+    frame = pl.DataFrame(rows, schema=polars_schema(mcq_questions.McqQuestionsWithImage))
     checked = finalize_table(
-        frame, mcq_questions.McqQuestions, "1.0.0", asset_key="mcq_questions", quarantine=log
+        frame, mcq_questions.McqQuestionsWithImage, "1.0.0", asset_key="mcq_questions", quarantine=log
     )
     return checked, log
 

@@ -1,24 +1,20 @@
-"""The STVQA stages that call paid models (generation with Claude, pass@2 with GPT-4o) in batch mode, their cost
-estimate and their budget, on the sample world against the loopback servers.
+"""The STVQA stages that call paid models (generation with Claude, pass@2 with GPT-4o) in batch mode, and their
+cost estimate, on the sample world against the loopback servers.
 
 Batch mode (Anthropic's Message Batches, OpenAI's Batch API, over the real SDKs) must give the tables of sync
-mode (at half the price in the attempts' cost column); the estimate made before sending must be within 10% of
-what the server bills; ``max_cost_usd`` stops a stage before its first request with one sentence.
+mode with the same balance (at half the price in the attempts' cost column); the estimate made before sending
+must be within 10% of what the server bills. The budget: ``test_llm_budget.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-import dagster as dg
 import polars as pl
 import pytest
 
-from assets.llm_costs import answer_requests, generation_requests
-from assets.resources import LLMResource, check_stage_budget
 from assets.stvqa.generate import QuestionGenerationSettings, generate_candidates
 from assets.stvqa.pass_at_2 import PassAt2Settings, run_pass_at_2
-from model_clients import BudgetExceededError
 from tests.fakes.llm_servers import hide_cached_answers, request_text
 from tests.stvqa.helpers import COUNT_ITEM, RELATION_ITEM
 
@@ -45,17 +41,26 @@ def template_candidates(sample_scene_graphs, sample_geometry) -> pl.DataFrame:
 def test_generation_in_batch_mode_equals_sync_and_is_estimated_within_ten_percent(
     llm_server_factory, make_llm_client, sample_scene_graphs, sample_geometry, tmp_path
 ):
+    planned = GENERATION.model_copy(
+        update={"balance": "planned"}
+    )  # batch mode's default, asked for in sync mode
     sync_server = llm_server_factory("anthropic", responder=generated)
     sync_client = make_llm_client(sync_server, cache_path=tmp_path / "sync.sqlite")
-    sync = generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, sync_client, progress=False)
+    sync = generate_candidates(sample_scene_graphs, planned, sample_geometry, sync_client, progress=False)
     server = llm_server_factory("anthropic", responder=generated)
     client = make_llm_client(server, cache_path=tmp_path / "batch.sqlite", **BATCH)
     output = generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, client, progress=False)
 
     assert output.candidates.equals(sync.candidates) and output.quarantine.rows == sync.quarantine.rows
     assert output.candidates.height == 2 * sample_scene_graphs.height
-    chunks = -(-sample_scene_graphs.height // GENERATION.chunk_size)
-    assert server.calls("/v1/messages") == 0 and len(server.batches.batches) == chunks  # a batch per chunk
+    # The planned balance writes every prompt up front: one batch for every image, whatever chunk_size says.
+    assert server.calls("/v1/messages") == 0 and len(server.batches.batches) == 1
+    assert client.summary.batch_waits == 1
+    batch_prompts = sorted(request_text(body) for _, body in server.batches.batches.popitem()[1].items)
+    assert batch_prompts == sorted(sync_server.texts())  # the same requests as sync mode asked
+    assert all(
+        text.startswith("Planned balance of the questions before this scene") for text in batch_prompts
+    )
     assert client.summary.cost_usd == pytest.approx(sync_client.summary.cost_usd / 2)
 
     first = sync_client.summary  # the estimate before the first run: prompt tokens within 10%
@@ -93,46 +98,3 @@ def test_pass_at_2_in_batch_mode_equals_sync_at_half_the_price(
     run_pass_at_2(template_candidates, sample_scene_graphs, settings, client=later_client, progress=False)
     later = later_client.summary
     assert later.cache_hits == 0 and abs(later.estimated_cost_usd - later.cost_usd) <= 0.1 * later.cost_usd
-
-
-def test_max_cost_usd_stops_generation_before_the_first_chunk(
-    llm_server_factory, make_llm_client, sample_scene_graphs, sample_geometry
-):
-    server = llm_server_factory("anthropic", responder=generated)
-    client = make_llm_client(server, max_cost_usd=0.1)  # a chunk fits the budget; the whole stage does not
-    first_chunk = generation_requests(
-        sample_scene_graphs.head(GENERATION.chunk_size), GENERATION, sample_geometry
-    )
-    assert client.estimate(first_chunk).cost_usd < 0.1
-    with pytest.raises(BudgetExceededError, match=r"^stvqa generation would cost about \$"):
-        generate_candidates(sample_scene_graphs, GENERATION, sample_geometry, client, progress=False)
-    assert server.hits == 0
-
-
-@pytest.mark.parametrize("stage", ["stvqa_candidates", "stvqa_validated"])
-def test_stage_budget_fails_the_asset_with_one_sentence(
-    stage, tmp_path, sample_scene_graphs, sample_geometry, template_candidates
-):
-    if stage == "stvqa_candidates":
-        resource = LLMResource(
-            provider="anthropic",
-            model="claude-sonnet-4-20250514",
-            max_tokens=2048,
-            max_cost_usd=0.001,
-            cache_path=str(tmp_path / "c.sqlite"),
-        )
-        requests = generation_requests(sample_scene_graphs, GENERATION, sample_geometry)
-    else:
-        resource = LLMResource(
-            provider="openai", model="gpt-4o", max_cost_usd=0.001, cache_path=str(tmp_path / "c.sqlite")
-        )
-        requests = answer_requests(
-            template_candidates, sample_scene_graphs, PassAt2Settings(backend="openai")
-        )
-    with pytest.raises(dg.Failure) as raised:
-        check_stage_budget(resource, stage, requests)
-    description = raised.value.description
-    assert description.startswith(f"{stage} would cost about $") and "max_cost_usd $0.00" in description
-    assert raised.value.metadata["llm_estimated_requests"].value == len(requests)
-    estimate = check_stage_budget(resource.model_copy(update={"max_cost_usd": None}), stage, requests)
-    assert estimate.requests == len(requests) and estimate.cost_usd > 0.001

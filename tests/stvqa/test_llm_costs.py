@@ -4,6 +4,7 @@ estimated by each stage's LLM resource, without a model call, a server or a key.
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from assets.grounding.phrases import DEFAULT_SKIP_TASK_TYPES, is_skipped_task
 from assets.llm_costs import PAID_STAGES, estimate_costs, format_cost_table
@@ -36,7 +37,14 @@ def test_cost_table_of_the_sample_world(tmp_path, small_world, sample_scene_grap
     )
     assert rows["object_phrases"].estimate.requests == questions.height - skipped
     assert rows["stvqa_candidates"].estimate.requests == sample_scene_graphs.height
+    assert rows["stvqa_candidates"].estimate.later_requests == sample_scene_graphs.height  # a re-ask of each
     assert rows["stvqa_validated"].estimate.requests == 2 * candidates.height
+    assert (
+        rows["stvqa_validated"].estimate.later_requests == 2 * candidates.height
+    )  # round 2 for every question
+    for stage in ("stvqa_candidates", "stvqa_validated"):  # every round, and one re-ask of every answer
+        estimate = rows[stage].estimate
+        assert estimate.upper_bound_usd == pytest.approx(2 * (estimate.cost_usd + estimate.later_cost_usd))
     assert (
         rows["sft_cold_start"].estimate is None
         and "materialise spatialcore_train" in rows["sft_cold_start"].note
@@ -48,9 +56,11 @@ def test_cost_table_of_the_sample_world(tmp_path, small_world, sample_scene_grap
 
     table = format_cost_table(list(rows.values()))
     lines = table.splitlines()
-    assert lines[0].split()[:4] == ["stage", "resource", "model", "mode"] and lines[-1].startswith("TOTAL")
+    assert lines[0].split()[:6] == ["stage", "resource", "model", "mode", "requests", "later"]
+    assert lines[-1].startswith("TOTAL")
     total = sum(row.estimate.cost_usd for row in rows.values() if row.estimate is not None)
-    assert f"{total:.4f}" in lines[-1]
+    at_most = sum(row.estimate.upper_bound_usd for row in rows.values() if row.estimate is not None)
+    assert lines[-1].split()[-2:] == [f"{total:.4f}", f"{at_most:.4f}"]
 
     # The batch price is half; the estimate follows the resource's mode.
     batch_resources = {
@@ -65,3 +75,12 @@ def test_cost_table_of_the_sample_world(tmp_path, small_world, sample_scene_grap
     assert (
         pl.read_parquet(table_path(tmp_path, "mcq_questions")).height == questions.height
     )  # inputs untouched
+
+    # A model without a price is shown as such, not as $0.
+    unpriced = {
+        **resources,
+        "stvqa_judge_llm": resources["stvqa_judge_llm"].model_copy(update={"model": "gpt-5x"}),
+    }
+    (row,) = estimate_costs(unpriced, tmp_path, stages=["stvqa_validated"])
+    assert not row.estimate.priced and "no price: set price_table" in row.note
+    assert "  unpriced     unpriced  " in format_cost_table([row]).splitlines()[1]
