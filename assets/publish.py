@@ -2,7 +2,8 @@
 
 A thin asset over :func:`publishing.hub.publish` (the same code as ``spatial-publish``), configured in the
 launchpad under the op ``hub_dataset_asset``: ``repo_id``, ``tables``, ``private``, ``create_pr`` (and
-``revision``, ``accept_source_terms``, ``force``). It depends on every publishable table, so the UI shows it downstream of the tables it waits on,
+``revision``, ``accept_source_terms``, ``force``). It depends on every publishable table (and ``mcq_images``, whose images the published ``mcq_questions``
+embed), so the UI shows it downstream of the tables it waits on,
 and it is in no default job, no automation and not in ``spatial-build``: it runs only when launched
 (``publish_job``, or materialized from the UI). Its materialization shows the repo and commit (or pull
 request) URLs, the tables' data versions and the card as a Markdown preview. The token is read from the
@@ -21,6 +22,12 @@ from publishing.hub import publish
 from publishing.tables import PUBLISHABLE, PublishError
 
 SHARING_GROUP = "sharing"
+
+PUBLISHED_FROM = [
+    *PUBLISHABLE,
+    *sorted({table.images_from for table in PUBLISHABLE.values() if table.images_from} - set(PUBLISHABLE)),
+]
+"""The tables ``hub_dataset`` waits on: every publishable table and the image tables whose images they embed."""
 
 
 class HubDatasetConfig(dg.Config):
@@ -55,7 +62,7 @@ class HubDatasetConfig(dg.Config):
         dg.AssetSpec(
             "hub_dataset",
             group_name=SHARING_GROUP,
-            deps=[dg.AssetKey(name) for name in PUBLISHABLE],
+            deps=[dg.AssetKey(name) for name in PUBLISHED_FROM],
             kinds={"huggingface"},
             description="The configured tables published to a Hugging Face Hub dataset repo, with a card (opt-in).",
         )

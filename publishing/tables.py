@@ -7,6 +7,15 @@ most about ``max_shard_bytes`` each, ``<config>/<split>-0000i-of-0000n.parquet``
 metadata so images decode on load (:func:`hub_features`). A partitioned
 table such as ``dge_tasks`` (one file per scan) becomes a few shards like any other.
 
+``mcq_questions`` stores each image once, in ``mcq_images``, and names it by ``image_sha256``. It is published
+as one config, ``mcq_questions``, whose rows carry their image again (:class:`McqQuestionsWithImage`, the
+columns the project's readers give): the image table is not a config of its own, since a Hub dataset is read
+one config at a time and a question without its pixels is of no use there. The images are put back
+:data:`EMBED_ROWS` questions at a time (:func:`data_contracts.image_store.embed_images`), so memory holds one
+row group of the questions, one row group of the image table and the images of those few questions; the
+published data version is the questions' own (an image is named by the hash of its bytes, so the same
+questions name the same pixels).
+
 >>> shard_name("stvqa", "train", 0, 2)
 'stvqa/train-00000-of-00002.parquet'
 """
@@ -28,13 +37,17 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data_contracts import dge_tasks, eval_items, sft_cold_start, spatialcore_train, stvqa
+from data_contracts import dge_tasks, eval_items, mcq_questions, sft_cold_start, spatialcore_train, stvqa
+from data_contracts.image_store import IMAGE_KEY, embed_images
 from data_contracts.images import to_huggingface_arrow
 from data_contracts.parquet_files import DATA_VERSION_KEY, ROW_GROUP_BYTES, ROW_GROUP_ROWS, read_file_metadata
-from data_contracts.storage import MissingTableError, table_files
+from data_contracts.storage import MissingTableError, table_files, table_path
 from data_contracts.validation import check_frame, polars_schema
 
 logger = logging.getLogger(__name__)
+
+EMBED_ROWS = 64
+"""Questions whose images are put back at a time when a table that stores its images apart is published."""
 
 DEFAULT_MAX_SHARD_BYTES = 500 << 20
 """Shards hold at most about this many bytes (the Hub's own default for ``push_to_hub``): a shard closes once
@@ -57,6 +70,8 @@ class PublishableTable:
     lineage: tuple[str, ...]
     """The tables of the graph it is built from, in build order, itself last (their quarantines and build
     settings go into the card)."""
+    images_from: str | None = None
+    """The table that holds the images its rows name by ``image_sha256`` (they are embedded when published)."""
 
 
 PUBLISHABLE: dict[str, PublishableTable] = {
@@ -88,6 +103,16 @@ PUBLISHABLE: dict[str, PublishableTable] = {
             "a SpatialCORE training question with its supervised cold-start completion (box lines, reasoning, "
             "the letter)",
             ("mcq_questions", "object_phrases", "pseudo_gt_boxes", "spatialcore_train", "sft_cold_start"),
+        ),
+        PublishableTable(
+            "mcq_questions",
+            mcq_questions.McqQuestionsWithImage,
+            mcq_questions.CONTRACT_VERSION,
+            "SpatialCORE sources",
+            "a multiple-choice spatial question about one image (OmniSpatial or SpatiaLab, or the sample world's) "
+            "with its gold answer, the image embedded (stored once per image in the build's mcq_images)",
+            ("mcq_questions",),
+            images_from="mcq_images",
         ),
         PublishableTable(
             "dge_tasks",
@@ -142,6 +167,8 @@ class LocalTable:
     source_fingerprint: str
     input_data_versions: dict[str, object] = field(default_factory=dict)
     built_at: str = ""
+    image_store: Path | None = None
+    """The file of the table holding the images the rows name by ``image_sha256`` (embedded when published)."""
 
 
 def _file_sha256(path: Path) -> str:
@@ -168,17 +195,24 @@ def inspect_table(root: str | Path, name: str) -> LocalTable:
         raise PublishError(
             f"table {name!r} is not built under {root}: build it first (spatial-build), or give --storage-root."
         ) from error
+    image_store = table_path(root, spec.images_from) if spec.images_from else None
     rows, versions, metadata = 0, {}, {}
     for path in files:
         with path.open("rb") as handle:
             parquet = pq.ParquetFile(handle)
             rows += parquet.metadata.num_rows
             columns = parquet.schema_arrow.names
-        if "image_sha256" in columns and not {"image", "images"} & set(columns):
-            raise PublishError(
-                f"table {name!r} references its images by image_sha256 instead of embedding them: publish a "
-                "table that embeds its images."
-            )
+        if IMAGE_KEY in columns and not {"image", "images"} & set(columns):
+            if image_store is None:
+                raise PublishError(
+                    f"table {name!r} references its images by image_sha256 instead of embedding them: publish "
+                    "a table that embeds its images."
+                )
+            if not image_store.is_file():
+                raise PublishError(
+                    f"table {name!r} names its images by image_sha256 but {spec.images_from} is not built "
+                    f"under {root}: build it first (spatial-build), or give --storage-root."
+                )
         metadata[path.stem] = read_file_metadata(path)
         versions[path.stem] = metadata[path.stem].get(DATA_VERSION_KEY) or _file_sha256(path)
     if rows == 0:
@@ -204,6 +238,7 @@ def inspect_table(root: str | Path, name: str) -> LocalTable:
         built_at=datetime.fromtimestamp(max(path.stat().st_mtime for path in files), UTC).strftime(
             "%Y-%m-%d %H:%M UTC"
         ),
+        image_store=image_store if image_store is not None and image_store.is_file() else None,
     )
 
 
@@ -296,6 +331,17 @@ def _as_contract_types(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     return frame.with_columns(casts) if casts else frame
 
 
+def _with_images(frames: Iterator[pl.DataFrame], store: Path | None) -> Iterator[pl.DataFrame]:
+    """``frames``, with the images their rows name by ``image_sha256`` embedded from the image table ``store``
+    :data:`EMBED_ROWS` rows at a time (unchanged when they embed theirs already or there is no store)."""
+    for frame in frames:
+        if store is None or "image" in frame.columns or IMAGE_KEY not in frame.columns:
+            yield frame
+            continue
+        for start in range(0, frame.height, EMBED_ROWS):
+            yield embed_images(frame.slice(start, EMBED_ROWS), store)
+
+
 def write_shards(
     table: LocalTable, folder: str | Path, max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES
 ) -> list[Shard]:
@@ -319,7 +365,7 @@ def write_shards(
         {**(arrow_schema.metadata or {}), **{key.encode(): value.encode() for key, value in metadata.items()}}
     )
     writers: dict[str, _SplitWriter] = {}
-    for frame in iter_row_groups(table.files):
+    for frame in _with_images(iter_row_groups(table.files), table.image_store):
         report = check_frame(_as_contract_types(frame, schema), spec.contract)
         if not report.passed:
             problems = {

@@ -6,6 +6,8 @@ Run in its own process, since ``datasets`` and ``huggingface_hub`` read ``HF_END
 
 prints one JSON object: per ``config/split``, the rows loaded and held locally, the images decoded (as
 ``PIL.Image``, pixel-equal to the local image cells) and the first mismatches (none when the rows are equal).
+A local table that names its images by ``image_sha256`` (``mcq_questions``) is compared with its images
+embedded from ``mcq_images``, as it is published.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import polars as pl
 from datasets import load_dataset
 from PIL import Image
 
+from data_contracts.image_store import IMAGE_KEY, embed_images
 from data_contracts.images import decode_image
-from data_contracts.storage import read_table
+from data_contracts.storage import read_table, table_path
 
 
 def _same(loaded: object, local: object, counts: dict) -> bool:
@@ -39,6 +42,8 @@ def compare(repo_id: str, root: str, configs: list[str]) -> dict:
     report = {}
     for config in configs:
         local = read_table(root, config)
+        if IMAGE_KEY in local.columns and "image" not in local.columns:  # mcq_questions: images in mcq_images
+            local = embed_images(local, table_path(root, "mcq_images"))
         splits = local["split"].unique().sort().to_list() if "split" in local.columns else ["train"]
         for split in splits:
             expected = local.filter(pl.col("split") == split) if "split" in local.columns else local

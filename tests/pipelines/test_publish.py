@@ -21,8 +21,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from data_contracts.image_store import embed_images
 from data_contracts.parquet_files import ParquetTableWriter
-from data_contracts.storage import read_table, table_files, write_table
+from data_contracts.storage import read_table, table_files, table_path, write_table
 from model_clients.cache import CachedResponse, ResponseCache
 from model_clients.records import TokenUsage
 from publishing.card import new_manifest, render_card, table_entry
@@ -38,6 +39,7 @@ WRITE_TOKEN = "hf_alicewrite7c1f9e2d4b6a8"
 READ_TOKEN = "hf_aliceread3e5a7c9b1d2f4"
 OTHER_TOKEN = "hf_mallorywrite9a8b7c6d5e4"
 TRAINING_TABLES = ["stvqa", "spatialcore_train", "sft_cold_start", "dge_tasks", "eval_items"]
+ROUND_TRIP_TABLES = [*TRAINING_TABLES, "mcq_questions"]  # mcq_questions: images embedded from mcq_images
 STVQA_7K_COLUMNS = {
     "image_id", "images", "problem", "question_only", "question_with_options", "options", "answer",
     "answer_only", "answer_text", "answer_option_text", "category", "level", "rating",
@@ -102,7 +104,7 @@ def changed_stvqa_root(source: Path, target: Path, version: str) -> Path:
 def test_private_round_trip_reads_like_the_local_tables_and_never_shows_the_token(dev_build, hub, tmp_path):
     home = tmp_path / "hf_home"
     env = hub_env(hub, home)
-    command = [sys.executable, "-m", "publishing.cli", "--tables", ",".join(TRAINING_TABLES)]
+    command = [sys.executable, "-m", "publishing.cli", "--tables", ",".join(ROUND_TRIP_TABLES)]
     command += ["--repo", "alice/world", "--private", "--storage-root", str(dev_build.storage)]
     command += ["--max-shard-mb", "0.02", "--verbose"]  # shards of about 20 KB: the scans' row groups split
     published = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
@@ -122,7 +124,7 @@ def test_private_round_trip_reads_like_the_local_tables_and_never_shows_the_toke
     }
     message = hub.history("alice/world")[0].title
     manifest = json.loads(hub.read("alice/world", "provenance.json"))
-    for table in TRAINING_TABLES:
+    for table in ROUND_TRIP_TABLES:
         assert f"{table} (data {manifest['tables'][table]['data_version']})" in message
     assert f"repo: {hub.url}/datasets/alice/world" in published.stdout
     assert f"commit: {hub.url}/datasets/alice/world/commit/{repo.refs['main']}" in published.stdout
@@ -142,7 +144,7 @@ def test_private_round_trip_reads_like_the_local_tables_and_never_shows_the_toke
     ):
         assert data.get(key), key
     assert data["pretty_name"] == "world" and "synthetic" in data["tags"]
-    assert {config["config_name"] for config in data["configs"]} == set(TRAINING_TABLES)
+    assert {config["config_name"] for config in data["configs"]} == set(ROUND_TRIP_TABLES)
     for heading in ("## LLM cost of the build", "## Sources and terms", "## Citations", "### Provenance"):
         assert heading in card.text
     assert "**Synthetic data.**" in card.text
@@ -163,7 +165,7 @@ def test_private_round_trip_reads_like_the_local_tables_and_never_shows_the_toke
 
     loaded = subprocess.run(
         [sys.executable, "-m", "tests.pipelines.publish_roundtrip", "alice/world", str(dev_build.storage)]
-        + [",".join(TRAINING_TABLES)],
+        + [",".join(ROUND_TRIP_TABLES)],
         env=env,
         capture_output=True,
         text=True,
@@ -172,7 +174,7 @@ def test_private_round_trip_reads_like_the_local_tables_and_never_shows_the_toke
     )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     report = json.loads(loaded.stdout.strip().splitlines()[-1])
-    assert {key.split("/")[0] for key in report} == set(TRAINING_TABLES)
+    assert {key.split("/")[0] for key in report} == set(ROUND_TRIP_TABLES)
     for split, result in report.items():
         assert result["rows"] == result["local_rows"] > 0, (split, result)
         assert result["columns_equal"] and not result["mismatches"], (split, result)
@@ -474,6 +476,40 @@ def test_shards_are_bounded_and_hold_every_row_in_order(dev_build, tmp_path):
     metadata = pq.ParquetFile(shards[0].local_path).schema_arrow.metadata
     assert b'"_type": "Image"' in metadata[b"huggingface"] and metadata[b"data_version"] == b"v1"
     assert b"large_string" not in metadata[b"huggingface"]  # the Hub's usual string and list types
+
+
+def test_mcq_questions_are_published_with_their_images_put_back_a_few_at_a_time(
+    dev_build, tmp_path, monkeypatch
+):
+    import publishing.tables
+
+    questions = read_table(dev_build.storage, "mcq_questions")
+    assert "image" not in questions.columns  # the build stores each image once, in mcq_images
+    root = tmp_path / "root"
+    write_in_row_groups(questions, root / "mcq_questions.parquet", 5, {"data_version": "q1"})
+    with pytest.raises(PublishError, match="mcq_images is not built"):
+        inspect_table(root, "mcq_questions")
+
+    (root / "mcq_images.parquet").write_bytes(table_path(dev_build.storage, "mcq_images").read_bytes())
+    embedded_rows = []
+    embed = publishing.tables.embed_images
+    monkeypatch.setattr(publishing.tables, "EMBED_ROWS", 2)
+    monkeypatch.setattr(
+        publishing.tables,
+        "embed_images",
+        lambda rows, store: embedded_rows.append(rows.height) or embed(rows, store),
+    )
+    local = inspect_table(root, "mcq_questions")
+    assert local.data_version == "q1" and local.image_store == root / "mcq_images.parquet"
+    shards = write_shards(local, tmp_path / "repo")
+
+    assert embedded_rows and max(embedded_rows) <= 2 and sum(embedded_rows) == questions.height
+    expected = embed_images(questions, root / "mcq_images.parquet")
+    for split in expected["split"].unique().to_list():
+        read = pl.concat([pl.read_parquet(s.local_path) for s in shards if s.split == split])
+        assert read.equals(expected.filter(pl.col("split") == split))
+    metadata = pq.ParquetFile(shards[0].local_path).schema_arrow.metadata
+    assert b'"image": {"_type": "Image"}' in metadata[b"huggingface"]
 
 
 def test_a_row_group_that_breaks_the_contract_stops_the_table(dev_build, tmp_path):
