@@ -31,18 +31,26 @@ EXTRA_KINDS = {
     "stvqa_pass_at_2_attempts": "openai",
     "pseudo_gt_boxes": "pytorch",
     "eval_report": "pytorch",
+    "hub_dataset": "huggingface",
 }
 """The kind beyond :data:`TABLE_KINDS`, by asset: the engine or API its op uses."""
-NOT_TABLES = frozenset({"sample_world"})
-"""Assets that are not Parquet tables (the rendered sample world)."""
+NOT_TABLES = frozenset({"sample_world", "hub_dataset"})
+"""Assets that are not Parquet tables (the rendered sample world, the published Hub repo)."""
 
-METHOD_BY_GROUP = {"grounding": "spatialcore", "stvqa": "spatialthinker", "dge": "dge", "eval": "eval"}
+METHOD_BY_GROUP = {
+    "grounding": "spatialcore",
+    "stvqa": "spatialthinker",
+    "dge": "dge",
+    "eval": "eval",
+    "sharing": "shared",
+}
 STAGE_BY_GROUP = {
     "sources": "source",
     "grounding": "annotation",
     "stvqa": "annotation",
     "dge": "annotation",
     "eval": "eval",
+    "sharing": "sharing",
 }
 METHOD_BY_ASSET = {
     "mcq_questions": "spatialcore",

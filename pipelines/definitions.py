@@ -19,6 +19,7 @@ import dagster as dg
 from assets.dge.assets import DGE_ASSETS
 from assets.eval.assets import EVAL_ASSETS
 from assets.grounding.assets import GROUNDING_ASSETS
+from assets.publish import SHARING_ASSETS
 from assets.raw_files import RAW_FILE_ASSETS
 from assets.resources import LLM_RESOURCES, SourcesResource, StorageResource, WorkersResource
 from assets.sources.assets import SOURCE_ASSETS
@@ -28,7 +29,7 @@ from pipelines.alerts import run_failure_alert_sensor
 from pipelines.automation import build_automation, with_rebuild_policy
 from pipelines.catalog import with_catalog
 from pipelines.io_manager import ParquetIOManager
-from pipelines.jobs import build_jobs
+from pipelines.jobs import build_jobs, build_publish_job
 from pipelines.signals import build_signal_checks
 
 
@@ -56,9 +57,9 @@ AUTOMATION_JOBS, SENSORS = build_automation()
 def build_definitions(storage_root: str | None = None) -> dg.Definitions:
     """Every asset, job and sensor, with the resources of :func:`build_resources`."""
     return dg.Definitions(
-        assets=[*with_catalog(RAW_FILE_ASSETS), *ALL_ASSETS],
+        assets=[*with_catalog(RAW_FILE_ASSETS), *ALL_ASSETS, *with_catalog(SHARING_ASSETS)],
         asset_checks=build_signal_checks(ALL_ASSETS),
-        jobs=[*build_jobs(ALL_ASSETS), *AUTOMATION_JOBS],
+        jobs=[*build_jobs(ALL_ASSETS), build_publish_job(SHARING_ASSETS), *AUTOMATION_JOBS],
         sensors=[*SENSORS, run_failure_alert_sensor],
         resources=build_resources(storage_root),
         executor=dg.in_process_executor,

@@ -3,7 +3,7 @@
 A run cannot mix partitions definitions, so every set of assets that shares one gets its own job:
 ``dge_job`` (the scan tables and the DGE, one partition per RGB-D scan), ``grounding_shards_job`` (Grounding DINO shards) and
 ``stvqa_shards_job`` (STVQA generation and pass@2 shards). ``datasets_job`` holds every
-unpartitioned asset. ``spatial-build`` launches these named jobs (see :mod:`pipelines.cli`), so
+unpartitioned asset of the graph; ``publish_job`` the opt-in publishing asset alone. ``spatial-build`` launches these named jobs (see :mod:`pipelines.cli`), so
 every run it makes is listed under its job in the UI.
 """
 
@@ -22,6 +22,7 @@ STVQA_JOB = "stvqa_job"
 DGE_JOB = "dge_job"
 GROUNDING_SHARDS_JOB = "grounding_shards_job"
 STVQA_SHARDS_JOB = "stvqa_shards_job"
+PUBLISH_JOB = "publish_job"
 
 SOURCES_GROUP = "sources"
 GROUNDING_GROUP = "grounding"
@@ -54,7 +55,9 @@ def build_jobs(all_assets: Sequence[dg.AssetsDefinition]) -> list[dg.UnresolvedA
     """The jobs over ``all_assets``."""
     materializable = [a for a in all_assets if a.is_materializable]
     partitioned_keys = [key for a in materializable if a.partitions_def is not None for key in a.keys]
-    unpartitioned = dg.AssetSelection.all() - dg.AssetSelection.assets(*partitioned_keys)
+    unpartitioned = dg.AssetSelection.assets(
+        *[key for a in materializable if a.partitions_def is None for key in a.keys]
+    )
     groups = {group for a in materializable for group in a.group_names_by_key.values()}
     jobs = [
         dg.define_asset_job(
@@ -85,3 +88,12 @@ def build_jobs(all_assets: Sequence[dg.AssetsDefinition]) -> list[dg.UnresolvedA
             )
         )
     return jobs
+
+
+def build_publish_job(sharing_assets: Sequence[dg.AssetsDefinition]) -> dg.UnresolvedAssetJobDefinition:
+    """``publish_job``: the opt-in publishing asset alone (its tables must be built; configure it in the launchpad)."""
+    return dg.define_asset_job(
+        PUBLISH_JOB,
+        selection=dg.AssetSelection.assets(*[key for a in sharing_assets for key in a.keys]),
+        description="Publish built tables to a Hugging Face Hub dataset repo (hub_dataset; opt-in).",
+    )

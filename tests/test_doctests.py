@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("data_contracts", "model_clients", "readers", "training", "assets", "pipelines")
+PACKAGES = ("data_contracts", "model_clients", "readers", "training", "publishing", "assets", "pipelines")
 
 
 def project_modules() -> list[str]:

@@ -19,6 +19,7 @@ PROJECT_PACKAGES = (
     "model_clients",
     "readers",
     "training",
+    "publishing",
     "assets",
     "pipelines",
     "tests",
@@ -29,9 +30,18 @@ ALLOWED = {
     "model_clients": {"data_contracts"},
     "readers": {"data_contracts"},
     "training": {"data_contracts", "model_clients", "readers"},
-    "assets": {"data_contracts", "model_clients", "readers", "training"},
-    "pipelines": {"data_contracts", "model_clients", "readers", "training", "assets"},
-    "benchmarks": {"data_contracts", "model_clients", "readers", "training", "assets", "pipelines"},
+    "publishing": {"data_contracts", "model_clients", "readers"},
+    "assets": {"data_contracts", "model_clients", "readers", "training", "publishing"},
+    "pipelines": {"data_contracts", "model_clients", "readers", "training", "publishing", "assets"},
+    "benchmarks": {
+        "data_contracts",
+        "model_clients",
+        "readers",
+        "training",
+        "publishing",
+        "assets",
+        "pipelines",
+    },
 }
 
 

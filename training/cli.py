@@ -58,6 +58,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from training.architectures import UnknownArchitectureError
     from training.config import RecipeError
     from training.data import MissingColumnError
+    from training.hub_data import IncompatibleContractError
     from training.preflight import PreflightError
     from training.recipe_file import RecipeFileError
     from training.requirements import MissingDependencyError
@@ -73,8 +74,17 @@ def user_errors() -> tuple[type[BaseException], ...]:
         PreflightError,
         SequenceTooLongError,
         MissingDependencyError,
+        IncompatibleContractError,
         FileNotFoundError,
     )
+
+
+def fetch_hub_data_root(script_args) -> None:
+    """Replace a Hub ``data_root`` (``hf://datasets/OWNER/NAME[@REV]``) by its local snapshot holding the table."""
+    from training.hub_data import resolve_data_root
+
+    if script_args.data_root and str(script_args.data_root).startswith("hf:"):
+        script_args.data_root = str(resolve_data_root(script_args.data_root, [script_args.dataset_table]))
 
 
 def _int_or_auto(value: str):
@@ -322,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = _parse(make_grpo_parser(), rest)
             check_requirements(parsed[1], parsed[2])
             check_model_location(parsed[2])
+            fetch_hub_data_root(parsed[0])
             preflight_on_this_machine(command, config, parsed, skip)
             run_grpo(*parsed)
         else:
@@ -331,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             script_args, training_args, model_args = _parse(make_sft_parser(), rest)
             check_requirements(training_args, model_args)
             check_model_location(model_args)
+            fetch_hub_data_root(script_args)
             preflight_on_this_machine(command, config, (script_args, training_args, model_args), skip)
             training_args.resume_from_checkpoint = resolve_checkpoint(
                 training_args.output_dir, training_args.resume_from_checkpoint

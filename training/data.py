@@ -1,7 +1,8 @@
 """Training tables (Parquet) -> `datasets.Dataset` with prompts, images decoded lazily.
 
 A table is read from `<data_root>/<table>.parquet` or from the partition files of
-`<data_root>/<table>/`. Every column reaches the reward functions unchanged; the loader only adds a
+`<data_root>/<table>/`; a `data_root` on the Hub (`hf://datasets/OWNER/NAME[@REV]`, a repo that
+`spatial-publish` wrote) is read from its snapshot in the Hub cache (`training.hub_data`). Every column reaches the reward functions unchanged; the loader only adds a
 `prompt` column (the conversational prompt of the recipe's format, see `training.prompts`) and marks
 the image columns (`image`, `images`) as `datasets.Image` features, so an image is decoded when its
 row is read, not before.
@@ -38,6 +39,7 @@ from data_contracts.images import IMAGE_DTYPE, sniff_format, to_huggingface_arro
 from data_contracts.origin import SAMPLE_WORLD
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.storage import table_files
+from training.hub_data import resolve_data_root
 from training.prompts import FORMAT_OF_TABLE as FORMAT_OF_TABLE  # re-exported: the table -> format map
 from training.prompts import build_messages
 from training.rewards.parsing import gold_option_letter
@@ -217,7 +219,8 @@ def load_training_data(
     """Load a training table as a `datasets.Dataset` with a `prompt` column.
 
     Args:
-        data_root (`str` or `Path`): storage root holding the table.
+        data_root (`str` or `Path`): storage root holding the table (a local folder or a Hub dataset
+            `hf://datasets/OWNER/NAME[@REV]`).
         table (`str`): table name (`spatialcore_train`, `stvqa`, `dge_tasks`, or another with the columns).
         prompt_format (`str`): `spatialcore`, `spatialthinker` or `dge`.
         family (`str`): the model family (coordinate convention of the prompt).
@@ -234,13 +237,14 @@ def load_training_data(
         [`TrainingData`]
 
     Raises:
-        `MissingTableError`, `MissingColumnError`, `MixedOriginError`, `ValueError` (no usable row).
+        `MissingTableError`, `MissingColumnError`, `MixedOriginError`, `ValueError` (no usable row),
+        `MissingInputError` (a Hub table not fetched), `IncompatibleContractError`.
     """
     if prompt_format not in REQUIRED_COLUMNS:
         raise ValueError(
             f"unknown prompt format {prompt_format!r}; expected one of {', '.join(REQUIRED_COLUMNS)}"
         )
-    files = table_files(data_root, table)
+    files = table_files(resolve_data_root(data_root, [table]), table)
     parts = []
     for path in files:
         part = pq.read_table(path)

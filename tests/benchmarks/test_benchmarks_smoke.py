@@ -39,6 +39,15 @@ CASES = {
         ],
         _json_last_line({"images", "batch_latency_s"}),
     ),
+    "bench_publish_memory": (
+        [],
+        [
+            rf"^ +{images} images +{questions} questions +{NUMBER} MiB images +{NUMBER} MiB shards +{NUMBER} shards "
+            rf"+{NUMBER} s +{NUMBER} MiB peak RSS$"
+            for images, questions in ((20, 60), (40, 120))
+        ],
+        _json_last_line({"side", "questions_per_image", "runs"}),
+    ),
     "bench_build": (
         [],
         [

@@ -18,7 +18,7 @@ from pipelines.catalog import (
 from pipelines.definitions import ALL_ASSETS, defs
 
 METHODS = {"spatialcore", "spatialthinker", "dge", "eval", "shared"}
-STAGES = {"raw", "source", "annotation", "audit", "training", "eval"}
+STAGES = {"raw", "source", "annotation", "audit", "training", "eval", "sharing"}
 SOURCE_ASSET_KEYS = {asset.key for asset in RAW_FILE_ASSETS if isinstance(asset, dg.SourceAsset)}
 """Observables declared as ``SourceAsset`` (``@dg.observable_source_asset``): they have no spec to carry owners or
 kinds, so they are left as they are (the catalog covers them once they are declared with asset specs)."""
@@ -65,6 +65,7 @@ def test_every_asset_has_kinds_owners_and_the_method_and_stage_tags():
         ("mcq_questions_quarantine", {"parquet", "polars"}, "spatialcore", "source"),  # as its table
         ("eval_report", {"parquet", "polars", "pytorch"}, "eval", "eval"),
         ("sample_world", {"open3d"}, "shared", "raw"),  # rendered with open3d, not a table
+        ("hub_dataset", {"huggingface"}, "shared", "sharing"),  # a Hub dataset repo, not a table
     ],
 )
 def test_kinds_and_tags_match_what_builds_the_asset(asset, kinds, method, stage):

@@ -54,7 +54,7 @@ from data_contracts.images import sniff_format
 from data_contracts.origin import REAL, SAMPLE_WORLD
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema, split_valid
-from readers.common import MissingInputError, column_problem, require_path, require_rows
+from readers.common import MissingInputError, column_problem, parse_hub_location, require_path, require_rows
 from readers.mcq import read_omnispatial, read_spatialab
 from readers.scene_graphs import split_from_file_name
 from training.eval.predictions import content_hash
@@ -1053,10 +1053,14 @@ class BenchmarkSources(BenchmarkLocations):
         "$DAGSTER_HOME/spatial_data or ./data.",
     )
 
-    def root(self) -> Path:
-        """The storage root."""
+    def root(self, tables: Iterable[str] = ()) -> Path:
+        """The storage root; a Hub one (``hf://datasets/OWNER/NAME[@REV]``, a repo ``spatial-publish`` wrote) as
+        its snapshot in the Hub cache holding ``tables`` (see :mod:`training.hub_data`)."""
         from data_contracts.storage import default_storage_root
+        from training.hub_data import resolve_data_root
 
+        if self.storage_root and parse_hub_location(self.storage_root) is not None:
+            return resolve_data_root(self.storage_root, tables)
         return Path(self.storage_root) if self.storage_root else Path(default_storage_root())
 
     def with_locations(self, locations: dict[str, str]) -> BenchmarkSources:
@@ -1154,13 +1158,22 @@ def benchmark_origin(name: str, sources: BenchmarkSources) -> str:
             else ("dge_tasks", sources.dge_tasks_path, "rgbd_scenes")
         )
         return _graph_table_origin(
-            Path(location) if location else _table_location(sources.root(), table), source_table
+            Path(location) if location else _table_location(sources.root([table]), table), source_table
         )
     return REAL
 
 
 def _graph_table_origin(location: Path, source_table: str) -> str:
-    """The origin of the source table beside a table the graph built (``real`` when it is not there)."""
+    """The origin of a table the graph built: its own ``origin`` column (a published table's), else that of the
+    source table beside it (``real`` when neither is there)."""
+    files = (
+        [location] if location.is_file() else sorted(location.glob("*.parquet")) if location.is_dir() else []
+    )
+    if files and all("origin" in pl.read_parquet_schema(file) for file in files):
+        origins = set()
+        for file in files:
+            origins.update(pl.read_parquet(file, columns=["origin"])["origin"].unique().to_list())
+        return SAMPLE_WORLD if origins == {SAMPLE_WORLD} else REAL
     source = location.parent / f"{source_table}.parquet"
     if not source.is_file() or "origin" not in pl.read_parquet_schema(source):
         logger.warning(
@@ -1171,8 +1184,11 @@ def _graph_table_origin(location: Path, source_table: str) -> str:
     return SAMPLE_WORLD if origins == [SAMPLE_WORLD] else REAL
 
 
+_GRAPH_TABLES = {"stvqa_val": ("stvqa",), "dge_heldout": ("dge_tasks",)}
+
+
 def _load_benchmark_rows(name: str, sources: BenchmarkSources) -> tuple[pl.DataFrame, QuarantineLog]:
-    root = sources.root()
+    root = sources.root(_GRAPH_TABLES.get(name, ()))
     if name == "omnispatial":
         folder = sources.omnispatial_root or root / "sample_world" / "omnispatial"
         split = sources.omnispatial_split or ("all" if sources.omnispatial_root else "test")
