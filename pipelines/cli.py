@@ -69,7 +69,11 @@ def make_parser() -> argparse.ArgumentParser:
         help="Where the Parquet caches go (default: $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data).",
     )
     parser.add_argument(
-        "--scenes", type=int, default=None, help="Sample world: number of scenes (default 12)."
+        "--scenes",
+        type=int,
+        default=None,
+        help="Sample world: number of ScanNet-layout scenes (default 12; one ARKitScenes video and one ScanNet++ "
+        "scene are written besides).",
     )
     parser.add_argument("--views", type=int, default=None, help="Sample world: views per scene (default 6).")
     parser.add_argument("--seed", type=int, default=None, help="Sample world: seed (default 0).")

@@ -151,9 +151,10 @@ def test_a_failed_range_is_built_again_one_partition_at_a_time(tmp_path, monkeyp
     assert status == 1
     messages = [record.getMessage() for record in caplog.records]
     assert any("failed; building them one run each" in message for message in messages)
-    assert any("2 partitions ok, 1 failed (scene_without_scan)" in message for message in messages), messages
+    # the two ScanNet scans and the default world's ARKitScenes video and ScanNet++ scene
+    assert any("4 partitions ok, 1 failed (scene_without_scan)" in message for message in messages), messages
     built = sorted(path.stem for path in (data / "dge_tasks").glob("*.parquet"))
-    assert len(built) == 2 and "scene_without_scan" not in built
+    assert len(built) == 4 and "scene_without_scan" not in built
 
 
 STOP_AFTER = "grounding_shards_job pseudo_gt_boxes_asset:"

@@ -37,7 +37,11 @@ import pytest
 
 from assets.sample_world import SampleWorldConfig, generate_sample_world
 from assets.sample_world.completion import MANIFEST_FILE, verify_world
-from assets.sample_world.config import DEFAULT_WORLD_CAMERA_PATH
+from assets.sample_world.config import (
+    DEFAULT_WORLD_ARKITSCENES_VIDEOS,
+    DEFAULT_WORLD_CAMERA_PATH,
+    DEFAULT_WORLD_SCANNETPP_SCENES,
+)
 from assets.sample_world.generator import stamp_config
 from data_contracts.parquet_files import read_parquet_file
 from data_contracts.storage import read_table, table_path
@@ -333,6 +337,8 @@ def _built_world_config(root: Path, world: dict[str, int] = SMALL_WORLD) -> Samp
         width=320,
         height=240,
         camera_path=DEFAULT_WORLD_CAMERA_PATH,
+        arkitscenes_videos=DEFAULT_WORLD_ARKITSCENES_VIDEOS,
+        scannetpp_scenes=DEFAULT_WORLD_SCANNETPP_SCENES,
         show_progress=False,
     )
 

@@ -120,8 +120,8 @@ def test_instance_loads_postgres_storage(postgres_home):
 
 def test_partitioned_build_on_postgres(postgres_home):
     """The sample world into PostgreSQL with spatial-build, then dge_job over a one-scene range through
-    execute_job, then over both scenes in one range run; the other scene's partitions stay unbuilt until
-    the range run of both.
+    execute_job, then over every scene in one range run; the other scenes' partitions stay unbuilt until
+    the range run of all.
     """
     from assets.partitions import SCENES_PARTITIONS_NAME
     from pipelines.cli import main, partition_range_tags
@@ -131,7 +131,9 @@ def test_partitioned_build_on_postgres(postgres_home):
     assert main(["--scenes", "2", "--views", "3", "--quiet", "--select", "key:sample_world"]) == 0
     with dg.DagsterInstance.get() as instance:
         scenes = instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
-        assert len(scenes) == 2
+        assert (
+            len(scenes) == 4
+        )  # two ScanNet scans, the default world's ARKitScenes video and ScanNet++ scene
         run_ids = []
         for scene in scenes[:1]:
             with dg.execute_job(
