@@ -22,8 +22,8 @@ allows: files are hard links of a few originals, records repeat with new ids.
 - ``vg``: raw Visual Genome JSON of ``--vg-images`` images (35 objects and 21 relations each, images hard links
   of one ~140 KB JPEG): the ``scene_graphs`` asset's CPU, peak memory and table size, then one STVQA shard's
   read of its rows.
-- ``mcq``: an OmniSpatial ``data.json`` of ``--mcq-questions`` questions (two per image, images hard links of
-  one ~140 KB PNG): the ``mcq_questions`` asset's CPU, peak memory and table size.
+- ``mcq``: an OmniSpatial ``data.json`` of ``--mcq-questions`` questions (two per image, images ~140 KB PNGs,
+  no two equal): the ``mcq_questions`` asset's CPU, peak memory and table size.
 
 Each measured step runs in its own process (``python -c``), so its peak memory (``ru_maxrss``) is its own; the
 CPU of every process it starts (workers included) is counted by making this script their child subreaper
@@ -254,23 +254,24 @@ def visual_genome(folder: Path, images: int) -> Path:
 
 
 def omnispatial(folder: Path, questions: int) -> Path:
-    """An OmniSpatial folder of ``questions`` questions, two per image, images hard links of one PNG."""
-    marker = folder / f".complete-{questions}"
+    """An OmniSpatial folder of ``questions`` questions, two per image, each image a PNG of noise of its own
+    (~140 KB, stored uncompressed so that writing them is cheap): no two images are equal or compress
+    against each other, as in the real set."""
+    marker = folder / f".complete-{questions}-noise"
     if marker.exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "Perspective_Taking").mkdir(parents=True)
-    original = folder / "original.png"
     import numpy as np
     from PIL import Image
 
-    pixels = np.random.default_rng(0).integers(0, 255, (216, 216, 3), dtype=np.uint8)
-    Image.fromarray(pixels).save(original)
+    generator = np.random.default_rng(0)
     records = []
     for index in range(questions):
         image = index // 2
         if index % 2 == 0:
-            os.link(original, folder / "Perspective_Taking" / f"{image}.png")
+            pixels = generator.integers(0, 255, (216, 216, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / "Perspective_Taking" / f"{image}.png", compress_level=0)
         records.append(
             {
                 "id": f"{image}_{index % 2}",
@@ -282,7 +283,6 @@ def omnispatial(folder: Path, questions: int) -> Path:
             }
         )
     (folder / "data.json").write_text(json.dumps(records))
-    original.unlink()
     marker.touch()
     return folder
 
