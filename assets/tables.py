@@ -251,11 +251,29 @@ def upstream_table_location(context: dg.AssetExecutionContext, asset_key: str) -
     return str(path.value) if path is not None else asset_key
 
 
+CHECKED_WITH_ITS_TABLE = dg.AutomationCondition.any_deps_match(
+    dg.AutomationCondition.will_be_requested()
+).with_label("its table is requested")
+"""The automation condition of every contract check: requested exactly when its table is (the check runs in the
+table's own step, so it can never be requested without it).
+
+It is what makes the automation's runs carry every other check of the table too. The daemon's run for one
+scan or for the unpartitioned tables lists the checks it requested; a contract check is always among them (it
+is part of its table's step), and without a condition of its own it made that list the whole selection, so
+the operator signals (``pipelines.signals``, no condition of their own) were left out of every run but a
+backfill. When a check of the selected tables has a condition, Dagster adds the checks that have none to the
+run, as a run launched from the UI or by ``spatial-build`` has them (README, "Operator signals")."""
+
+
 def contract_check_specs(*asset_keys: str) -> list[dg.AssetCheckSpec]:
-    """Blocking contract checks for the given assets."""
+    """Blocking contract checks for the given assets (requested with their table: :data:`CHECKED_WITH_ITS_TABLE`)."""
     return [
         dg.AssetCheckSpec(
-            CONTRACT_CHECK, asset=key, blocking=True, description="Every row satisfies the table's contract."
+            CONTRACT_CHECK,
+            asset=key,
+            blocking=True,
+            description="Every row satisfies the table's contract.",
+            automation_condition=CHECKED_WITH_ITS_TABLE,
         )
         for key in asset_keys
     ]

@@ -1,8 +1,9 @@
 """Operator signals: WARN-only asset checks on every table with a ``contract`` check (README, "Operator signals").
 
 Each asset op gets one standalone ``multi_asset_check`` ``<op>_signals`` (``rgbd_asset`` -> ``rgbd_signals``), so
-no asset body changes; it rides along in every run that selects the asset. It compares the materialization
-metadata that :func:`assets.tables.finalize_table` writes (``dagster/row_count``, ``quarantined``,
+no asset body changes; it rides along in every run that selects the asset (in the automation's runs too: the
+table's contract check has an automation condition, :data:`assets.tables.CHECKED_WITH_ITS_TABLE`). It compares
+the materialization metadata that :func:`assets.tables.finalize_table` writes (``dagster/row_count``, ``quarantined``,
 ``frames_used``) with the previous materialization of the same asset and partition. A range run gets one result
 per check, naming the partitions that warned (``partitions_warned``) with every partition's figures
 (``by_partition``).

@@ -9,7 +9,10 @@ backfills (``build_run_requests``). The states: fresh (nothing to do); one raw f
 its downstream); one question edited (the shards before what reads them); one scan edited (that scan's
 chain in one run, only its files' fingerprints changed); one scan broken (its chain waits, the other
 scan does not); one asset's code version changed (it and its downstream); a copied data folder
-(nothing stale); a new scan folder (its partitions only). Every run says what started it.
+(nothing stale); a new scan folder (its partitions only). Every run says what started it. Two runs are executed
+as the sensor launches them (the implicit asset job with the request's assets and checks): one scan rebuilt with
+a frame quarantined, and the unpartitioned tables rebuilt with quarantined questions; both evaluate the operator
+signals and warn.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ from pipelines.cli import build_waves, partition_range_tags
 from pipelines.definitions import ALL_ASSETS, build_definitions
 from pipelines.jobs import job_for
 from pipelines.run_triggers import AUTOMATION_RUN_TAG, CHANGED_FILES_TAG, TRIGGER_TAG
+from pipelines.signals import (
+    FRAMES_USED_DROP_CHECK,
+    MAX_QUARANTINE_SHARE,
+    QUARANTINE_SHARE_CHECK,
+    ROW_COUNT_DROP_CHECK,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -74,9 +83,11 @@ class Automation:
         self.failed_runs: list[list[str]] = []
         self.allow_failures = False
         self.run_tags: list[dict[str, str]] = []  # of every run executed, in order
+        self.launched: list[dg.ExecuteInProcessResult] = []  # the runs executed as the sensor launches them
 
-    def tick(self) -> dict[str, set[str | None]]:
-        """Evaluate once; execute what was requested; return it as {asset: {partitions}}."""
+    def tick(self, as_launched: bool = False) -> dict[str, set[str | None]]:
+        """Evaluate once; execute what was requested (``as_launched``: each run request as the sensor launches
+        it, :meth:`launch`); return it as {asset: {partitions}}."""
         self.minute += 1
         result = dg.evaluate_automation_conditions(
             defs=self.defs,
@@ -100,8 +111,34 @@ class Automation:
             for key in self.defs.resolve_asset_graph().get_all_asset_keys()
             if result.get_num_requested(key)
         }
-        self.execute(requested)
+        if as_launched:
+            for request in self.runs_by_tick[-1]:
+                self.launch(request)
+        else:
+            self.execute(requested)
         return requested
+
+    def launch(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        """Execute one run request of a tick as the automation sensor launches it: the implicit asset job
+        restricted to the request's assets and checks (every check of those assets when it names none), for its
+        partition. Returns the run's result."""
+        assert request.asset_graph_subset is None, (
+            "a backfill: launched by the backfill daemon, not as one run"
+        )
+        checks = request.asset_check_keys
+        job = self.defs.resolve_implicit_global_asset_job_def().get_subset(
+            asset_selection=set(request.asset_selection or []),
+            asset_check_selection=None if checks is None else set(checks),
+        )
+        result = job.execute_in_process(
+            instance=self.instance,
+            partition_key=request.partition_key,
+            tags={**request.tags, **AUTOMATION_TAGS},
+            raise_on_error=False,
+        )
+        self._check(result, list(request.asset_selection or []), request.partition_key)
+        self.launched.append(result)
+        return result
 
     def execute(self, requested: dict[str, set[str | None]]) -> None:
         """Run what was requested as a backfill of the single-run policy runs it: per wave, one range run per
@@ -133,7 +170,8 @@ class Automation:
     def _check(self, result: dg.ExecuteInProcessResult, keys: list[dg.AssetKey], stretch) -> None:
         self.run_tags.append(self.instance.get_run_by_id(result.run_id).tags)
         if not result.success:
-            assert self.allow_failures, f"requested run of {keys} ({stretch}) failed"
+            errors = [event.step_failure_data.error.message for event in result.get_step_failure_events()]
+            assert self.allow_failures, f"requested run of {keys} ({stretch}) failed: {errors}"
             self.failed_runs.append(sorted(key.to_user_string() for key in keys))
 
     def observe(self) -> None:
@@ -187,6 +225,13 @@ def _dagster_versions(instance: dg.DagsterInstance, scan: str) -> dict[str, str]
         (record,) = instance.fetch_materializations(scoped, limit=1).records
         versions[table] = record.asset_materialization.tags["dagster/data_version"]
     return versions
+
+
+def _latest_figure(instance: dg.DagsterInstance, table: str, partition: str, name: str) -> float:
+    """A number from the metadata of the latest materialization of ``table``'s ``partition``."""
+    scoped = dg.AssetRecordsFilter(asset_key=dg.AssetKey(table), asset_partitions=[partition])
+    (record,) = instance.fetch_materializations(scoped, limit=1).records
+    return record.asset_materialization.metadata[name].value
 
 
 SCAN_CHAIN = ("rgbd_frames", "rgbd_scenes", "scene_geometry", "frame_visibility", "dge_tasks")
@@ -425,6 +470,87 @@ def test_6_the_raw_files_sensor_adds_a_new_scan_and_only_it_is_built(automation,
     rebuilt = automation.settle()
     for per_scan in ("scene_geometry", "frame_visibility", "dge_tasks"):
         assert rebuilt[per_scan] == {"scene9999_00"}, per_scan
+
+
+def _warnings(result: dg.ExecuteInProcessResult) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+    """The operator signals (WARN checks) that ``result``'s run evaluated, by (table, check)."""
+    return {
+        (evaluation.asset_key.to_user_string(), evaluation.check_name): evaluation
+        for evaluation in result.get_asset_check_evaluations()
+        if evaluation.severity == dg.AssetCheckSeverity.WARN
+    }
+
+
+def test_7_a_one_scan_run_evaluates_the_signals_and_warns(automation, built):
+    instance, storage = built
+    first = _scenes(instance)[0]
+    pose = sorted((storage / "sample_world" / "scannet" / "scans" / first / "pose").glob("*.txt"))[-1]
+    good = pose.read_text()
+    frames_before = _latest_figure(instance, "scene_geometry", first, "frames_used")
+    automation.settle()  # nothing pending: the next tick is the edit's
+    pose.write_text("not a matrix\n")  # the frame is quarantined: one frame fewer for the scan
+    try:
+        automation.observe()
+        launched_before = len(automation.launched)
+        rebuilt = automation.tick(as_launched=True)
+        assert {table: rebuilt[table] for table in SCAN_CHAIN} == dict.fromkeys(SCAN_CHAIN, {first})
+        (run,) = automation.launched[launched_before:]  # one run for the scan, as the sensor launches it
+        assert run.success  # a warning never fails a run
+        signals = _warnings(run)
+        for table in SCAN_CHAIN:  # every table the run built had its signals evaluated
+            assert {(table, QUARANTINE_SHARE_CHECK), (table, ROW_COUNT_DROP_CHECK)} <= set(signals), table
+        share = signals[("rgbd_frames", QUARANTINE_SHARE_CHECK)]
+        assert not share.passed
+        figures = share.metadata["by_partition"].value[first]
+        assert figures["quarantined"] == 1 and figures["share"] > MAX_QUARANTINE_SHARE
+        frames = signals[("scene_geometry", FRAMES_USED_DROP_CHECK)]
+        assert not frames.passed and frames.metadata["partitions_warned"].value == [first]
+        figures = frames.metadata["by_partition"].value[first]
+        assert (figures["frames_used"], figures["previous_frames_used"]) == (frames_before - 1, frames_before)
+        stored = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(dg.AssetKey("scene_geometry"), FRAMES_USED_DROP_CHECK)]
+        )
+        (execution,) = stored.values()  # what the asset's Checks tab shows
+        assert execution.run_id == run.run_id
+    finally:
+        pose.write_text(good)
+    automation.observe()
+    automation.execute(rebuilt)  # the scan as it was, for the tests after this one
+    assert _latest_figure(instance, "scene_geometry", first, "frames_used") == frames_before
+
+
+def test_8_an_unpartitioned_run_evaluates_the_signals_and_warns(automation, built):
+    _, storage = built
+    questions_file = storage / "sample_world" / "omnispatial" / "data.json"
+    questions = json.loads(questions_file.read_text())
+    automation.settle()  # nothing pending: the next tick is the edit's
+    questions_file.write_text(json.dumps([*questions, "not a question", "nor this"]))  # 2 of 11 quarantined
+    try:
+        automation.observe()
+        launched_before = len(automation.launched)
+        rebuilt = automation.tick(as_launched=True)
+        assert rebuilt["mcq_questions"] == {None}
+        (run,) = automation.launched[launched_before:]
+        assert run.success
+        signals = _warnings(run)
+        contracts = {
+            evaluation.asset_key.to_user_string()
+            for evaluation in run.get_asset_check_evaluations()
+            if evaluation.check_name == "contract"
+        }
+        assert "mcq_questions" in contracts
+        for table in contracts:  # every table the run built had its signals evaluated
+            assert {(table, QUARANTINE_SHARE_CHECK), (table, ROW_COUNT_DROP_CHECK)} <= set(signals), table
+        share = signals[("mcq_questions", QUARANTINE_SHARE_CHECK)]
+        assert not share.passed
+        assert (share.metadata["quarantined"].value, share.metadata["previous_share"].value) == (2, 0.0)
+        assert share.metadata["share"].value > MAX_QUARANTINE_SHARE
+    finally:
+        questions_file.write_text(json.dumps(questions))
+    automation.observe()
+    # the questions as they were, and what reads them, for the tests after this one
+    automation.execute(rebuilt)
+    automation.settle()
 
 
 def test_content_fingerprint_ignores_location_and_follows_content(tmp_path):

@@ -15,7 +15,13 @@ import pytest
 
 from assets.partition_ranges import SINGLE_RUN, run_partitions
 from assets.partitions import SCENES_PARTITIONS_NAME, scenes_partitions
-from assets.tables import contract_check_specs, finalize_table, quarantine_output, table_and_quarantine_outs
+from assets.tables import (
+    CHECKED_WITH_ITS_TABLE,
+    contract_check_specs,
+    finalize_table,
+    quarantine_output,
+    table_and_quarantine_outs,
+)
 from data_contracts.quarantine import QuarantineLog
 from pipelines.cli import partition_range_tags
 from pipelines.definitions import ALL_ASSETS, defs
@@ -234,8 +240,11 @@ def test_every_table_of_the_graph_has_the_signals_and_they_ride_along():
     for check in build_signal_checks(ALL_ASSETS):
         for spec in check.check_specs:
             # No automation condition of their own: the automation's runs (and backfills) include them with
-            # their asset; never blocking.
+            # their asset, because the table's contract check has one; never blocking.
             assert spec.automation_condition is None and not spec.blocking, spec.key
+    for key in graph.asset_check_keys:
+        if key.name == "contract":
+            assert graph.get(key).automation_condition == CHECKED_WITH_ITS_TABLE, key
     rgbd_frames = next(
         spec
         for check in build_signal_checks(ALL_ASSETS)
