@@ -483,7 +483,7 @@ def _warnings(result: dg.ExecuteInProcessResult) -> dict[tuple[str, str], dg.Ass
 
 def test_7_a_one_scan_run_evaluates_the_signals_and_warns(automation, built):
     instance, storage = built
-    first = _scenes(instance)[0]
+    first = _scannet_scenes(instance)[0]
     pose = sorted((storage / "sample_world" / "scannet" / "scans" / first / "pose").glob("*.txt"))[-1]
     good = pose.read_text()
     frames_before = _latest_figure(instance, "scene_geometry", first, "frames_used")
