@@ -207,6 +207,7 @@ def require_rows(
     config_field: str,
     allow_empty: bool = False,
     allow_empty_switch: str | None = None,
+    remedy: str | None = None,
     shown: int = 3,
 ) -> None:
     """Raise :class:`EmptySourceError` when an input gave no valid row.
@@ -217,6 +218,9 @@ def require_rows(
       ``allow_empty`` (the caller's config switch, named by ``allow_empty_switch`` in the message) is set;
     - every record was quarantined (a wrong layout, a wrong image folder): it always fails, naming the
       first ``shown`` reasons.
+
+    ``remedy``, when given, replaces "check the config field ..." (an input the user did not configure, such
+    as the built-in sample world, is fixed elsewhere).
 
     >>> log = QuarantineLog("mcq_questions")
     >>> require_rows(0, log, what="SpatiaLab", location="/data/SpatiaLab", config_field="spatialab_path",
@@ -234,6 +238,7 @@ def require_rows(
     """
     if rows:
         return
+    check = f"check the config field `{config_field}`"
     if not len(log):
         if allow_empty:
             logger.warning(
@@ -242,14 +247,14 @@ def require_rows(
             return
         switch = f", or {allow_empty_switch} to build an empty table on purpose" if allow_empty_switch else ""
         raise EmptySourceError(
-            f"{what} at {location} holds no record: check the config field `{config_field}`{switch}.",
+            f"{what} at {location} holds no record: {remedy or check}{switch}.",
             location=location,
             config_field=config_field,
         )
     first = [f"{row['record_id']}: {row['reason']}" for row in log.rows[:shown]]
     raise EmptySourceError(
         f"{what} at {location} gave no valid row: all {len(log)} records were quarantined "
-        f"(first: {'; '.join(first)}); check the config field `{config_field}`.",
+        f"(first: {'; '.join(first)}); {remedy or check}.",
         location=location,
         config_field=config_field,
         quarantined=len(log),
