@@ -145,6 +145,25 @@ def scannet_scans_folder(root: Path) -> Path:
     return root
 
 
+def sample_world_remedy(unset_fields: str) -> str:
+    """What to do when a source read from the built-in sample world (because no ``unset_fields`` is set) gave no
+    valid row: the end of its failure's sentence, instead of asking to check a field the user never set.
+
+    >>> sample_world_remedy("`visual_genome_root`")[:64]
+    "it is the built-in sample world's (read because no `visual_genom"
+    """
+    return (
+        f"it is the built-in sample world's (read because no {unset_fields} is set): regenerate it by "
+        "materializing the `sample_world` asset with `force: true` in its run config (or with "
+        "`spatial-sample-world --out <its folder>`), check the config field `sample_world_root` that chose "
+        f"its folder, or set {unset_fields} to a real data set"
+    )
+
+
+SAMPLE_WORLD_FIELD = "sample_world_root"
+"""The config field that chose the sample world's folder, named by a failure of a sample-world source."""
+
+
 class SourcesResource(dg.ConfigurableResource):
     """Paths of the raw data sets. A kind of source with no path configured reads the sample world.
 

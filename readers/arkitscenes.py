@@ -41,7 +41,7 @@ import numpy as np
 
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import ARKITSCENES
-from readers.common import MissingInputError, require_path
+from readers.common import TEXT_ENCODING, MissingInputError, listed_scan_folders, require_path
 from readers.scan_tables import (
     frame_row,
     image_size,
@@ -101,7 +101,7 @@ def read_metadata(root: Path) -> dict[str, dict[str, str]]:
     path = root / METADATA_FILE
     if not path.is_file():
         return {}
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding=TEXT_ENCODING) as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames is None or "video_id" not in reader.fieldnames:
             logger.warning("%s has no video_id column: sky directions come from the poses", path)
@@ -122,7 +122,9 @@ class VideoFolder:
 
 def list_arkitscenes_videos(root: str | Path) -> list[VideoFolder]:
     """Every video folder under a ``3dod`` folder (``Training/`` and ``Validation/``), or under one fold's folder,
-    sorted by video id, with its ``metadata.csv`` row.
+    sorted by video id, with its ``metadata.csv`` row. A video folder that is a symbolic link is left out with
+    a warning when it resolves outside ``root``, to it, or to (into, above) another video's folder
+    (:func:`readers.common.listed_scan_folders`).
 
     Raises:
         MissingInputError: when ``root`` does not exist.
@@ -132,17 +134,15 @@ def list_arkitscenes_videos(root: str | Path) -> list[VideoFolder]:
     folds = [folder / name for name in FOLDS if (folder / name).is_dir()]
     metadata = read_metadata(folder) if folds else read_metadata(folder.parent)
     videos: dict[str, VideoFolder] = {}
-    for fold in folds or [folder]:
-        for path in sorted(fold.iterdir()):
-            if not path.is_dir():
-                continue
-            if path.name in videos:
-                raise ValueError(
-                    f"ARKitScenes video {path.name} is in two folds ({videos[path.name].folder.parent} and "
-                    f"{fold}): remove one copy"
-                )
-            row = tuple(sorted(metadata.get(path.name, {}).items()))
-            videos[path.name] = VideoFolder(path.name, path, row)
+    candidates = [path for fold in folds or [folder] for path in sorted(fold.iterdir()) if path.is_dir()]
+    for path in listed_scan_folders(candidates, folder, "ARKitScenes"):
+        if path.name in videos:
+            raise ValueError(
+                f"ARKitScenes video {path.name} is in two folds ({videos[path.name].folder.parent} and "
+                f"{path.parent}): remove one copy"
+            )
+        row = tuple(sorted(metadata.get(path.name, {}).items()))
+        videos[path.name] = VideoFolder(path.name, path, row)
     return [videos[key] for key in sorted(videos)]
 
 
@@ -317,7 +317,7 @@ def _read_objects(path: Path, scene_id: str, log: QuarantineLog) -> list[dict]:
         MissingInputError: when the file cannot be parsed or has no ``data`` list.
     """
     try:
-        annotation = json.loads(path.read_text(encoding="utf-8"))
+        annotation = json.loads(path.read_text(encoding=TEXT_ENCODING))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise MissingInputError(
             f"ARKitScenes annotation {path} cannot be read ({error}); restore the file.",

@@ -18,17 +18,29 @@ snapshot folder:
 HubLocation(repo_id='nyu-visionx/CV-Bench', revision='main', path_in_repo='test_2d.parquet')
 >>> parse_hub_location("data/CV-Bench") is None
 True
+
+Every path a record names (an image file name, a task folder) is resolved, symlinks included, and must stay
+inside the folder it is relative to (:func:`path_escape_problem`): one that escapes (``../../outside.png``,
+``/etc/passwd``, a link inside the folder to a file outside) is quarantined and never opened. A scan folder
+that is a symbolic link is listed only when :func:`linked_folder_problem` finds nothing wrong with it.
+
+Text is bounded: a field longer than its bound (:data:`MAX_QUESTION_CHARS` and the others below; each reader
+names its fields' bounds) is quarantined by :func:`text_field_problem` with the field, its length and the
+bound, before any paid stage sees it. Text files (JSON, JSON Lines, CSV) are read as ``utf-8-sig``, so a
+UTF-8 byte-order mark is accepted.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import unquote
 
 from data_contracts import mcq_questions
@@ -42,6 +54,17 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif")
 
 
 HUB_DATASET_PREFIX = "hf://datasets/"
+TEXT_ENCODING = "utf-8-sig"
+"""How JSON, JSON Lines and CSV inputs are read: UTF-8, a leading byte-order mark accepted."""
+
+MAX_QUESTION_CHARS = 4_000
+"""Longest question (a long multi-step OmniSpatial question is about 1,000 characters)."""
+MAX_OPTION_CHARS = 1_000
+"""Longest answer option."""
+MAX_LABEL_CHARS = 200
+"""Longest short label: a task type or category, an object name, an attribute, a predicate, a record id."""
+MAX_FILE_NAME_CHARS = 1_024
+"""Longest file name or relative path a record names (an image file)."""
 
 
 class MissingInputError(FileNotFoundError):
@@ -207,6 +230,7 @@ def require_rows(
     config_field: str,
     allow_empty: bool = False,
     allow_empty_switch: str | None = None,
+    remedy: str | None = None,
     shown: int = 3,
 ) -> None:
     """Raise :class:`EmptySourceError` when an input gave no valid row.
@@ -217,6 +241,9 @@ def require_rows(
       ``allow_empty`` (the caller's config switch, named by ``allow_empty_switch`` in the message) is set;
     - every record was quarantined (a wrong layout, a wrong image folder): it always fails, naming the
       first ``shown`` reasons.
+
+    ``remedy``, when given, replaces "check the config field ..." (an input the user did not configure, such
+    as the built-in sample world, is fixed elsewhere).
 
     >>> log = QuarantineLog("mcq_questions")
     >>> require_rows(0, log, what="SpatiaLab", location="/data/SpatiaLab", config_field="spatialab_path",
@@ -234,6 +261,7 @@ def require_rows(
     """
     if rows:
         return
+    check = f"check the config field `{config_field}`"
     if not len(log):
         if allow_empty:
             logger.warning(
@@ -242,14 +270,14 @@ def require_rows(
             return
         switch = f", or {allow_empty_switch} to build an empty table on purpose" if allow_empty_switch else ""
         raise EmptySourceError(
-            f"{what} at {location} holds no record: check the config field `{config_field}`{switch}.",
+            f"{what} at {location} holds no record: {remedy or check}{switch}.",
             location=location,
             config_field=config_field,
         )
     first = [f"{row['record_id']}: {row['reason']}" for row in log.rows[:shown]]
     raise EmptySourceError(
         f"{what} at {location} gave no valid row: all {len(log)} records were quarantined "
-        f"(first: {'; '.join(first)}); check the config field `{config_field}`.",
+        f"(first: {'; '.join(first)}); {remedy or check}.",
         location=location,
         config_field=config_field,
         quarantined=len(log),
@@ -325,22 +353,130 @@ def id_type_problem(value: Any, key: str = "id") -> str:
     return f"wrong id type: {key} is {_kind(value)} ({value!r}), expected text or an integer"
 
 
-def text_field_problem(record: dict, keys: Iterable[str]) -> str:
-    """Why fields that must hold text hold something else, or ``""``.
+def text_field_problem(record: dict, keys: Iterable[str], max_chars: Mapping[str, int] | None = None) -> str:
+    """Why fields that must hold text hold something else, or text longer than its bound in ``max_chars``, or ``""``.
+
+    Every key of ``max_chars`` present in ``record`` as text is bounded (its length in characters), whether or
+    not it is among ``keys``.
 
     >>> text_field_problem({"question": 5, "task_type": "Complex_Logic"}, ["question", "task_type"])
     'wrong field type: question is an int (5), expected text'
+    >>> text_field_problem({"question": "Which? " * 700}, ["question"], {"question": MAX_QUESTION_CHARS})
+    'text too long: question has 4,900 characters, at most 4,000 allowed'
     """
     wrong = [
         f"{key} is {_kind(record[key])} ({record[key]!r})"
         for key in keys
         if key in record and not isinstance(record[key], str)
     ]
-    return f"wrong field type: {', '.join(wrong)}, expected text" if wrong else ""
+    if wrong:
+        return f"wrong field type: {', '.join(wrong)}, expected text"
+    too_long = [
+        f"{key} has {len(record[key]):,} characters, at most {bound:,} allowed"
+        for key, bound in (max_chars or {}).items()
+        if isinstance(record.get(key), str) and len(record[key]) > bound
+    ]
+    return f"text too long: {'; '.join(too_long)}" if too_long else ""
 
 
-def image_problem(path: Path | None, record_id: str) -> tuple[tuple[dict, int, int] | None, str]:
-    """``((cell, width, height), "")`` of an image file, or ``(None, reason)`` when it is missing or corrupt."""
+HUB_CACHE_REPO_PREFIXES = ("datasets--", "models--")
+"""How the Hub cache names a repository's folder (``datasets--OWNER--NAME``)."""
+
+
+def hub_blob_folder(folder: Path) -> Path | None:
+    """The ``blobs/`` folder of the Hub cache repository whose snapshot holds ``folder`` (the snapshot's files are
+    links into it, as ``huggingface_hub`` stores them), or None when ``folder`` is not in a Hub snapshot.
+
+    >>> hub_blob_folder(Path("/hub/datasets--ciol-research--SpatiaLab/snapshots/abc123/img"))
+    PosixPath('/hub/datasets--ciol-research--SpatiaLab/blobs')
+    >>> hub_blob_folder(Path("/data/SpatiaLab/img")) is None
+    True
+    """
+    parts = folder.parts
+    for index in range(len(parts) - 2, 0, -1):
+        if parts[index] == "snapshots" and parts[index - 1].startswith(HUB_CACHE_REPO_PREFIXES):
+            return Path(*parts[:index]) / "blobs"
+    return None
+
+
+def path_escape_problem(path: Path, root: Path) -> str:
+    """Why ``path``, a file or folder an input record names, lies outside ``root``, or ``""``. Readers check it
+    before they open (or even look for) the file.
+
+    ``path`` must lie inside ``root`` as written (no ``..`` or absolute path out of it) and once resolved
+    (symbolic links followed); in a Hub cache snapshot, where every file is a link into the repository's
+    ``blobs/`` folder (:func:`hub_blob_folder`), a link may resolve there too.
+
+    >>> path_escape_problem(Path("/data/SpatiaLab/img/../../../etc/passwd"), Path("/data/SpatiaLab"))
+    'path escapes its root: /data/SpatiaLab/img/../../../etc/passwd resolves to /etc/passwd, outside /data/SpatiaLab'
+    >>> path_escape_problem(Path("/data/SpatiaLab/img/7.png"), Path("/data/SpatiaLab"))
+    ''
+    """
+    try:
+        resolved = path.resolve()
+        base = root.resolve()
+    except (OSError, RuntimeError) as error:  # a symbolic-link loop
+        return f"path escapes its root: {path} cannot be resolved inside {root} ({error})"
+    written_inside = Path(os.path.abspath(path)).is_relative_to(os.path.abspath(root))
+    blobs = hub_blob_folder(base)
+    resolved_inside = resolved.is_relative_to(base) or (blobs is not None and resolved.is_relative_to(blobs))
+    if written_inside and resolved_inside:
+        return ""
+    return f"path escapes its root: {path} resolves to {resolved}, outside {root}"
+
+
+def linked_folder_problem(folder: Path, root: Path, others: Iterable[Path]) -> str:
+    """Why ``folder``, a scan folder that is a symbolic link, cannot be listed as a scan of ``root``, or ``""``.
+
+    A linked scan folder is followed only when it resolves strictly inside ``root`` (not to ``root``, an
+    ancestor of it or a place outside it) and to a folder that neither is, holds nor lies inside any folder of
+    ``others`` (the resolved folders of the root's other scans): a link such as ``scans/scene0004_00 -> .``
+    would otherwise be a scan holding the other scans' frames again, and a link to another scan's folder
+    would list that scan twice. A link to a real scan folder elsewhere inside the root (a scan kept in
+    another folder of the data set) is fine. A folder that is not a link is not checked (``""``).
+    """
+    if not folder.is_symlink():
+        return ""
+    problem = path_escape_problem(folder, root)
+    if problem:
+        return problem
+    target, base = folder.resolve(), root.resolve()
+    if target == base:
+        return f"linked scan folder {folder.name} resolves to its root {root}"
+    for other in others:
+        if target == other or target.is_relative_to(other) or other.is_relative_to(target):
+            return f"linked scan folder {folder.name} resolves to {target}, which is, holds or lies in the scan folder {other}"
+    return ""
+
+
+def listed_scan_folders(folders: Iterable[Path], root: Path, what: str) -> list[Path]:
+    """``folders`` (candidate scan folders of ``root``, in order) without the linked ones that
+    :func:`linked_folder_problem` refuses; each refused folder is logged as a warning naming it and why.
+
+    Folders that are not links come first: a link is then checked against every real folder and against the
+    links kept before it (of two links to one folder, the first in order is kept).
+    """
+    candidates = list(folders)
+    kept_real = [folder.resolve() for folder in candidates if not folder.is_symlink()]
+    kept_links: list[Path] = []
+    listed = []
+    for folder in candidates:
+        if folder.is_symlink():
+            problem = linked_folder_problem(folder, root, [*kept_real, *kept_links])
+            if problem:
+                logger.warning("%s scan folder %s refused: %s", what, folder, problem)
+                continue
+            kept_links.append(folder.resolve())
+        listed.append(folder)
+    return listed
+
+
+def image_problem(path: Path | None, record_id: str, root: Path) -> tuple[tuple[dict, int, int] | None, str]:
+    """``((cell, width, height), "")`` of an image file, or ``(None, reason)`` when it is missing or corrupt or
+    escapes ``root`` (the folder it is relative to; it is then not opened)."""
+    escape = path_escape_problem(path, root) if path is not None else ""
+    if escape:
+        return None, escape
     if path is None or not path.exists():
         return None, f"missing image: {path if path is not None else 'no file for ' + record_id}"
     try:
@@ -349,9 +485,18 @@ def image_problem(path: Path | None, record_id: str) -> tuple[tuple[dict, int, i
         return None, f"corrupt image: {error}"
 
 
+def skip_byte_order_mark(handle: IO[bytes]) -> IO[bytes]:
+    """``handle`` (a binary file at its start) moved past a UTF-8 byte-order mark, if the file starts with one."""
+    if handle.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+        handle.seek(0)
+    return handle
+
+
 def load_json(path: Path, log: QuarantineLog) -> Any | None:
+    """The JSON value in ``path`` (a byte-order mark accepted), or ``None`` with the file quarantined when it is
+    not JSON."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding=TEXT_ENCODING))
     except json.JSONDecodeError as error:
         log.add(path.name, f"malformed JSON: {error}", source_file=str(path))
         return None
@@ -368,7 +513,7 @@ def load_json(path: Path, log: QuarantineLog) -> Any | None:
 def read_jsonl(path: Path, log: QuarantineLog) -> list[dict]:
     """The records of a JSON Lines file; a malformed line is quarantined with its line number, the rest kept."""
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding=TEXT_ENCODING).splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -16,6 +16,14 @@ by ``image_sha256`` and keeps its ``image_path``), which the ``mcq_questions`` a
 distinct image (:func:`iter_image_cells`); :func:`read_omnispatial` / :func:`read_spatialab` give the same rows
 with each image embedded (for an evaluation set or a test). Each also returns a quarantine log of the records it
 rejected. Every path may be a Hub dataset (see :func:`readers.common.resolve_location`).
+
+Every image path a record names stays inside its root (OmniSpatial: the folder of ``data.json``; SpatiaLab:
+``spatialab_images_dir`` when set, else the table's folder), symbolic links followed: one that escapes
+(``../../outside.png``, ``/etc/passwd``, a link to a file outside) is quarantined ("path escapes its root")
+and never opened. Text is bounded (:data:`OMNISPATIAL_TEXT_BOUNDS`, :data:`SPATIALAB_TEXT_BOUNDS`): a question
+over 4,000 characters, an option over 1,000, a task type, category or id over 200, a file name over 1,024 is
+quarantined with the field, its length and the bound. Tables are read as ``utf-8-sig`` (a byte-order mark is
+accepted).
 """
 
 from __future__ import annotations
@@ -38,11 +46,17 @@ from data_contracts.validation import polars_schema
 from readers.common import (
     IMAGE_EXTENSIONS,
     LETTERS,
+    MAX_FILE_NAME_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_OPTION_CHARS,
+    MAX_QUESTION_CHARS,
+    TEXT_ENCODING,
     MissingInputError,
     column_problem,
     id_type_problem,
     load_json,
     missing_fields,
+    path_escape_problem,
     read_jsonl,
     require_path,
     text_field_problem,
@@ -53,6 +67,21 @@ SPATIALAB_IMAGE_FOLDERS = ("img", "images")
 SPATIALAB_TABLE_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 SPATIALAB_REQUIRED_COLUMNS = ("Question", "Answer", "Image_Filename")
 OMNISPATIAL_REQUIRED_FIELDS = ("id", "task_type", "question", "options", "answer")
+OMNISPATIAL_TEXT_BOUNDS = {
+    "id": MAX_LABEL_CHARS,
+    "task_type": MAX_LABEL_CHARS,
+    "sub_task_type": MAX_LABEL_CHARS,
+    "question": MAX_QUESTION_CHARS,
+}
+"""The longest text (characters) of each OmniSpatial field; every option is bounded by ``MAX_OPTION_CHARS``."""
+SPATIALAB_TEXT_BOUNDS = {
+    "id": MAX_LABEL_CHARS,
+    "Category": MAX_LABEL_CHARS,
+    "Sub_Category": MAX_LABEL_CHARS,
+    "Question": MAX_QUESTION_CHARS,
+    "Image_Filename": MAX_FILE_NAME_CHARS,
+}
+"""The longest text (characters) of each SpatiaLab field; every option is bounded by ``MAX_OPTION_CHARS``."""
 
 
 def omnispatial_question_id(source: str, task_type: str, record_id: str) -> str:
@@ -86,8 +115,12 @@ def _blank_id(record: dict) -> bool:
 
 
 def _omnispatial_image(root: Path, task_type: str, question_id: str) -> Path | None:
+    """The image of a question: ``<root>/<task_type>/<id prefix>.<ext>``; the path as named, not looked for, when it
+    escapes ``root`` (it is then reported, never opened)."""
     stem = question_id.split("_")[0]
     folder = root / task_type
+    if path_escape_problem(folder / stem, root):
+        return folder / stem
     for extension in IMAGE_EXTENSIONS:
         candidate = folder / f"{stem}{extension}"
         if candidate.exists():
@@ -103,8 +136,12 @@ class ImageIndex:
     def __init__(self) -> None:
         self._known: dict[Path, tuple[str, int, int] | str] = {}
 
-    def get(self, path: Path | None, record_id: str) -> tuple[tuple[str, int, int] | None, str]:
-        """``((sha256, width, height), "")``, or ``(None, reason)`` for a missing or corrupt image."""
+    def get(self, path: Path | None, record_id: str, root: Path) -> tuple[tuple[str, int, int] | None, str]:
+        """``((sha256, width, height), "")``, or ``(None, reason)`` for a missing or corrupt image or one that escapes
+        ``root`` (the folder it is relative to: it is then not opened)."""
+        escape = path_escape_problem(path, root) if path is not None else ""
+        if escape:
+            return None, escape
         if path is None or not path.exists():
             return None, f"missing image: {path if path is not None else 'no file for ' + record_id}"
         if path not in self._known:
@@ -180,6 +217,10 @@ def _validate_choice(options: Any, answer: Any, base: int) -> tuple[list[str], i
         return "bad options: options must be a list of strings"
     if len(options) > len(LETTERS):
         return f"bad options: {len(options)} options, at most {len(LETTERS)} supported"
+    named = {f"option {LETTERS[index]}": option for index, option in enumerate(options)}
+    too_long = text_field_problem(named, named, dict.fromkeys(named, MAX_OPTION_CHARS))
+    if too_long:
+        return too_long
     if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not float(answer).is_integer():
         return f"bad answer: {answer!r} is not an integer index"
     index = int(answer) - base
@@ -256,7 +297,7 @@ def omnispatial_questions(
         problem = (
             missing_fields(record, OMNISPATIAL_REQUIRED_FIELDS)
             or problem
-            or text_field_problem(record, ("task_type", "question"))
+            or text_field_problem(record, ("task_type", "question"), OMNISPATIAL_TEXT_BOUNDS)
         )
         if problem:
             log.add(record_id, problem, source_file=str(data_file), payload=record)
@@ -268,7 +309,7 @@ def omnispatial_questions(
         options, index = checked
         task_type = str(record["task_type"])
         image_path = _omnispatial_image(folder, task_type, record_id)
-        image, problem = images.get(image_path, record_id)
+        image, problem = images.get(image_path, record_id, folder)
         if image is None:
             log.add(
                 f"{task_type}/{record_id}", problem, source_file=str(image_path or data_file), payload=record
@@ -314,7 +355,7 @@ def _spatialab_records(path: Path, log: QuarantineLog) -> list[dict] | None:
     if suffix == ".jsonl":
         return read_jsonl(path, log)
     if suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as handle:
+        with path.open(newline="", encoding=TEXT_ENCODING) as handle:
             return list(csv.DictReader(handle))
     if suffix == ".parquet":
         problem = column_problem(pl.read_parquet_schema(path), SPATIALAB_REQUIRED_COLUMNS)
@@ -368,10 +409,13 @@ def spatialab_image_folders(table: Path, images_dir: str | Path | None) -> list[
     return [*found, table.parent]
 
 
-def _spatialab_image(folders: list[Path], filename: str) -> Path:
-    """The first existing ``folder / filename``; the first folder's candidate (reported missing) when none exists."""
+def _spatialab_image(folders: list[Path], filename: str, root: Path) -> Path:
+    """The first existing ``folder / filename``; the first folder's candidate (reported missing) when none exists,
+    or the first candidate that escapes ``root`` (reported, never looked for)."""
     for folder in folders:
         candidate = folder / filename
+        if path_escape_problem(candidate, root):
+            return candidate
         if candidate.is_file():
             return candidate
     return folders[0] / filename
@@ -399,6 +443,7 @@ def spatialab_questions(
     """
     table = _spatialab_table(require_path(path, config_field, "SpatiaLab table"), config_field)
     image_folders = spatialab_image_folders(table, images_dir)
+    image_root = image_folders[0] if images_dir else table.parent  # where every image must stay
     log = QuarantineLog("mcq_questions")
     records = _spatialab_records(table, log)
     if records is None:
@@ -420,7 +465,7 @@ def spatialab_questions(
         problem = (
             missing_fields(record, SPATIALAB_REQUIRED_COLUMNS)
             or problem
-            or text_field_problem(record, ("Question", "Image_Filename"))
+            or text_field_problem(record, ("Question", "Image_Filename"), SPATIALAB_TEXT_BOUNDS)
         )
         if problem:
             log.add(record_id, problem, source_file=str(table), payload=record)
@@ -430,8 +475,8 @@ def spatialab_questions(
             log.add(record_id, checked, source_file=str(table), payload=record)
             continue
         options, index = checked
-        image_path = _spatialab_image(image_folders, str(record["Image_Filename"]))
-        image, problem = images.get(image_path, record_id)
+        image_path = _spatialab_image(image_folders, str(record["Image_Filename"]), image_root)
+        image, problem = images.get(image_path, record_id, image_root)
         if image is None:
             log.add(record_id, problem, source_file=str(image_path), payload=record)
             continue

@@ -24,7 +24,7 @@ import numpy as np
 
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import SCANNET
-from readers.common import load_json, require_path
+from readers.common import listed_scan_folders, load_json, require_path
 from readers.scan_tables import (
     ScanTables,
     frame_row,
@@ -221,13 +221,15 @@ def list_scannet_scenes(root: str | Path, config_field: str = "scannet_root") ->
     holds no folder at all.
 
     A folder that is empty or lacks the export's files is listed too, so that :func:`read_scannet_scene`
-    quarantines it with the reason instead of leaving it out unseen (an empty ``root`` included).
+    quarantines it with the reason instead of leaving it out unseen (an empty ``root`` included). A folder that
+    is a symbolic link resolving outside ``root``, to it or to another scan's folder is left out with a warning
+    (:func:`readers.common.listed_scan_folders`).
     """
     folder = require_path(root, config_field, "ScanNet scans folder")
     subfolders = sorted(path for path in folder.iterdir() if path.is_dir())
     if not subfolders or any((folder / name).is_dir() for name in SCAN_SUBFOLDERS):
         return [folder]
-    return subfolders
+    return listed_scan_folders(subfolders, folder, "ScanNet")
 
 
 def read_scannet(

@@ -36,7 +36,13 @@ import numpy as np
 
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import SCANNETPP
-from readers.common import MissingInputError, require_path
+from readers.common import (
+    TEXT_ENCODING,
+    MissingInputError,
+    listed_scan_folders,
+    require_path,
+    skip_byte_order_mark,
+)
 from readers.scan_tables import (
     frame_row,
     image_size,
@@ -83,7 +89,9 @@ def scene_inputs(folder: Path) -> list[Path]:
 
 def list_scannetpp_scenes(root: str | Path) -> list[Path]:
     """The scene folders of a ScanNet++ root (the folder holding ``data/`` and ``splits/``), of its ``data/``
-    folder, or ``[root]`` when it is one scene's folder (it holds ``iphone/`` or ``scans/``); sorted by name.
+    folder, or ``[root]`` when it is one scene's folder (it holds ``iphone/`` or ``scans/``); sorted by name. A
+    scene folder that is a symbolic link is left out with a warning when it resolves outside ``root``, to it,
+    or to (into, above) another scene's folder (:func:`readers.common.listed_scan_folders`).
 
     Raises:
         MissingInputError: when ``root`` does not exist.
@@ -92,7 +100,7 @@ def list_scannetpp_scenes(root: str | Path) -> list[Path]:
     if (folder / "iphone").is_dir() or (folder / "scans").is_dir():
         return [folder]
     data = folder / "data" if (folder / "data").is_dir() else folder
-    return sorted(path for path in data.iterdir() if path.is_dir())
+    return listed_scan_folders(sorted(path for path in data.iterdir() if path.is_dir()), folder, "ScanNet++")
 
 
 def _frame_files(folder: Path, suffix: str) -> dict[int, Path]:
@@ -114,7 +122,7 @@ def read_pose_entries(path: Path, names: set[str]) -> dict[str, dict]:
     entries: dict[str, dict] = {}
     try:
         with path.open("rb") as handle:
-            for key, value in ijson.kvitems(handle, "", use_float=True):
+            for key, value in ijson.kvitems(skip_byte_order_mark(handle), "", use_float=True):
                 if key in names:
                     entries[key] = value
     except (ijson.JSONError, OSError) as error:
@@ -154,7 +162,7 @@ def _read_objects(path: Path, scene_id: str, log: QuarantineLog) -> list[dict]:
         MissingInputError: when the file cannot be parsed or has no ``segGroups`` list.
     """
     try:
-        groups = json.loads(path.read_text(encoding="utf-8")).get("segGroups")
+        groups = json.loads(path.read_text(encoding=TEXT_ENCODING)).get("segGroups")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
         raise MissingInputError(
             f"ScanNet++ annotation {path} cannot be read ({error}); restore the file.",

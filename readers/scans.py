@@ -8,6 +8,13 @@
 
 :func:`list_scans` gives a root's scans as :class:`ScanFolder` (key, data set, folder, the paths the reader
 reads, and the video's ARKitScenes metadata row); :func:`read_scan` reads one with its data set's reader.
+
+A scan folder that is a symbolic link is listed only when it resolves strictly inside its root, not to the
+root or an ancestor of it, and not to (nor into, nor above) another scan's folder
+(:func:`readers.common.linked_folder_problem`): ``scans/scene0004_00 -> .`` would otherwise be a partition
+holding the other scans' frames again, and a link to another scan's folder would read that scan twice. Such
+a folder is refused: a warning names it and why, and the root's other scans are listed as usual. A link to
+a scan folder kept elsewhere inside the root, listed nowhere else, is a scan like any other.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from pathlib import Path
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import ARKITSCENES, DATASET_NAMES, SCAN_DATASETS, SCANNET, SCANNETPP
 from readers import arkitscenes, scannetpp
-from readers.common import MissingInputError
+from readers.common import MissingInputError, listed_scan_folders
 from readers.scan_tables import ScanTables, scan_tables
 from readers.scannet import read_scannet_scene
 
@@ -56,7 +63,8 @@ def list_scans(dataset: str, root: Path) -> list[ScanFolder]:
     """The scans of a data set's root, sorted by key (a missing root has none).
 
     Every ScanNet folder is listed, an empty one included (its partition then fails with the reason), and a
-    ScanNet folder named like another data set's key is refused.
+    ScanNet folder named like another data set's key is refused; a linked scan folder that resolves outside
+    the root, to the root or to another scan is left out with a warning (see the module docstring).
 
     Raises:
         ValueError: for an unknown data set, a ScanNet folder named like another data set's key, or an
@@ -67,7 +75,8 @@ def list_scans(dataset: str, root: Path) -> list[ScanFolder]:
         return []
     if dataset == SCANNET:
         scans = []
-        for path in sorted(item for item in root.iterdir() if item.is_dir()):
+        folders = sorted(item for item in root.iterdir() if item.is_dir())
+        for path in listed_scan_folders(folders, root, DATASET_NAMES[SCANNET]):
             other = next(
                 (name for name, prefix in KEY_PREFIXES.items() if path.name.startswith(prefix)), None
             )

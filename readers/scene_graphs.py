@@ -9,6 +9,12 @@ Images of the raw and VG150 layouts are looked for in ``VG_100K/``, ``VG_100K_2/
 folder itself, or in a configured images folder (with or without those subfolders). Every row carries
 its ``split``: the VG150 h5 ``split`` array (0 train, 2 test), a prompt-style Parquet's ``split``
 column or file name (``train-00000-of-00001.parquet``), else ``train``, or a configured label.
+
+An image path a record names (by its ``image_id`` or ``url``) stays inside its root, the configured images
+folder or else the annotations' folder, symbolic links followed: one that escapes is quarantined ("path
+escapes its root") and never opened. Object names, attributes and predicates are bounded by
+:data:`SCENE_GRAPH_TEXT_BOUNDS` (200 characters each): an object or relation over it is quarantined with the
+field, its length and the bound, an over-long attribute is left out with a quarantine record.
 """
 
 from __future__ import annotations
@@ -32,12 +38,16 @@ from data_contracts.boxes import BoxError, cxcywh_to_xyxy, pixels_to_grid, xywh_
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema
 from readers.common import (
+    MAX_LABEL_CHARS,
     MalformedInputError,
     MissingInputError,
     column_problem,
     image_problem,
     load_json,
+    path_escape_problem,
     require_path,
+    skip_byte_order_mark,
+    text_field_problem,
 )
 
 logger = logging.getLogger(__name__)
@@ -46,6 +56,12 @@ VG150_SPLIT_CODES = {0: "train", 1: "val", 2: "test"}
 PROMPT_PARQUET_COLUMNS = ("image_id", "image", "objects", "relationships")
 SCENE_GRAPH_LAYOUTS = ("auto", "raw", "vg150", "parquet")
 IMAGES_DIR_FIELD = "visual_genome_images_dir"
+SCENE_GRAPH_TEXT_BOUNDS = {
+    "name": MAX_LABEL_CHARS,
+    "attribute": MAX_LABEL_CHARS,
+    "predicate": MAX_LABEL_CHARS,
+}
+"""The longest text (characters) of an object name (each of its ``names``), an attribute and a predicate."""
 _OUT_OF_ORDER_WARNING = 10_000
 """Entries waiting for their image at which a warning says the raw files are not in one order."""
 
@@ -62,13 +78,17 @@ def vg_image_folders(root: Path, images_dir: str | Path | None = None) -> list[P
     return [root / name for name in VG_IMAGE_FOLDERS]
 
 
-def _vg_image_path(folders: list[Path], image_id: str, url: str | None) -> Path | None:
+def _vg_image_path(folders: list[Path], image_id: str, url: str | None, root: Path) -> Path | None:
+    """The first existing image file of ``image_id`` in ``folders``; the first candidate that escapes ``root``
+    (reported, never looked for), or None."""
     names = [f"{image_id}.jpg", f"{image_id}.png"]
     if url:
         names.insert(0, url.rstrip("/").rsplit("/", 1)[-1])
     for folder in folders:
         for name in names:
             candidate = folder / name
+            if path_escape_problem(candidate, root):
+                return candidate
             if candidate.exists():
                 return candidate
     return None
@@ -109,7 +129,8 @@ def iter_json_array(path: Path, config_field: str) -> Iterator[Any]:
     count = 0
     try:
         with path.open("rb") as handle:
-            for count, item in enumerate(ijson.items(handle, "item", use_float=True), start=1):  # noqa: B007
+            items = ijson.items(skip_byte_order_mark(handle), "item", use_float=True)
+            for count, item in enumerate(items, start=1):  # noqa: B007
                 yield item
     except (ijson.JSONError, UnicodeDecodeError) as error:
         raise MalformedInputError(
@@ -177,6 +198,7 @@ def iter_visual_genome(
     """
     folder = require_path(root, config_field, "Visual Genome folder")
     image_folders = vg_image_folders(folder, images_dir)
+    image_root = image_folders[0] if images_dir else folder  # where every image must stay
     split = _checked_split(split or "train")
     paths = {
         name: folder / f"{name}.json" for name in ("image_data", "objects", "relationships", "attributes")
@@ -197,8 +219,8 @@ def iter_visual_genome(
             log.add("?", "malformed record: image_data entry without image_id", payload=info)
             continue
         objects, relationships, attributes = (aligned[name].take(image_id) for name in aligned)
-        image_path = _vg_image_path(image_folders, image_id, info.get("url"))
-        image, problem = image_problem(image_path, image_id)
+        image_path = _vg_image_path(image_folders, image_id, info.get("url"), image_root)
+        image, problem = image_problem(image_path, image_id, image_root)
         if image is None:
             log.add(image_id, problem, source_file=str(image_path or paths["image_data"]))
             continue
@@ -249,7 +271,7 @@ def _vg_scene(
 ) -> dict:
     """One raw-VG image's scene graph: its kept objects (with their attributes) and relations."""
     kept, alias = _vg_objects(image_id, width, height, objects, log, folder / "objects.json")
-    _attach_vg_attributes(kept, alias, attributes)
+    _attach_vg_attributes(kept, alias, attributes, log, folder / "attributes.json")
     return {
         "image_id": image_id,
         "image_width": width,
@@ -280,13 +302,17 @@ def _vg_objects(
         if not name:
             log.add(f"{image_id}/{object_id}", "bad object: no name", source_file=str(source), payload=obj)
             continue
+        names = [str(n).strip().lower() for n in obj.get("names", [name]) if str(n).strip()]
+        too_long = _name_length_problem([name, *names])
+        if too_long:
+            log.add(f"{image_id}/{object_id}", too_long, source_file=str(source), payload=obj)
+            continue
         clipped = [
             max(0.0, box_px[0]),
             max(0.0, box_px[1]),
             min(float(width), box_px[2]),
             min(float(height), box_px[3]),
         ]
-        names = [str(n).strip().lower() for n in obj.get("names", [name]) if str(n).strip()]
         kept[object_id] = {
             "object_id": object_id,
             "name": name,
@@ -301,8 +327,24 @@ def _vg_objects(
     return kept, alias
 
 
-def _attach_vg_attributes(kept: dict[str, dict], alias: dict[str, str], attributes: list) -> None:
-    """Add each attribute entry's (lower-cased, de-duplicated) attributes to the object it names."""
+def _name_length_problem(names: list[str]) -> str:
+    """Why one of an object's names is longer than its bound, or ``""``.
+
+    >>> _name_length_problem(["chair", "x" * 201])
+    'text too long: name has 201 characters, at most 200 allowed'
+    """
+    for name in names:
+        problem = text_field_problem({"name": name}, ["name"], SCENE_GRAPH_TEXT_BOUNDS)
+        if problem:
+            return problem
+    return ""
+
+
+def _attach_vg_attributes(
+    kept: dict[str, dict], alias: dict[str, str], attributes: list, log: QuarantineLog, source: Path
+) -> None:
+    """Add each attribute entry's (lower-cased, de-duplicated) attributes to the object it names; an attribute
+    longer than its bound is left out with a quarantine record."""
     for entry in attributes or []:
         if not isinstance(entry, dict):
             continue
@@ -316,6 +358,10 @@ def _attach_vg_attributes(kept: dict[str, dict], alias: dict[str, str], attribut
             continue
         for attribute in entry.get("attributes") or []:
             text = str(attribute).strip().lower()
+            too_long = text_field_problem({"attribute": text}, ["attribute"], SCENE_GRAPH_TEXT_BOUNDS)
+            if too_long:
+                log.add(f"{target}/attribute", too_long, source_file=str(source), payload=entry)
+                continue
             if text and text not in kept[target]["attributes"]:
                 kept[target]["attributes"].append(text)
 
@@ -347,6 +393,10 @@ def _vg_relations(
             continue
         if not predicate:
             log.add(relation_id, "bad relation: empty predicate", source_file=str(source), payload=relation)
+            continue
+        too_long = text_field_problem({"predicate": predicate}, ["predicate"], SCENE_GRAPH_TEXT_BOUNDS)
+        if too_long:
+            log.add(relation_id, too_long, source_file=str(source), payload=relation)
             continue
         relations.append({"subject_id": subject_id, "predicate": predicate, "object_id": object_id})
     return relations
@@ -426,6 +476,7 @@ def iter_vg150(
 
     folder = require_path(root, config_field, "VG150 folder")
     image_folders = vg_image_folders(folder, images_dir)
+    image_root = image_folders[0] if images_dir else folder  # where every image must stay
     dicts = load_json(require_path(folder / VG150_DICTS, config_field, "VG150 dictionary"), log)
     image_data_path = require_path(folder / "image_data.json", config_field, "VG150 image_data.json")
     if dicts is None:
@@ -461,8 +512,8 @@ def iter_vg150(
         if splits is not None and split not in splits:
             excluded[split] += 1
             continue
-        image_path = _vg_image_path(image_folders, image_id, info.get("url"))
-        image, problem = image_problem(image_path, image_id)
+        image_path = _vg_image_path(image_folders, image_id, info.get("url"), image_root)
+        image, problem = image_problem(image_path, image_id, image_root)
         if image is None:
             log.add(image_id, problem, source_file=str(image_path or folder))
             continue
@@ -629,6 +680,12 @@ def _prompt_style_row(record: dict, table: Path, log: QuarantineLog) -> dict | N
             log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(table), payload=obj)
             continue
         name = re.sub(r"\.\d+$", "", object_id)
+        too_long = _name_length_problem([name])
+        if too_long:
+            log.add(
+                f"{image_id}/{object_id[:MAX_LABEL_CHARS]}", too_long, source_file=str(table), payload=obj
+            )
+            continue
         kept[object_id] = {
             "object_id": object_id,
             "name": name,
@@ -651,9 +708,12 @@ def _prompt_style_row(record: dict, table: Path, log: QuarantineLog) -> dict | N
                 payload=relation,
             )
             continue
-        relations.append(
-            {"subject_id": subject, "predicate": str(relation.get("predicate", "")), "object_id": obj}
-        )
+        predicate = str(relation.get("predicate", ""))
+        too_long = text_field_problem({"predicate": predicate}, ["predicate"], SCENE_GRAPH_TEXT_BOUNDS)
+        if too_long:
+            log.add(f"{image_id}/{subject}-{obj}", too_long, source_file=str(table), payload=relation)
+            continue
+        relations.append({"subject_id": subject, "predicate": predicate, "object_id": obj})
     return {
         "image_id": image_id,
         "image": {"bytes": cell.get("bytes"), "path": cell.get("path")},

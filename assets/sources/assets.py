@@ -19,7 +19,9 @@ fresh. A source that holds no record (a ``data.json`` holding ``[]``, a 0-row Pa
 layout, a wrong image folder) fails the asset before any output, so the previous tables are kept: the
 failure (:func:`assets.tables.input_failure`) shows one sentence naming the input, its location and the
 config field, with the quarantined count and first reasons in its metadata, and the asset's contract
-checks show as not executed, not as failed.
+checks show as not executed, not as failed. A source read from the built-in sample world (no real data set of
+its kind configured) names the sample world instead, with how to regenerate it and `sample_world_root`
+(:func:`input_field`), not a field the user never set.
 
 ``scene_graphs`` keeps only the splits in ``scene_graph_splits`` (default train and val): the VG150
 test images never reach the questions generated from it (STVQA, single-image DGE tasks). The images
@@ -44,7 +46,13 @@ from assets.partitions import scenes_partitions
 from assets.previews import draw_boxes, gallery
 from assets.provenance import TableFilePlan, table_file_plans, write_outputs
 from assets.raw_files import HASH_CACHE_NAME, FileHashCache, observe_scan, scan_folders
-from assets.resources import SourcesResource, StorageResource, WorkersResource
+from assets.resources import (
+    SAMPLE_WORLD_FIELD,
+    SourcesResource,
+    StorageResource,
+    WorkersResource,
+    sample_world_remedy,
+)
 from assets.stvqa.shards import shard_of
 from assets.tables import (
     StreamedTable,
@@ -57,6 +65,7 @@ from assets.tables import (
 )
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.images import encode_image
+from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
 from data_contracts.parquet_files import ROW_GROUP_BYTES, ROW_GROUP_ROWS, ParquetTableWriter
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import DATASET_NAMES
@@ -104,6 +113,25 @@ def _scene_graph_preview(frame: pl.DataFrame):
     return gallery(images)
 
 
+def input_field(origin: str, config_field: str, unset_fields: str) -> dict[str, str | None]:
+    """The ``config_field`` and ``remedy`` :func:`readers.common.require_rows` names for a source of ``origin``: the
+    source's own field for real data; for the sample world, `sample_world_root` and how to regenerate it (its
+    ``unset_fields``, being unset, chose it).
+
+    >>> input_field("real", "omnispatial_root", "`omnispatial_root`")
+    {'config_field': 'omnispatial_root', 'remedy': None}
+    >>> input_field("sample_world", "omnispatial_root", "`omnispatial_root`")["config_field"]
+    'sample_world_root'
+    """
+    if origin == SAMPLE_WORLD_ORIGIN:
+        return {"config_field": SAMPLE_WORLD_FIELD, "remedy": sample_world_remedy(unset_fields)}
+    return {"config_field": config_field, "remedy": None}
+
+
+QUESTION_FIELDS = "`omnispatial_root` or `spatialab_path`"
+"""The config fields whose being unset makes the questions the sample world's."""
+
+
 def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[pl.DataFrame, QuarantineLog]:
     """The multiple-choice questions of the configured sources (or the sample world's, see
     :func:`readers.mcq.question_frame`: no image bytes) and their quarantine.
@@ -125,7 +153,7 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
             omnispatial_log,
             what="OmniSpatial",
             location=omnispatial_root,
-            config_field="omnispatial_root",
+            **input_field(sources.questions_origin(), "omnispatial_root", QUESTION_FIELDS),
             allow_empty=sources.allows_empty("omnispatial"),
             allow_empty_switch=sources.allow_empty_switch("omnispatial"),
         )
@@ -139,7 +167,9 @@ def read_questions(sources: SourcesResource, storage: StorageResource) -> tuple[
             spatialab_log,
             what="SpatiaLab",
             location=spatialab,
-            config_field="spatialab_path` / `spatialab_images_dir",
+            **input_field(
+                sources.questions_origin(), "spatialab_path` / `spatialab_images_dir", QUESTION_FIELDS
+            ),
             allow_empty=sources.allows_empty("spatialab"),
             allow_empty_switch=sources.allow_empty_switch("spatialab"),
         )
@@ -254,7 +284,11 @@ def require_scene_graphs(
         stream.quarantine,
         what=f"Visual Genome ({stream.layout} layout)",
         location=root,
-        config_field="visual_genome_root` / `visual_genome_images_dir",
+        **input_field(
+            sources.scene_graphs_origin(),
+            "visual_genome_root` / `visual_genome_images_dir",
+            "`visual_genome_root`",
+        ),
         allow_empty=sources.allows_empty("visual_genome"),
         allow_empty_switch=sources.allow_empty_switch("visual_genome"),
     )
@@ -483,7 +517,9 @@ def _scan_tables(
             log,
             what=f"{DATASET_NAMES[scan.dataset]} scan {scene_id}",
             location=scan.folder,
-            config_field=scan.config_field,
+            **input_field(
+                origin, scan.config_field, "`scannet_root`, `arkitscenes_root` or `scannetpp_root`"
+            ),
         )
     except (MissingInputError, EmptySourceError) as error:
         raise input_failure(error, scan=scene_id) from None

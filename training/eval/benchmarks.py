@@ -54,7 +54,16 @@ from data_contracts.images import sniff_format
 from data_contracts.origin import REAL, SAMPLE_WORLD
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.validation import polars_schema, split_valid
-from readers.common import MissingInputError, column_problem, parse_hub_location, require_path, require_rows
+from readers.common import (
+    TEXT_ENCODING,
+    MissingInputError,
+    column_problem,
+    parse_hub_location,
+    path_escape_problem,
+    read_jsonl,
+    require_path,
+    require_rows,
+)
 from readers.mcq import read_omnispatial, read_spatialab
 from readers.scene_graphs import split_from_file_name
 from training.eval.predictions import content_hash
@@ -418,15 +427,7 @@ def _cvbench_records(file: Path, log: QuarantineLog) -> list[dict]:
             log.add(file.name, problem, source_file=str(file))
             return []
         return pl.read_parquet(file).to_dicts()
-    records = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            log.add(f"line {number}", f"malformed JSON: {error}", source_file=str(file))
-    return records
+    return read_jsonl(file, log)
 
 
 def _cvbench_image(record: dict, file: Path) -> tuple[bytes, str | None]:
@@ -437,6 +438,9 @@ def _cvbench_image(record: dict, file: Path) -> tuple[bytes, str | None]:
     if not filename:
         raise ValueError("no image bytes and no filename")
     image_path = file.parent / str(filename)
+    escape = path_escape_problem(image_path, file.parent)
+    if escape:
+        raise ValueError(escape)
     if not image_path.is_file():
         raise ValueError(f"missing image: {image_path}")
     return image_path.read_bytes(), str(filename)
@@ -547,7 +551,7 @@ def load_3dsrbench(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog]:
     file = _threedsr_file(require_path(path, "threedsrbench_path", "3DSRBench TSV"))
     log = QuarantineLog(QUARANTINE_ASSET)
     csv.field_size_limit(sys.maxsize)
-    with file.open(newline="", encoding="utf-8") as handle:
+    with file.open(newline="", encoding=TEXT_ENCODING) as handle:
         reader = csv.DictReader(handle, delimiter="\t")
         problem = column_problem(reader.fieldnames or [], THREEDSR_COLUMNS)
         records = [] if problem else list(reader)
