@@ -298,7 +298,7 @@ def test_2b_a_question_edit_rebuilds_the_shards_before_what_reads_them(automatio
     rebuilt = automation.settle()
     assert {"mcq_questions", "object_phrases", "pseudo_gt_boxes", "spatialcore_train"} <= set(rebuilt)
     first_run = automation.run_tags[runs_before]
-    assert (first_run[TRIGGER_TAG], first_run[CHANGED_FILES_TAG]) == ("raw_mcq_files", "data.json")
+    assert (first_run[TRIGGER_TAG], first_run[CHANGED_FILES_TAG]) == ("raw_mcq_files", "edited data.json")
     assert "input:mcq_questions" in automation.run_tags[-1][TRIGGER_TAG]  # the tables built on the shards
     requested_by_tick = [
         {name for shape in _run_shapes(tick) for name in shape[1]}
@@ -343,7 +343,7 @@ def test_3_one_scan_rebuilds_that_scan_only_in_one_run(automation, built):
     assert set(SCAN_CHAIN) <= names
     (tags,) = automation.run_tags[runs_before:]  # the run says what started it
     assert tags[TRIGGER_TAG] == f"raw_scan_files[{first}]"
-    assert tags[CHANGED_FILES_TAG] == f"pose/{pose.name}"
+    assert tags[CHANGED_FILES_TAG] == f"edited pose/{pose.name}"
     after = {table: _fingerprints(storage, table) for table in SCAN_CHAIN}
     for table in SCAN_CHAIN:  # content-based provenance: the edited scan's files, and only them
         assert after[table][first] != before[table][first], table
@@ -392,9 +392,15 @@ def test_3b_a_failed_scan_holds_back_its_chain_only(automation, built):
         intrinsics.write_text(good)
         automation.allow_failures = False
     automation.observe()  # the scan restored and the code changed back: its chain, and every scan's tasks
+    runs_before = len(automation.run_tags)
     rebuilt = automation.settle()
     assert {table: rebuilt[table] for table in SCAN_CHAIN[:4]} == dict.fromkeys(SCAN_CHAIN[:4], {first})
     assert rebuilt["dge_tasks"] == set(_scenes(instance))
+    triggers = {
+        (tags[TRIGGER_TAG], tags.get(CHANGED_FILES_TAG)) for tags in automation.run_tags[runs_before:]
+    }
+    # the tables were built from what is there again: the run says the scan came back, and which file did
+    assert (f"raw_scan_files[{first}] restored", "edited intrinsic/intrinsic_color.txt") in triggers
 
 
 def test_4_a_changed_code_version_rebuilds_it_and_its_downstream(automation):
@@ -488,7 +494,7 @@ def test_7_a_one_scan_run_evaluates_the_signals_and_warns(automation, built):
     good = pose.read_text()
     frames_before = _latest_figure(instance, "scene_geometry", first, "frames_used")
     automation.settle()  # nothing pending: the next tick is the edit's
-    pose.write_text("not a matrix\n")  # the frame is quarantined: one frame fewer for the scan
+    pose.unlink()  # the frame is quarantined: one frame fewer for the scan
     try:
         automation.observe()
         launched_before = len(automation.launched)
@@ -496,6 +502,7 @@ def test_7_a_one_scan_run_evaluates_the_signals_and_warns(automation, built):
         assert {table: rebuilt[table] for table in SCAN_CHAIN} == dict.fromkeys(SCAN_CHAIN, {first})
         (run,) = automation.launched[launched_before:]  # one run for the scan, as the sensor launches it
         assert run.success  # a warning never fails a run
+        assert instance.get_run_by_id(run.run_id).tags[CHANGED_FILES_TAG] == f"deleted pose/{pose.name}"
         signals = _warnings(run)
         for table in SCAN_CHAIN:  # every table the run built had its signals evaluated
             assert {(table, QUARANTINE_SHARE_CHECK), (table, ROW_COUNT_DROP_CHECK)} <= set(signals), table
