@@ -16,7 +16,8 @@ How a change reaches the datasets:
    table in the same tick as its inputs only when one run can build both (the same partitioning), so
    without that last wait ``spatialcore_train`` would be rebuilt from new questions one tick before
    the ``pseudo_gt_boxes`` shards are. The UI's automation tab names the condition that holds an
-   asset back.
+   asset back; the tables a failed run skipped were requested (and count as handled) and wait for the
+   failed table's rebuild: the run-failure alert names them (``held_back_assets``, :mod:`pipelines.alerts`).
 3. ``datasets_automation_sensor`` evaluates these conditions (every minute) and launches what a tick
    requested. Dagster puts everything of one tick that shares a partition into one run, so editing
    one scan rebuilds that scan's whole chain (``rgbd_frames`` and ``rgbd_scenes`` to ``dge_tasks``, all
