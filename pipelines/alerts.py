@@ -63,24 +63,21 @@ def step_error_line(event: dg.DagsterEvent) -> str:
 
 def run_failure_summary(context: dg.RunFailureSensorContext) -> dict[str, Any]:
     """The JSON object posted for a failed run: ``event``, ``run_id``, ``job``, ``partition`` (``first...last``
-    for a range run), ``failed_steps``, ``failed_assets``, ``error`` (the first line of the first failed step's
-    error, else of the run's failure message), ``trigger``, ``run_path``, ``run_url`` and ``text`` (the log line,
-    which chat webhooks show)."""
+    for a range run), ``failed_steps``, ``failed_assets``, ``held_back_assets`` (the run's other tables that it
+    did not build: their steps never ran, the previous tables stand, and the automation rebuilds them once the
+    failed ones are rebuilt), ``error`` (the first line of the first failed step's error, else of the run's
+    failure message), ``trigger``, ``run_path``, ``run_url`` and ``text`` (the log line, which chat webhooks
+    show)."""
     run = context.dagster_run
     step_failures = context.get_step_failure_events()
     failed_steps = sorted({event.step_key for event in step_failures if event.step_key})
-    planned = context.instance.get_records_for_run(
-        run_id=run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
-    ).records
-    failed_assets = sorted(
-        {
-            record.event_log_entry.dagster_event.asset_key.to_user_string()
-            for record in planned
-            if record.event_log_entry.dagster_event is not None
-            and record.event_log_entry.dagster_event.step_key in failed_steps
-            and record.event_log_entry.dagster_event.asset_key is not None
-        }
-    )
+    planned = _asset_events(context.instance, run.run_id, dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
+    failed_assets = sorted({asset for asset, step in planned if step in failed_steps})
+    built = {
+        asset
+        for asset, _ in _asset_events(context.instance, run.run_id, dg.DagsterEventType.ASSET_MATERIALIZATION)
+    }
+    held_back = sorted({asset for asset, _ in planned} - set(failed_assets) - built)
     error = step_error_line(step_failures[0]) if step_failures else _first_line(context.failure_event.message)
     run_path = f"/runs/{run.run_id}"
     base = (os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
@@ -91,6 +88,7 @@ def run_failure_summary(context: dg.RunFailureSensorContext) -> dict[str, Any]:
         "partition": run_partition(dict(run.tags)),
         "failed_steps": failed_steps,
         "failed_assets": failed_assets,
+        "held_back_assets": held_back,
         "error": error,
         "trigger": run.tags.get(TRIGGER_TAG),
         "run_path": run_path,
@@ -100,19 +98,34 @@ def run_failure_summary(context: dg.RunFailureSensorContext) -> dict[str, Any]:
     return summary
 
 
+def _asset_events(
+    instance: dg.DagsterInstance, run_id: str, event_type: dg.DagsterEventType
+) -> set[tuple[str, str | None]]:
+    """``(asset, step)`` of every event of ``event_type`` in the run ``run_id``."""
+    records = instance.get_records_for_run(run_id=run_id, of_type=event_type).records
+    return {
+        (event.asset_key.to_user_string(), event.step_key)
+        for record in records
+        if (event := record.event_log_entry.dagster_event) is not None and event.asset_key is not None
+    }
+
+
 def summary_line(summary: dict[str, Any]) -> str:
     """The one-line form of a run-failure summary.
 
     >>> summary_line({"run_id": "0123456789ab", "job": "dge_job", "partition": "s1", "failed_steps": ["a_asset"],
-    ...               "failed_assets": ["a"], "error": "Failure: bad scan", "run_url": "http://h/runs/0123456789ab"})
-    'Run 01234567 of dge_job failed (partition s1): steps a_asset; assets a: Failure: bad scan (http://h/runs/0123456789ab)'
+    ...               "failed_assets": ["a"], "held_back_assets": ["b", "c"], "error": "Failure: bad scan",
+    ...               "run_url": "http://h/runs/0123456789ab"})
+    'Run 01234567 of dge_job failed (partition s1): steps a_asset; assets a: Failure: bad scan; held back until a is rebuilt: b, c (http://h/runs/0123456789ab)'
     """
     partition = f" (partition {summary['partition']})" if summary.get("partition") else ""
     steps = ", ".join(summary["failed_steps"]) or "none"
     assets = ", ".join(summary["failed_assets"]) or "none"
+    held_back = summary.get("held_back_assets")
+    waiting = f"; held back until {assets} is rebuilt: {', '.join(held_back)}" if held_back else ""
     return (
         f"Run {summary['run_id'][:8]} of {summary['job']} failed{partition}: steps {steps}; assets {assets}: "
-        f"{summary['error']} ({summary['run_url']})"
+        f"{summary['error']}{waiting} ({summary['run_url']})"
     )
 
 

@@ -4,8 +4,9 @@ How a change reaches the datasets:
 
 1. The raw folders are observable source assets (:mod:`assets.raw_files`), versioned by content.
    They are observed on the cron ``$SPATIAL_REBUILD_CRON`` (default Sundays 03:00 UTC) by the
-   automation sensor, and every few minutes by ``raw_files_sensor`` when that is on; the sensor also
-   adds every new scan folder as a ``scenes`` partition.
+   automation sensor and, when ``raw_files_sensor`` is on, seconds after a file under them changed (a
+   file watcher) or every 5 minutes (:mod:`pipelines.file_watch`); that sensor also adds every new scan
+   folder as a ``scenes`` partition.
 2. Every asset carries :data:`REBUILD_WHEN_CHANGED`: it is requested when a dependency was updated
    (a new observed version of its raw files included) or will be requested in the same tick, when its
    own code version changed, or when a partition of it is new. It waits while a dependency is
@@ -15,16 +16,18 @@ How a change reaches the datasets:
    table in the same tick as its inputs only when one run can build both (the same partitioning), so
    without that last wait ``spatialcore_train`` would be rebuilt from new questions one tick before
    the ``pseudo_gt_boxes`` shards are. The UI's automation tab names the condition that holds an
-   asset back.
+   asset back; the tables a failed run skipped were requested (and count as handled) and wait for the
+   failed table's rebuild: the run-failure alert names them (``held_back_assets``, :mod:`pipelines.alerts`).
 3. ``datasets_automation_sensor`` evaluates these conditions (every minute) and launches what a tick
    requested. Dagster puts everything of one tick that shares a partition into one run, so editing
    one scan rebuilds that scan's whole chain (``rgbd_frames`` and ``rgbd_scenes`` to ``dge_tasks``, all
    partitioned by scan) in one run, and leaves the other scans alone. A question edit takes three
    steps: the unpartitioned tables that read the questions directly, then the ``pseudo_gt_boxes``
    shards (one backfill), then the tables built on the shards.
-4. Every run the sensor launches is tagged, as it starts, with what started it: ``spatial/trigger``
-   (the observable and scan whose content changed, the input tables rebuilt since, or ``code or new
-   partition``) and ``spatial/changed_files`` (:mod:`pipelines.run_triggers`).
+4. Every run the sensor launches is tagged, when it is created, with what started it: ``spatial/trigger``
+   (the observable and scan whose content changed or came back, the input tables rebuilt since, ``new
+   partition`` or ``code version or retry``) and ``spatial/changed_files`` (the files added, edited and
+   deleted; :mod:`pipelines.run_triggers`, :mod:`pipelines.run_coordinator`).
 
 Both sensors start stopped: turn them on in the UI (Automation tab), or with
 ``dagster sensor start datasets_automation_sensor`` and ``dagster sensor start raw_files_sensor``,
@@ -33,6 +36,7 @@ with the Dagster daemon running (``./dev.sh dagster`` runs it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import dagster as dg
@@ -40,6 +44,7 @@ import dagster as dg
 from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import RAW_FILE_KEYS, scan_folders
 from assets.resources import SourcesResource, StorageResource
+from pipelines.file_watch import SENSOR_TICK_SECONDS, observation_due, raw_file_watcher
 
 OBSERVE_RAW_FILES_JOB = "observe_raw_files_job"
 AUTOMATION_SENSOR = "datasets_automation_sensor"
@@ -95,6 +100,10 @@ def observation_in_flight(instance: dg.DagsterInstance) -> bool:
     return bool(instance.get_run_ids(filters=unfinished, limit=1))
 
 
+def _float_or_none(text: str | None) -> float | None:
+    return float(text) if text else None
+
+
 def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition], list]:
     """The observation job and the two sensors, as ``(jobs, sensors)``."""
     observe_job = dg.define_asset_job(
@@ -114,19 +123,26 @@ def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDef
     @dg.sensor(
         name=RAW_FILES_SENSOR,
         job=observe_job,
-        minimum_interval_seconds=300,
+        minimum_interval_seconds=SENSOR_TICK_SECONDS,
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Observe the raw folders every 5 minutes and add new scan folders as scenes partitions.",
+        description="Observe the raw folders when a file under them changed (seconds after the edit) or every "
+        "5 minutes ($SPATIAL_OBSERVE_INTERVAL_SECONDS), and add new scan folders as scenes partitions.",
     )
     def raw_files_sensor(
         context: dg.SensorEvaluationContext, sources: SourcesResource, storage: StorageResource
     ):
         if observation_in_flight(context.instance):
             return dg.SkipReason("the previous observation of the raw folders is still queued or running")
+        roots = [root for paths in sources.raw_inputs(storage).values() for root in paths]
+        now = time.time()
+        reason = observation_due(_float_or_none(context.cursor), raw_file_watcher(roots), now)
+        if reason is None:
+            return dg.SkipReason("no file under the raw folders changed since the last observation")
+        context.update_cursor(str(now))
         known = set(context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
         new_scenes = [scene for scene in scan_folders(sources, storage) if scene not in known]
         return dg.SensorResult(
-            run_requests=[dg.RunRequest(tags={"spatial/trigger": RAW_FILES_SENSOR})],
+            run_requests=[dg.RunRequest(tags={"spatial/trigger": f"{RAW_FILES_SENSOR} ({reason})"})],
             dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(SCENES_PARTITIONS_NAME, new_scenes)]
             if new_scenes
             else [],

@@ -53,6 +53,11 @@ def broken_table() -> pl.DataFrame:
     raise ValueError("scan scene_0003 has no frames\nTraceback detail")
 
 
+@dg.asset(deps=[broken_table])
+def table_after_broken() -> pl.DataFrame:
+    return pl.DataFrame({"value": [1]})
+
+
 class _MemoryIOManager(dg.IOManager):
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         pass
@@ -62,11 +67,13 @@ class _MemoryIOManager(dg.IOManager):
 
 
 defs = dg.Definitions(
-    assets=[shard_table_asset, broken_table],
+    assets=[shard_table_asset, broken_table, table_after_broken],
     sensors=[run_failure_alert_sensor],
     jobs=[
         dg.define_asset_job("shards_job", selection=dg.AssetSelection.assets(shard_table_asset)),
-        dg.define_asset_job("broken_job", selection=dg.AssetSelection.assets(broken_table)),
+        dg.define_asset_job(
+            "broken_job", selection=dg.AssetSelection.assets(broken_table, table_after_broken)
+        ),
     ],
     resources={"io_manager": _MemoryIOManager()},
 )
@@ -149,6 +156,7 @@ def test_a_failed_range_run_is_posted_and_logged(webhook, monkeypatch, capfd):
                 "partition": "a...c",
                 "failed_steps": ["shard_table_asset"],
                 "failed_assets": ["shard_table", "shard_table_quarantine"],
+                "held_back_assets": [],
                 "error": "shard b: 3 of 5 records unreadable",
                 "trigger": "raw_scan_files",
                 "run_path": f"/runs/{failed.run_id}",
@@ -179,8 +187,11 @@ def test_a_webhook_that_is_down_or_refuses_is_logged_and_the_sensor_goes_on(monk
                 assert reaction.error is None and reaction.dagster_run.run_id == failed.run_id
                 assert f"run-failure webhook {url} failed for run {failed.run_id}" in logged
                 # The op's own error, not Dagster's wrapper around it.
-                assert "assets broken_table: ValueError: scan scene_0003 has no frames (http" in logged
+                assert "assets broken_table: ValueError: scan scene_0003 has no frames; held back" in logged
             assert len(refusing.bodies) == 1 and refusing.bodies[0]["failed_assets"] == ["broken_table"]
+            # what the failure held back is named: its step never ran, the automation waits for the failed table
+            assert refusing.bodies[0]["held_back_assets"] == ["table_after_broken"]
+            assert "held back until broken_table is rebuilt: table_after_broken" in refusing.bodies[0]["text"]
             assert refusing.bodies[0]["partition"] is None
     finally:
         refusing.close()

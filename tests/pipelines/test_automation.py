@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -36,7 +37,7 @@ from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
 from pipelines.cli import build_waves, partition_range_tags
 from pipelines.definitions import ALL_ASSETS, build_definitions
 from pipelines.jobs import job_for
-from pipelines.run_triggers import AUTOMATION_RUN_TAG, CHANGED_FILES_TAG, TRIGGER_TAG
+from pipelines.run_triggers import AUTOMATION_RUN_TAG, CHANGED_FILES_TAG, TRIGGER_TAG, trigger_tags
 from pipelines.signals import (
     FRAMES_USED_DROP_CHECK,
     MAX_QUARANTINE_SHARE,
@@ -263,6 +264,12 @@ def _downstream(defs: dg.Definitions, *names: str) -> set[str]:
     return {key.to_user_string() for key in dg.AssetSelection.assets(*names).downstream().resolve(graph)}
 
 
+def _queued_tags(instance: dg.DagsterInstance, storage: Path, scan: str) -> dict[str, str]:
+    """The trigger tags a run of ``scan``'s chain gets when it is queued now (:mod:`pipelines.run_coordinator`;
+    the runs here execute in process, past the coordinator)."""
+    return trigger_tags(instance, [dg.AssetKey(table) for table in SCAN_CHAIN], [scan], storage)
+
+
 def test_1_fresh_build_requests_nothing(automation):
     assert automation.settle() == {}
     automation.observe()  # what the raw-files sensor does every few minutes: same content, same versions
@@ -298,7 +305,7 @@ def test_2b_a_question_edit_rebuilds_the_shards_before_what_reads_them(automatio
     rebuilt = automation.settle()
     assert {"mcq_questions", "object_phrases", "pseudo_gt_boxes", "spatialcore_train"} <= set(rebuilt)
     first_run = automation.run_tags[runs_before]
-    assert (first_run[TRIGGER_TAG], first_run[CHANGED_FILES_TAG]) == ("raw_mcq_files", "data.json")
+    assert (first_run[TRIGGER_TAG], first_run[CHANGED_FILES_TAG]) == ("raw_mcq_files", "edited data.json")
     assert "input:mcq_questions" in automation.run_tags[-1][TRIGGER_TAG]  # the tables built on the shards
     requested_by_tick = [
         {name for shape in _run_shapes(tick) for name in shape[1]}
@@ -343,7 +350,7 @@ def test_3_one_scan_rebuilds_that_scan_only_in_one_run(automation, built):
     assert set(SCAN_CHAIN) <= names
     (tags,) = automation.run_tags[runs_before:]  # the run says what started it
     assert tags[TRIGGER_TAG] == f"raw_scan_files[{first}]"
-    assert tags[CHANGED_FILES_TAG] == f"pose/{pose.name}"
+    assert tags[CHANGED_FILES_TAG] == f"edited pose/{pose.name}"
     after = {table: _fingerprints(storage, table) for table in SCAN_CHAIN}
     for table in SCAN_CHAIN:  # content-based provenance: the edited scan's files, and only them
         assert after[table][first] != before[table][first], table
@@ -392,6 +399,11 @@ def test_3b_a_failed_scan_holds_back_its_chain_only(automation, built):
         intrinsics.write_text(good)
         automation.allow_failures = False
     automation.observe()  # the scan restored and the code changed back: its chain, and every scan's tasks
+    # the tables were built from what is there again: a run of the scan says it came back, and which file did
+    assert _queued_tags(instance, storage, first) == {
+        TRIGGER_TAG: f"raw_scan_files[{first}] restored",
+        CHANGED_FILES_TAG: "edited intrinsic/intrinsic_color.txt",
+    }
     rebuilt = automation.settle()
     assert {table: rebuilt[table] for table in SCAN_CHAIN[:4]} == dict.fromkeys(SCAN_CHAIN[:4], {first})
     assert rebuilt["dge_tasks"] == set(_scenes(instance))
@@ -488,9 +500,10 @@ def test_7_a_one_scan_run_evaluates_the_signals_and_warns(automation, built):
     good = pose.read_text()
     frames_before = _latest_figure(instance, "scene_geometry", first, "frames_used")
     automation.settle()  # nothing pending: the next tick is the edit's
-    pose.write_text("not a matrix\n")  # the frame is quarantined: one frame fewer for the scan
+    pose.unlink()  # the frame is quarantined: one frame fewer for the scan
     try:
         automation.observe()
+        assert _queued_tags(instance, storage, first)[CHANGED_FILES_TAG] == f"deleted pose/{pose.name}"
         launched_before = len(automation.launched)
         rebuilt = automation.tick(as_launched=True)
         assert {table: rebuilt[table] for table in SCAN_CHAIN} == dict.fromkeys(SCAN_CHAIN, {first})

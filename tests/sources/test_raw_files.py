@@ -10,13 +10,14 @@ import builtins
 import hashlib
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from assets.partitions import SCENES_PARTITIONS_NAME
-from assets.raw_files import FileHashCache, content_fingerprint, observe_roots
+from assets.raw_files import FileChanges, FileHashCache, changes_between, content_fingerprint, observe_roots
 from assets.resources import SourcesResource, StorageResource
 from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
 
@@ -61,17 +62,68 @@ def test_fingerprint_matches_an_independent_hash_of_the_files(scan: Path, tmp_pa
         assert content_fingerprint([scan], cache) == independent_fingerprint([scan])  # warm: the same
 
 
-def test_an_observation_lists_what_is_new_or_changed_and_nothing_else(scan: Path, tmp_path: Path):
+def test_an_observation_lists_what_was_added_edited_and_deleted_and_nothing_else(scan: Path, tmp_path: Path):
     with FileHashCache(tmp_path / "hashes.sqlite") as cache:
-        _, first = observe_roots([scan], cache)
-        assert first == ["a/x.txt", "a-b", "color/10.jpg", "color/2.jpg", "pose/0.txt", "scene0000_00.txt"]
-        assert observe_roots([scan], cache)[1] == []
+        _, first = observe_roots([scan], cache, record=True)
+        everything = ("a/x.txt", "a-b", "color/10.jpg", "color/2.jpg", "pose/0.txt", "scene0000_00.txt")
+        assert first == FileChanges(added=everything)
+        assert not observe_roots([scan], cache, record=True)[1]
         (scan / "pose" / "0.txt").write_text("1 0 0 1")
         (scan / "pose" / "1.txt").write_text("new")
+        (scan / "a" / "x.txt").unlink()
         os.utime(scan / "color" / "2.jpg")  # touched, same bytes: no change
-        version, changed = observe_roots([scan], cache)
-        assert changed == ["pose/0.txt", "pose/1.txt"]
+        version, changes = observe_roots([scan], cache, record=True)
+        assert changes == FileChanges(added=("pose/1.txt",), edited=("pose/0.txt",), deleted=("a/x.txt",))
         assert version == independent_fingerprint([scan])
+        assert not observe_roots([scan], cache, record=True)[1]
+
+
+def test_reading_a_scan_to_build_it_leaves_its_changes_to_the_observation(scan: Path, tmp_path: Path):
+    with FileHashCache(tmp_path / "hashes.sqlite") as cache:
+        observe_roots([scan], cache, record=True)
+        (scan / "pose" / "0.txt").write_text("edited")
+        (scan / "color" / "10.jpg").unlink()
+        (scan / "pose" / "1.txt").write_text("new")
+        built, nothing = observe_roots([scan], cache)  # a build reads the scan first
+        assert not nothing
+        observed, changes = observe_roots([scan], cache, record=True)
+    assert observed == built
+    assert changes == FileChanges(added=("pose/1.txt",), edited=("pose/0.txt",), deleted=("color/10.jpg",))
+
+
+def test_a_deleted_single_file_root_and_a_restored_one_are_reported(scan: Path, tmp_path: Path):
+    single = scan / "scene0000_00.txt"
+    text = single.read_text()
+    with FileHashCache(tmp_path / "hashes.sqlite") as cache:
+        observe_roots([single], cache, record=True)
+        (scan / "scene0000_00.txt.bak").write_text("a sibling whose name starts like the file's")
+        observe_roots([scan / "scene0000_00.txt.bak"], cache, record=True)
+        single.unlink()
+        assert observe_roots([single], cache, record=True)[1] == FileChanges(deleted=("scene0000_00.txt",))
+        single.write_text(text)
+        assert observe_roots([single], cache, record=True)[1] == FileChanges(added=("scene0000_00.txt",))
+
+
+def test_the_recorded_history_gives_the_net_change_between_two_versions(scan: Path, tmp_path: Path):
+    def observe(cache: FileHashCache) -> str:
+        version, changes = observe_roots([scan], cache, record=True)
+        cache.record_change("raw_scan_files", "scene0000_00", version, changes)
+        return version
+
+    pose = scan / "pose" / "0.txt"
+    with FileHashCache(tmp_path / "hashes.sqlite") as cache:
+        built = observe(cache)
+        pose.write_text("edited")
+        (scan / "pose" / "1.txt").write_text("new")
+        observe(cache)
+        (scan / "pose" / "1.txt").unlink()
+        (scan / "a-b").unlink()
+        latest = observe(cache)
+        history = cache.recorded_changes("raw_scan_files", "scene0000_00")
+    assert [change.version for change in history] == [latest, history[1].version, built]
+    assert changes_between(history, built, latest) == FileChanges(edited=("pose/0.txt",), deleted=("a-b",))
+    assert changes_between(history, history[1].version, latest) == FileChanges(deleted=("a-b", "pose/1.txt"))
+    assert not changes_between(history, latest, latest)
 
 
 def test_an_unchanged_file_is_not_read_and_hard_links_are_read_once(scan: Path, tmp_path: Path, monkeypatch):
@@ -86,12 +138,12 @@ def test_an_unchanged_file_is_not_read_and_hard_links_are_read_once(scan: Path, 
 
     with FileHashCache(tmp_path / "hashes.sqlite") as cache:
         monkeypatch.setattr(builtins, "open", counting_open)
-        cold = [observe_roots([folder], cache) for folder in (scan, links)]
+        cold = [observe_roots([folder], cache, record=True) for folder in (scan, links)]
         read_cold = sorted(Path(path).relative_to(tmp_path).as_posix() for path in opened)
         opened.clear()
-        warm = [observe_roots([folder], cache) for folder in (scan, links)]
+        warm = [observe_roots([folder], cache, record=True) for folder in (scan, links)]
         monkeypatch.undo()
-    assert read_cold == sorted(f"scans/scene0000_00/{name}" for name in cold[0][1])  # each inode once
+    assert read_cold == sorted(f"scans/scene0000_00/{name}" for name in cold[0][1].added)  # each inode once
     assert cold[1][1] == cold[0][1]  # the linked scan's files are new to it all the same
     assert opened == []  # a no-change observation reads no content
     assert [version for version, _ in warm] == [version for version, _ in cold]
@@ -200,3 +252,18 @@ def test_a_thousand_new_scans_are_registered_observed_and_requested_like_one(
     for name in SCAN_CHAIN:
         keys = subset.get_partitions_subset(dg.AssetKey(name)).get_partition_keys()
         assert sorted(keys) == names, name
+
+
+def test_a_cache_from_before_recording_observations_is_migrated_with_its_files_seen(
+    scan: Path, tmp_path: Path
+):
+    path = tmp_path / "hashes.sqlite"
+    with FileHashCache(path) as cache:
+        observe_roots([scan], cache)
+    with sqlite3.connect(path) as connection:  # the cache as the previous release wrote it
+        connection.execute("CREATE TABLE old AS SELECT path, size, mtime_ns, inode, sha256 FROM file_hashes")
+        connection.execute("DROP TABLE file_hashes")
+        connection.execute("ALTER TABLE old RENAME TO file_hashes")
+    (scan / "pose" / "0.txt").write_text("edited")
+    with FileHashCache(path) as cache:
+        assert observe_roots([scan], cache, record=True)[1] == FileChanges(edited=("pose/0.txt",))
