@@ -6,8 +6,8 @@ run over the range of its partitions, as a single-run backfill launches it (:fun
 and a failed range is built again one run per partition so the failures are named. Ctrl-C or SIGTERM
 ends the run in progress, starts no other and prints the summary (exit status 130). Runs go to the
 instance of ``$DAGSTER_HOME`` (its ``dagster.yaml`` decides the storage), else a temporary one, tagged
-``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process. See the README's
-"How ``spatial-build`` runs the graph".
+``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process. See
+``pipelines/README.md``, "How ``spatial-build`` runs the graph".
 
 Before it runs anything, a build gives back what killed builds left (:mod:`pipelines.dead_builds`). When
 ``$DAGSTER_HOME`` is full or not writable, it stops with one sentence and the summary, exit status 74
