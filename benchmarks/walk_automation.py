@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipelines.run_tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
+
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPOSITORY_ROOT / "pipelines" / "deploy" / "dagster.yaml"
 AUTOMATION_TAG = "dagster/from_automation_condition"
@@ -93,8 +95,7 @@ def _describe(instance, since: float) -> list[dict]:
             {
                 "job": run.job_name,
                 "assets": sorted(key.to_user_string() for key in run.asset_selection or []),
-                "partition": run.tags.get("dagster/partition")
-                or run.tags.get("dagster/asset_partition_range_start"),
+                "partition": run.tags.get(PARTITION_TAG) or run.tags.get(PARTITION_RANGE_START_TAG),
                 "status": run.status.value,
                 "trigger": run.tags.get("spatial/trigger", ""),
                 "changed_files": run.tags.get("spatial/changed_files", ""),

@@ -46,6 +46,7 @@ from pipelines.dead_builds import (
     build_process_tags,
     reclaim_dead_builds,
 )
+from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
 
 logger = logging.getLogger("spatial_build")
 
@@ -105,7 +106,7 @@ def partition_range_tags(first: str, last: str) -> dict[str, str]:
     """The run tags that make a run cover the partitions ``first`` to ``last`` (``execute_in_process`` takes no
     range): those of a single-run backfill and ``dagster asset materialize --partition-range``; pinned by
     ``tests/pipelines/test_range_runs.py``."""
-    return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+    return {PARTITION_RANGE_START_TAG: first, PARTITION_RANGE_END_TAG: last}
 
 
 def _instance() -> dg.DagsterInstance:
