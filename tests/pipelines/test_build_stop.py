@@ -1,0 +1,160 @@
+"""A stop signal stops ``spatial-build`` wherever it lands between two runs, and no process of the build outlives it.
+
+The run loop (:class:`pipelines.cli.Build`) runs here with its launches recorded instead of executed, so every
+point between two runs is reached deterministically: the test seam of :mod:`pipelines.stop_signals` sends the
+signal at each checkpoint, and a launch that sends it while Dagster's own interrupt capture is in force stands
+for a signal that lands in Dagster's set-up or close of a run (Dagster records it there, then forgets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import dagster as dg
+import psutil
+import pytest
+from dagster._utils.interrupts import capture_interrupts  # what Dagster wraps a run in
+
+from pipelines.automation import OBSERVE_RAW_FILES_JOB
+from pipelines.cli import EXIT_INTERRUPTED, Build, build_waves, main
+from pipelines.definitions import ALL_ASSETS
+from pipelines.stop_signals import CHECKPOINTS, SIGNAL_AT_ENV, StopSignals, end_processes_started_since
+
+SELECTION = "key:object_phrases or key:pseudo_gt_boxes"
+"""Two waves: one unpartitioned run, then a range run over the 8 Grounding DINO shards."""
+ARGS = argparse.Namespace(workers=None, scenes=None, views=None, seed=None, verbose=False)
+
+
+@dataclass
+class _Result:
+    """What :meth:`Build.execute` reads of a run's result."""
+
+    run_id: str
+    success: bool = True
+    all_events: list = field(default_factory=list)
+
+    def get_step_failure_events(self) -> list:
+        return []
+
+
+class RecordingBuild(Build):
+    """The run loop with its launches recorded, not executed; ``during_run`` is called inside each launch."""
+
+    def __init__(self, stop: StopSignals, during_run=None) -> None:
+        super().__init__(defs=None, instance=None, args=ARGS, tags={}, stop=stop)
+        self.launched: list[str] = []
+        self.during_run = during_run
+
+    def launch(self, job_name: str, **kwargs) -> _Result:
+        self.launched.append(job_name)
+        if self.during_run is not None:
+            self.during_run()
+        return _Result(run_id=f"run-{len(self.launched)}")
+
+    def observe_raw_files(self) -> None:
+        self.ok = self.execute(OBSERVE_RAW_FILES_JOB, None, {}) and self.ok
+
+
+def _waves():
+    return build_waves(ALL_ASSETS, dg.AssetSelection.from_string(SELECTION))
+
+
+# Runs launched before the stop, by where the signal lands: before the first wave, before its first run
+# (observing the raw files), right after that run returns, after the first wave (observation and its run).
+LAUNCHED_BEFORE_STOP = {"wave_started": 0, "run_starting": 0, "run_ended": 1, "wave_ended": 2}
+
+
+def test_every_checkpoint_is_covered():
+    assert set(LAUNCHED_BEFORE_STOP) == set(CHECKPOINTS)
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("checkpoint", CHECKPOINTS)
+def test_a_signal_at_any_point_between_runs_stops_the_run_loop(checkpoint, stop_signal):
+    with StopSignals(signal_at=(checkpoint, stop_signal)) as stop:
+        build = RecordingBuild(stop)
+        with pytest.raises(KeyboardInterrupt):
+            build.run_waves(_waves())
+    assert stop.received == stop_signal
+    assert len(build.launched) == LAUNCHED_BEFORE_STOP[checkpoint]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the block gave back what it replaced
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_dagster_takes_during_a_run_stops_the_build_after_that_run(stop_signal):
+    """Dagster's handlers replace the build's while a run is set up or closed; the signal is seen after it."""
+
+    def signal_inside_dagsters_capture():
+        if len(build.launched) == 2:  # the first wave's run, after the raw files were observed
+            with capture_interrupts():
+                os.kill(os.getpid(), stop_signal)
+                time.sleep(0.05)  # delivered here, to Dagster's handler, which only records it
+
+    with StopSignals() as stop:
+        build = RecordingBuild(stop, during_run=signal_inside_dagsters_capture)
+        with pytest.raises(KeyboardInterrupt):
+            build.run_waves(_waves())
+    assert build.launched == [OBSERVE_RAW_FILES_JOB, "datasets_job"]  # the shards' run never started
+    assert stop.received == stop_signal
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "stop_signal"), [("run_ended", "SIGINT"), ("wave_started", "SIGTERM")]
+)
+def test_the_build_stopped_between_runs_prints_its_summary_and_exits_130(
+    checkpoint, stop_signal, tmp_path, monkeypatch, capsys
+):
+    launched: list[str] = []
+
+    def record(self, job_name, **kwargs):
+        launched.append(job_name)
+        return _Result(run_id=f"run-{len(launched)}")
+
+    monkeypatch.setattr(Build, "launch", record)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv(SIGNAL_AT_ENV, f"{checkpoint}:{stop_signal}")
+    status = main(["--storage-root", str(tmp_path / "data"), "--select", SELECTION])
+    out = capsys.readouterr().out
+    assert status == EXIT_INTERRUPTED
+    assert "Parquet caches under" in out and out.strip().splitlines()[-1].startswith("Stopped after building")
+    assert len(launched) == {"run_ended": 1, "wave_started": 0}[checkpoint]
+
+
+def _sleep_forever() -> None:
+    time.sleep(600)
+
+
+IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+
+
+def test_a_stopped_build_ends_every_process_it_started_and_only_those(tmp_path):
+    """A worker of a forkserver pool, the fork server itself, and a child that ignores SIGTERM (killed after the
+    grace time) are ended; a process the caller had started before is left alone."""
+    before_build = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        before = {child.pid for child in psutil.Process().children(recursive=True)}
+        context = multiprocessing.get_context("forkserver")
+        worker = context.Process(target=_sleep_forever)
+        worker.start()
+        stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM])
+        time.sleep(0.5)  # the stubborn child has set its handler
+        started = {child.pid for child in psutil.Process().children(recursive=True)} - before
+        assert {worker.pid, stubborn.pid} < started  # the fork server too
+        seconds = time.perf_counter()
+        ended = end_processes_started_since(before, grace_s=1.0)
+        seconds = time.perf_counter() - seconds
+        assert set(ended) == started and seconds < 5
+        assert not [
+            pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+        ]
+        assert before_build.poll() is None
+    finally:
+        before_build.kill()
+        before_build.wait()
