@@ -7,12 +7,14 @@ recorded and then forgotten when the run ends, so the build would go on and repo
 signal handler writes every signal's number there, whichever Python handler (ours or Dagster's) then runs.
 :meth:`StopSignals.check`, called by the build's run loop at each of its :data:`CHECKPOINTS` (before and
 after every run), raises :class:`KeyboardInterrupt` once a stop signal has arrived. Outside a run the
-block's own handler raises it at once.
+block's own handler raises it at once. A Ctrl-C in a terminal goes to every process of its process group;
+the block keeps SIGINT blocked, which the processes it starts inherit (Dagster's log-tail watchers would each
+print a traceback), and a relay thread takes it for the main thread.
 
 :func:`end_processes_started_since` ends what a stopped build started (worker pools, multiprocessing's fork
 server, Dagster's log tails), so that no process of the build outlives it.
 
-Test seam: with :data:`SIGNAL_AT_ENV` set to ``CHECKPOINT`` or ``CHECKPOINT:SIGNAL`` (``run_started:SIGINT``;
+Test seam: with :data:`SIGNAL_AT_ENV` set to ``CHECKPOINT`` or ``CHECKPOINT:SIGNAL`` (``run_ended:SIGINT``;
 SIGTERM when no signal is named), the build sends itself that signal when it reaches that checkpoint the
 first time, so a test stops it at every point between two runs deterministically.
 """
@@ -21,7 +23,10 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
+import threading
+import time
 from collections.abc import Iterable
 from types import FrameType, TracebackType
 
@@ -39,6 +44,13 @@ CHECKPOINTS = ("wave_started", "run_starting", "run_ended", "wave_ended")
 SIGNAL_AT_ENV = "SPATIAL_BUILD_SIGNAL_AT"
 """Test seam (see the module docstring): the checkpoint (and signal) at which a build signals itself."""
 
+WAKE_SIGNAL = signal.SIGUSR2
+"""Sent by the relay thread to the main thread, whose handler for it does nothing: it ends a wait in a system
+call there, so that the handler of a SIGINT that another thread took runs at once."""
+RELAY_POLL_S = 0.2
+"""How often the SIGINT relay thread looks whether its block has ended."""
+RELAY_WAIT_S = 5.0
+"""How long the test seam waits for its signal to arrive."""
 END_GRACE_S = 5.0
 """How long the processes a stopped build started get to end after SIGTERM before they are killed."""
 
@@ -83,7 +95,12 @@ def _note_only(signum: int, frame: FrameType | None) -> None:
 
 class StopSignals:
     """For the duration of a ``with`` block: SIGINT and SIGTERM raise :class:`KeyboardInterrupt`, and every stop
-    signal is remembered even when Dagster's handlers take it (see the module docstring)."""
+    signal is remembered even when Dagster's handlers take it (see the module docstring).
+
+    SIGINT stays blocked in the main thread, whose mask the processes started from it inherit, so that a Ctrl-C
+    in the terminal does not reach them; a relay thread takes it instead (the C-level handler then schedules the
+    main thread's Python handler) and wakes the main thread from a system call with :data:`WAKE_SIGNAL`.
+    """
 
     def __init__(self, signal_at: tuple[str, signal.Signals] | None = None) -> None:
         self.signal_at = signal_at
@@ -91,6 +108,10 @@ class StopSignals:
         self._pipe: tuple[int, int] | None = None
         self._previous_handlers: dict[int, object] = {}
         self._previous_wakeup_fd = -1
+        self._previous_mask: set[int] | None = None
+        self._relay: threading.Thread | None = None
+        self._relay_done = threading.Event()
+        self._reading = threading.Lock()
 
     def __enter__(self) -> StopSignals:
         read_end, write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -99,17 +120,40 @@ class StopSignals:
         _ACTIVE_WAKEUP_FD[:] = [write_end]
         for signum in STOP_SIGNALS:
             self._previous_handlers[signum] = signal.signal(signum, _raise_keyboard_interrupt)
+        self._previous_handlers[WAKE_SIGNAL] = signal.signal(WAKE_SIGNAL, _note_only)
+        self._previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self._relay_done.clear()
+        self._relay = threading.Thread(target=self._relay_sigint, name="spatial-build-sigint", daemon=True)
+        self._relay.start()
         return self
+
+    def _relay_sigint(self) -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a thread that takes it
+        main_thread = threading.main_thread().ident
+        read_end = self._pipe[0]
+        while not self._relay_done.is_set():
+            readable, _, _ = select.select([read_end], [], [], RELAY_POLL_S)
+            if readable and signal.SIGINT in self._read():
+                signal.pthread_kill(main_thread, WAKE_SIGNAL)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        if self._relay is not None:
+            self._relay_done.set()
+            self._relay.join()
+            self._relay = None
+        if self._previous_mask is not None:
+            while signal.sigtimedwait({signal.SIGINT}, 0) is not None:  # one that came after the relay ended
+                self.received = self.received or signal.SIGINT
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._previous_mask)
+            self._previous_mask = None
         for signum, handler in self._previous_handlers.items():
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._previous_wakeup_fd)
         _ACTIVE_WAKEUP_FD.clear()
         if self._pipe is not None:
-            self.poll()
+            self._read()
             for descriptor in self._pipe:
                 os.close(descriptor)
             self._pipe = None
@@ -120,19 +164,26 @@ class StopSignals:
         for signum in STOP_SIGNALS:
             signal.signal(signum, _note_only)
 
-    def poll(self) -> signal.Signals | None:
-        """The first stop signal received since the block started, or None."""
-        if self._pipe is not None:
-            while True:
+    def _read(self) -> set[int]:
+        """Read the signal numbers the wakeup fd has received; note the first stop signal among them."""
+        numbers: set[int] = set()
+        with self._reading:
+            while self._pipe is not None:
                 try:
-                    numbers = os.read(self._pipe[0], 512)
+                    read = os.read(self._pipe[0], 512)
                 except BlockingIOError:
                     break
-                if not numbers:
+                if not read:
                     break
-                stops = [signal.Signals(n) for n in numbers if n in STOP_SIGNALS]
+                numbers.update(read)
+                stops = [signal.Signals(n) for n in read if n in STOP_SIGNALS]
                 if stops and self.received is None:
                     self.received = stops[0]
+        return numbers
+
+    def poll(self) -> signal.Signals | None:
+        """The first stop signal received since the block started, or None."""
+        self._read()
         return self.received
 
     def check(self, checkpoint: str) -> None:
@@ -142,7 +193,10 @@ class StopSignals:
             sent = self.signal_at[1]
             self.signal_at = None  # once
             logger.info("test seam: sending %s at %s", sent.name, checkpoint)
-            os.kill(os.getpid(), sent)  # our handler raises here, before the check below
+            os.kill(os.getpid(), sent)  # its handler raises here, in the main thread, once it has arrived
+            deadline = time.monotonic() + RELAY_WAIT_S
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.001)
         if (received := self.poll()) is not None:
             raise KeyboardInterrupt(received.name)
 

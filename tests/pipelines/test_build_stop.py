@@ -9,11 +9,13 @@ for a signal that lands in Dagster's set-up or close of a run (Dagster records i
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 
@@ -41,6 +43,9 @@ class _Result:
     all_events: list = field(default_factory=list)
 
     def get_step_failure_events(self) -> list:
+        return []
+
+    def get_step_success_events(self) -> list:
         return []
 
 
@@ -95,7 +100,10 @@ def test_a_signal_dagster_takes_during_a_run_stops_the_build_after_that_run(stop
         if len(build.launched) == 2:  # the first wave's run, after the raw files were observed
             with capture_interrupts():
                 os.kill(os.getpid(), stop_signal)
-                time.sleep(0.05)  # delivered here, to Dagster's handler, which only records it
+                while (
+                    build.stop.poll() is None
+                ):  # delivered here, to Dagster's handler, which only records it
+                    time.sleep(0.005)
 
     with StopSignals() as stop:
         build = RecordingBuild(stop, during_run=signal_inside_dagsters_capture)
@@ -127,6 +135,13 @@ def test_the_build_stopped_between_runs_prints_its_summary_and_exits_130(
     assert len(launched) == {"run_ended": 1, "wave_started": 0}[checkpoint]
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _sleep_forever() -> None:
     time.sleep(600)
 
@@ -151,10 +166,64 @@ def test_a_stopped_build_ends_every_process_it_started_and_only_those(tmp_path):
         ended = end_processes_started_since(before, grace_s=1.0)
         seconds = time.perf_counter() - seconds
         assert set(ended) == started and seconds < 5
-        assert not [
-            pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
-        ]
+        assert not [pid for pid in started if _running(pid)]
         assert before_build.poll() is None
     finally:
         before_build.kill()
         before_build.wait()
+
+
+HOLDING_BUILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+
+    import assets.grounding.assets as grounding
+    from pipelines.cli import main
+
+    def holding(*args, **kwargs):  # the object_phrases step, waiting while its log tails run
+        Path(sys.argv[1]).write_text("holding")
+        time.sleep(600)
+
+    grounding.extract_object_phrases = holding
+    raise SystemExit(main(sys.argv[2:]))
+    """
+)
+"""``spatial-build`` (its ``main``) whose ``object_phrases`` step writes the file ``argv[1]`` and then waits."""
+BUILD_TIMEOUT_S = 300
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 60)
+def test_ctrl_c_in_a_step_stops_the_build_without_tracebacks_and_leaves_no_process(tmp_path):
+    """Ctrl-C as a terminal sends it: SIGINT to the build's whole process group, while a step runs."""
+    holding = tmp_path / "holding"
+    command = [sys.executable, "-c", HOLDING_BUILD, str(holding), "--storage-root", str(tmp_path / "data")]
+    build = subprocess.Popen(
+        [*command, "--scenes", "1", "--views", "2", "--select", "+key:object_phrases"],
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"), "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + BUILD_TIMEOUT_S
+        while not holding.exists() and build.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert holding.exists(), build.communicate(timeout=10)[1][-3000:] if build.poll() is not None else ""
+        processes = {child.pid for child in psutil.Process(build.pid).children(recursive=True)}
+        signalled = time.monotonic()
+        os.killpg(build.pid, signal.SIGINT)
+        out, err = build.communicate(timeout=120)
+        seconds = time.monotonic() - signalled
+    finally:
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+    assert build.returncode == EXIT_INTERRUPTED, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert out.strip().splitlines()[-1].startswith("Stopped after building")
+    assert processes  # Dagster's log tails and their watchers
+    assert not [pid for pid in processes if _running(pid)]
+    logging.getLogger(__name__).info(
+        "Ctrl-C to exit: %.1f s; %d processes of the step", seconds, len(processes)
+    )
