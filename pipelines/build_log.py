@@ -33,10 +33,10 @@ sentence each."""
 
 
 def default_log_file(build_id: str) -> Path:
-    """``$DAGSTER_HOME/logs/spatial-build-<build>.log``, or the same name in the temporary folder when no
-    ``DAGSTER_HOME`` is set (the storage root holds only the caches)."""
+    """``$DAGSTER_HOME/spatial-build-logs/spatial-build-<build>.log``, or the same name in the temporary folder
+    when no ``DAGSTER_HOME`` is set (the storage root holds only the caches)."""
     home = os.environ.get("DAGSTER_HOME")
-    folder = Path(home) / "logs" if home else Path(tempfile.gettempdir())
+    folder = Path(home) / "spatial-build-logs" if home else Path(tempfile.gettempdir())
     return folder / f"spatial-build-{build_id}.log"
 
 

@@ -129,7 +129,7 @@ def make_parser() -> argparse.ArgumentParser:
         "--log-file",
         default=None,
         help="The build's log file: its lines and every run's event log with stack traces (default: "
-        "$DAGSTER_HOME/logs/spatial-build-<build>.log, else in the temporary folder).",
+        "$DAGSTER_HOME/spatial-build-logs/spatial-build-<build>.log, else in the temporary folder).",
     )
     return parser
 

@@ -24,9 +24,13 @@ import dagster as dg
 import pytest
 from dagster_shared.error import SerializableErrorInfo
 
+import pipelines.cli
 from pipelines.build_log import DAGSTER_LOGGER_NAME, dagster_logger, open_log_file
-from pipelines.cli import EXIT_STORAGE_ROOT_FULL, INSTANCE_LOCK_FILE
-from pipelines.dagster_home import check_storage_root
+from pipelines.cli import EXIT_STORAGE_ROOT_FULL, INSTANCE_LOCK_FILE, build_waves
+from pipelines.dagster_home import DagsterHomeUnwritable, StorageRootFull, check_storage_root
+from pipelines.definitions import ALL_ASSETS
+from pipelines.stop_signals import StopSignals
+from tests.pipelines.test_build_stop import FakeResult, RecordingBuild
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = REPOSITORY_ROOT / "pipelines" / "deploy"
@@ -81,10 +85,10 @@ def test_a_failed_step_is_one_sentence_and_its_trace_is_in_the_log_file(tmp_path
     assert "step object_phrases_asset of run " in sentence and "(datasets_job) failed: " in sentence
     assert "ValueError: row 3 has no image. (stack trace: " in sentence
     assert "Traceback" not in result.stderr and 'File "' not in result.stderr
-    (log_file,) = (tmp_path / "dagster_home" / "logs").glob("spatial-build-*.log")
+    (log_file,) = (tmp_path / "dagster_home" / "spatial-build-logs").glob("spatial-build-*.log")
     assert str(log_file) in sentence
     log = log_file.read_text()
-    assert "STEP_FAILURE" in log and 'raise ValueError("row 3 has no image")' in log  # the whole trace
+    assert "STEP_FAILURE" in log and "Stack Trace:" in log and ", in failing" in log  # the whole trace
     assert sentence.split(" ERROR ", 1)[1] in log  # the build's own lines too
     assert "(1 failed)" in result.stdout.strip().splitlines()[-1]  # the unpartitioned definition that failed
 
@@ -126,6 +130,59 @@ def test_a_full_disk_is_blamed_on_the_storage_root_only_when_it_is_there(tmp_pat
     no_path = SerializableErrorInfo("OSError: [Errno 28] No space left on device\n", [], "OSError")
     assert check_storage_root(no_path, root) is None  # this root has room: the probe is written
     assert check_storage_root(SerializableErrorInfo("ValueError: bad row\n", [], "ValueError"), root) is None
+
+
+def _full_disk(path: str) -> SerializableErrorInfo:
+    full = SerializableErrorInfo(f"OSError: [Errno 28] No space left on device: '{path}'\n", [], "OSError")
+    return SerializableErrorInfo(
+        "Error occurred while executing op:", [], "DagsterExecutionStepExecutionError", full
+    )
+
+
+def test_a_full_storage_root_ends_a_range_run_without_runs_per_partition(tmp_path):
+    """The shards' range run fails on a full disk: no run per partition, all 8 shards counted as failed."""
+    root = tmp_path / "data"
+
+    def result_for(job_name: str, run_id: str) -> FakeResult:
+        if job_name == "grounding_shards_job":
+            return FakeResult(
+                run_id, failed={"pseudo_gt_boxes_asset": _full_disk(f"{root}/pseudo_gt_boxes/x")}
+            )
+        return FakeResult(run_id, succeeded=["object_phrases_asset"])
+
+    waves = build_waves(
+        ALL_ASSETS, dg.AssetSelection.from_string("key:object_phrases or key:pseudo_gt_boxes")
+    )
+    with StopSignals() as stop:
+        build = RecordingBuild(stop, result_for=result_for, storage_root=root)
+        with pytest.raises(StorageRootFull, match="storage root"):
+            build.run_waves(waves)
+    assert build.launched == ["observe_raw_files_job", "datasets_job", "grounding_shards_job"]
+    assert (build.unpartitioned_built, build.unpartitioned_failed) == (1, [])
+    assert build.partitions_ok == 0 and len(build.failed_partitions) == 8
+
+
+def test_a_full_dagster_home_counts_the_steps_it_failed(tmp_path, monkeypatch):
+    """A run whose signals step failed because DAGSTER_HOME is full: the steps that failed count as failed."""
+    home_error = SerializableErrorInfo(
+        "sqlite3.OperationalError: database or disk is full\n", [], "OperationalError"
+    )
+    unwritable = DagsterHomeUnwritable(tmp_path, "is full", "database or disk is full")
+    monkeypatch.setattr(pipelines.cli, "check_dagster_home", lambda error: unwritable if error else None)
+
+    def result_for(job_name: str, run_id: str) -> FakeResult:
+        if job_name == "datasets_job":
+            return FakeResult(
+                run_id, succeeded=["mcq_questions_asset"], failed={"object_phrases_asset": home_error}
+            )
+        return FakeResult(run_id)
+
+    waves = build_waves(ALL_ASSETS, dg.AssetSelection.from_string("key:object_phrases or key:mcq_questions"))
+    with StopSignals() as stop:
+        build = RecordingBuild(stop, result_for=result_for, storage_root=tmp_path / "data")
+        with pytest.raises(DagsterHomeUnwritable):
+            build.run_waves(waves)
+    assert (build.unpartitioned_built, build.unpartitioned_failed) == (1, ["object_phrases_asset"])
 
 
 def _failure_record(level: int = logging.ERROR) -> logging.LogRecord:

@@ -18,6 +18,8 @@ import sys
 import textwrap
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import psutil
@@ -35,33 +37,45 @@ ARGS = argparse.Namespace(workers=None, scenes=None, views=None, seed=None, verb
 
 
 @dataclass
-class _Result:
-    """What :meth:`Build.execute` reads of a run's result."""
+class FakeResult:
+    """What :meth:`Build.execute` reads of a run's result: ``failed`` maps failed steps to their errors."""
 
     run_id: str
-    success: bool = True
+    succeeded: list[str] = field(default_factory=list)
+    failed: dict = field(default_factory=dict)
     all_events: list = field(default_factory=list)
 
+    @property
+    def success(self) -> bool:
+        return not self.failed
+
     def get_step_failure_events(self) -> list:
-        return []
+        return [
+            SimpleNamespace(step_key=step, step_failure_data=SimpleNamespace(error=error))
+            for step, error in self.failed.items()
+        ]
 
     def get_step_success_events(self) -> list:
-        return []
+        return [SimpleNamespace(step_key=step) for step in self.succeeded]
 
 
 class RecordingBuild(Build):
-    """The run loop with its launches recorded, not executed; ``during_run`` is called inside each launch."""
+    """The run loop with its launches recorded, not executed; ``during_run`` is called inside each launch, and
+    ``result_for(job_name, run_id)`` (when given) makes its result."""
 
-    def __init__(self, stop: StopSignals, during_run=None) -> None:
-        super().__init__(defs=None, instance=None, args=ARGS, tags={}, stop=stop)
+    def __init__(
+        self, stop: StopSignals, during_run=None, result_for=None, storage_root: Path = Path()
+    ) -> None:
+        super().__init__(defs=None, instance=None, args=ARGS, tags={}, stop=stop, storage_root=storage_root)
         self.launched: list[str] = []
         self.during_run = during_run
+        self.result_for = result_for or (lambda job_name, run_id: FakeResult(run_id))
 
-    def launch(self, job_name: str, **kwargs) -> _Result:
+    def launch(self, job_name: str, **kwargs) -> FakeResult:
         self.launched.append(job_name)
         if self.during_run is not None:
             self.during_run()
-        return _Result(run_id=f"run-{len(self.launched)}")
+        return self.result_for(job_name, f"run-{len(self.launched)}")
 
     def observe_raw_files(self) -> None:
         self.ok = self.execute(OBSERVE_RAW_FILES_JOB, None, {}) and self.ok
@@ -123,7 +137,7 @@ def test_the_build_stopped_between_runs_prints_its_summary_and_exits_130(
 
     def record(self, job_name, **kwargs):
         launched.append(job_name)
-        return _Result(run_id=f"run-{len(launched)}")
+        return FakeResult(run_id=f"run-{len(launched)}")
 
     monkeypatch.setattr(Build, "launch", record)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
