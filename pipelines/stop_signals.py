@@ -206,6 +206,24 @@ def descendants() -> set[int]:
     return {child.pid for child in psutil.Process().children(recursive=True)}
 
 
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_ended(processes: list[psutil.Process], seconds: float) -> list[psutil.Process]:
+    """The processes still running after up to ``seconds``. Ended children are not reaped: their owners (a
+    ``Popen``, multiprocessing's fork server record) reap them, and so learn that they ended."""
+    deadline = time.monotonic() + seconds
+    running = [process for process in processes if _running(process)]
+    while running and time.monotonic() < deadline:
+        time.sleep(0.05)
+        running = [process for process in running if _running(process)]
+    return running
+
+
 def end_processes(pids: Iterable[int], grace_s: float = END_GRACE_S) -> list[int]:
     """Send SIGTERM to the processes ``pids``, then SIGKILL to those still running after ``grace_s``; returns the
     pids that had to be killed. Processes already gone are skipped."""
@@ -217,14 +235,14 @@ def end_processes(pids: Iterable[int], grace_s: float = END_GRACE_S) -> list[int
             processes.append(process)
         except psutil.NoSuchProcess:
             continue
-    _, alive = psutil.wait_procs(processes, timeout=grace_s)
-    for process in alive:
+    stubborn = _wait_ended(processes, grace_s)
+    for process in stubborn:
         try:
             process.kill()
         except psutil.NoSuchProcess:
             continue
-    psutil.wait_procs(alive, timeout=grace_s)
-    return [process.pid for process in alive]
+    _wait_ended(stubborn, grace_s)
+    return [process.pid for process in stubborn]
 
 
 def end_processes_started_since(before: set[int], grace_s: float = END_GRACE_S) -> list[int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -156,35 +155,47 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _sleep_forever() -> None:
-    time.sleep(600)
-
-
 IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+POOL_WORKER = textwrap.dedent(
+    """
+    import multiprocessing, sys, time
+
+    if __name__ == "__main__":
+        worker = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(600,))
+        worker.start()  # a worker forked by multiprocessing's fork server, as a step's pool has them
+        sys.stdout.write("started\\n")
+        sys.stdout.flush()
+        time.sleep(600)
+    """
+)
 
 
 def test_a_stopped_build_ends_every_process_it_started_and_only_those(tmp_path):
-    """A worker of a forkserver pool, the fork server itself, and a child that ignores SIGTERM (killed after the
-    grace time) are ended; a process the caller had started before is left alone."""
+    """A process with a forkserver pool worker (the fork server and the worker below it), and a child that
+    ignores SIGTERM (killed after the grace time) are ended; a process the caller had started before is left
+    alone."""
     before_build = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    started: list[subprocess.Popen] = []
     try:
         before = {child.pid for child in psutil.Process().children(recursive=True)}
-        context = multiprocessing.get_context("forkserver")
-        worker = context.Process(target=_sleep_forever)
-        worker.start()
-        stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM])
+        script = tmp_path / "pool_worker.py"
+        script.write_text(POOL_WORKER)
+        started.append(subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True))
+        assert started[0].stdout.readline() == "started\n"
+        started.append(subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM]))
         time.sleep(0.5)  # the stubborn child has set its handler
-        started = {child.pid for child in psutil.Process().children(recursive=True)} - before
-        assert {worker.pid, stubborn.pid} < started  # the fork server too
+        tree = {child.pid for child in psutil.Process().children(recursive=True)} - before
+        assert len(tree) >= 4  # the pool's process, its fork server and worker, the stubborn child
         seconds = time.perf_counter()
         ended = end_processes_started_since(before, grace_s=1.0)
         seconds = time.perf_counter() - seconds
-        assert set(ended) == started and seconds < 5
-        assert not [pid for pid in started if _running(pid)]
+        assert set(ended) == tree and seconds < 5
+        assert not [pid for pid in tree if _running(pid)]
         assert before_build.poll() is None
     finally:
-        before_build.kill()
-        before_build.wait()
+        for process in [before_build, *started]:
+            process.kill()
+            process.wait()
 
 
 HOLDING_BUILD = textwrap.dedent(
