@@ -12,7 +12,7 @@ the block keeps SIGINT blocked, which the processes it starts inherit (Dagster's
 print a traceback), and a relay thread takes it for the main thread.
 
 :func:`end_processes_started_since` ends what a stopped build started (worker pools, multiprocessing's fork
-server, Dagster's log tails), so that no process of the build outlives it.
+server and resource tracker, Dagster's log tails), so that no process of the build outlives it.
 
 Test seam: with :data:`SIGNAL_AT_ENV` set to ``CHECKPOINT`` or ``CHECKPOINT:SIGNAL`` (``run_ended:SIGINT``;
 SIGTERM when no signal is named), the build sends itself that signal when it reaches that checkpoint the
@@ -28,6 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from types import FrameType, TracebackType
 
 import psutil
@@ -224,18 +225,33 @@ def _wait_ended(processes: list[psutil.Process], seconds: float) -> list[psutil.
     return running
 
 
+def ignores_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGTERM (multiprocessing's resource tracker does), as ``/proc`` says.
+
+    >>> ignores_sigterm(os.getpid())
+    False
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # gone, or no /proc
+        return False
+    ignored = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), "0")
+    return bool(int(ignored, 16) & (1 << (signal.SIGTERM - 1)))
+
+
 def end_processes(pids: Iterable[int], grace_s: float = END_GRACE_S) -> list[int]:
-    """Send SIGTERM to the processes ``pids``, then SIGKILL to those still running after ``grace_s``; returns the
-    pids that had to be killed. Processes already gone are skipped."""
+    """Send SIGTERM to the processes ``pids``, then SIGKILL to those still running after ``grace_s`` and at once
+    to those that ignore SIGTERM; returns the pids that had to be killed. Processes already gone are skipped."""
     processes: list[psutil.Process] = []
+    ignoring: list[psutil.Process] = []
     for pid in pids:
         try:
             process = psutil.Process(pid)
             process.terminate()
-            processes.append(process)
+            (ignoring if ignores_sigterm(pid) else processes).append(process)
         except psutil.NoSuchProcess:
             continue
-    stubborn = _wait_ended(processes, grace_s)
+    stubborn = ignoring + _wait_ended(processes, grace_s)
     for process in stubborn:
         try:
             process.kill()
@@ -251,11 +267,21 @@ def end_processes_started_since(before: set[int], grace_s: float = END_GRACE_S) 
     started = descendants() - before
     if not started:
         return []
+    names = {pid: _name(pid) for pid in started}
     killed = end_processes(started, grace_s)
     logger.info(
-        "ended %d processes the build had started (%d killed after %.0f s)",
+        "ended %d processes the build had started (%s)%s",
         len(started),
-        len(killed),
-        grace_s,
+        ", ".join(sorted(names.values())),
+        f"; killed, as they ignored SIGTERM or outlived {grace_s:.0f} s: {', '.join(names[pid] for pid in killed)}"
+        if killed
+        else "",
     )
     return sorted(started)
+
+
+def _name(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline()[:3])[-80:]
+    except psutil.Error:
+        return str(pid)

@@ -172,8 +172,8 @@ POOL_WORKER = textwrap.dedent(
 
 def test_a_stopped_build_ends_every_process_it_started_and_only_those(tmp_path):
     """A process with a forkserver pool worker (the fork server and the worker below it), and a child that
-    ignores SIGTERM (killed after the grace time) are ended; a process the caller had started before is left
-    alone."""
+    ignores SIGTERM (killed at once, as multiprocessing's resource tracker is) are ended; a process the caller had
+    started before is left alone."""
     before_build = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     started: list[subprocess.Popen] = []
     try:
@@ -187,9 +187,9 @@ def test_a_stopped_build_ends_every_process_it_started_and_only_those(tmp_path):
         tree = {child.pid for child in psutil.Process().children(recursive=True)} - before
         assert len(tree) >= 4  # the pool's process, its fork server and worker, the stubborn child
         seconds = time.perf_counter()
-        ended = end_processes_started_since(before, grace_s=1.0)
+        ended = end_processes_started_since(before, grace_s=60.0)
         seconds = time.perf_counter() - seconds
-        assert set(ended) == tree and seconds < 5
+        assert set(ended) == tree and seconds < 30  # the child that ignores SIGTERM is killed without waiting
         assert not [pid for pid in tree if _running(pid)]
         assert before_build.poll() is None
     finally:
