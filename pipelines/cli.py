@@ -563,15 +563,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             sys.stdout.write(summarize(storage_root, instance) + "\n")
             stopped = stopped or stop.poll() is not None
+        sys.stdout.write(summary_line(build, stopped or full is not None, elapsed) + "\n")
+        if full is not None:
+            sys.stdout.flush()  # the sentence comes last
+            logger.error(full.sentence)
+            return EXIT_DAGSTER_HOME_UNWRITABLE
     finally:
         if log_file is not None:
             logger.removeHandler(log_file)
             log_file.close()
-    sys.stdout.write(summary_line(build, stopped or full is not None, elapsed) + "\n")
-    if full is not None:
-        sys.stdout.flush()  # the sentence comes last
-        logger.error(full.sentence)
-        return EXIT_DAGSTER_HOME_UNWRITABLE
     if stopped:
         return EXIT_INTERRUPTED
     failed = build is None or not build.ok or build.failed_partitions or build.unpartitioned_failed

@@ -113,6 +113,8 @@ def test_a_full_storage_root_stops_the_build_with_one_sentence_and_an_honest_sum
     assert "partitions (3 failed)" in summary, summary
     instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
     assert len(instance.get_runs(filters=dg.RunsFilter(job_name="dge_job"))) == 1
+    (log_file,) = (tmp_path / "dagster_home" / "spatial-build-logs").glob("spatial-build-*.log")
+    assert last.split(" ERROR ", 1)[1] in log_file.read_text()  # the sentence is in the build's log too
 
 
 def test_a_full_disk_is_blamed_on_the_storage_root_only_when_it_is_there(tmp_path):
