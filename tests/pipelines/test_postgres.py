@@ -113,7 +113,7 @@ def test_instance_loads_postgres_storage(postgres_home):
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert type(instance.run_coordinator).__name__ == "TaggingRunCoordinator"
         assert instance.run_monitoring_enabled
         pools = instance.get_concurrency_config().pool_config
         assert pools.default_pool_limit == 1
