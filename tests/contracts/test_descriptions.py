@@ -115,7 +115,9 @@ def test_every_column_is_described_precisely(contract):
 def test_a_vague_description_is_caught():
     class Vague(dy.Schema):
         height_px = dy.Int64(nullable=True, description="How tall the image is.")
-        box = dy.List(dy.Int64(max=GRID_SIZE), min_length=4, max_length=4, description="Where the object lies")
+        box = dy.List(
+            dy.Int64(max=GRID_SIZE), min_length=4, max_length=4, description="Where the object lies"
+        )
         label = dy.String()
 
     assert description_problems(Vague) == [
