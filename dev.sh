@@ -4,7 +4,7 @@
 #   ./dev.sh build [spatial-build flags]   materialise the whole asset graph on the built-in sample world
 #   ./dev.sh test  [pytest flags]          lint, check formatting, run the test suite (the command CI runs)
 #   ./dev.sh dagster                       open the Dagster UI on http://127.0.0.1:3000
-#   ./dev.sh install                       only install
+#   ./dev.sh install                       only install (what the tests need too)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,12 +12,15 @@ VENV="${SPATIAL_VENV:-.venv}"
 EXTRAS="${SPATIAL_EXTRAS:-cpu,llm,dev,postgres,ray}"
 
 install_system_packages() {
-  # open3d needs libusb at import time; the UI test reads the Dagster UI in Debian's chromium.
+  # open3d needs libusb at import time. Only the tests need the rest ($1 = test): the UI test reads the
+  # Dagster UI in Debian's chromium, and the PostgreSQL instance test (tests/pipelines/test_postgres.py)
+  # starts a server from PostgreSQL's binaries.
   local missing=()
   ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || missing+=(libusb-1.0-0)
-  command -v chromium >/dev/null || missing+=(chromium)
-  # The PostgreSQL instance test (tests/pipelines/test_postgres.py) starts a server from these binaries.
-  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+  if [ "${1:-}" = "test" ]; then
+    command -v chromium >/dev/null || missing+=(chromium)
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     local sudo=""
     if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
@@ -53,7 +56,7 @@ install_python_packages() {
 }
 
 install() {
-  install_system_packages
+  install_system_packages "${1:-}"
   install_python_packages
 }
 
@@ -67,10 +70,10 @@ mkdir -p "$DAGSTER_HOME"
 command="${1:-build}"
 shift || true
 case "$command" in
-  install) install ;;
+  install) install test ;;
   build) install; exec "$VENV/bin/spatial-build" "$@" ;;
   test)
-    install
+    install test
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     exec "$VENV/bin/python" -m pytest "$@" ;;

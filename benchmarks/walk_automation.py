@@ -10,16 +10,19 @@ Builds a world with ``spatial-build`` into a temporary ``DAGSTER_HOME`` (the shi
 on, and then, one step at a time:
 
 1. **pose edit**: rewrites one pose file of the first scan (same numbers, new bytes);
-2. **question edit**: changes the wording of one OmniSpatial question;
-3. **break**: writes ``[]`` to the OmniSpatial file (an empty source);
-4. **restore**: writes the original file back.
+2. **pose delete**: deletes that pose file (its frame is quarantined);
+3. **pose restore**: writes it back;
+4. **question edit**: changes the wording of one OmniSpatial question;
+5. **break**: writes ``[]`` to the OmniSpatial file (an empty source);
+6. **restore**: writes the original file back.
 
-After each edit it launches ``observe_raw_files_job`` (what ``raw_files_sensor`` does every five
-minutes) and waits until the daemon has nothing queued or running for two sensor intervals. It
-prints, per step, the seconds from the edit to the last automation run's end, the runs the daemon
-launched (job, partition, status, ``spatial/trigger``, seconds), whether each table that must not
-change kept its file, and for the question edit whether ``spatialcore_train`` ran after every
-``pseudo_gt_boxes`` run. Exit status 0 when every expectation held.
+Nothing launches the observation: ``raw_files_sensor`` does, when its file watcher sees the edit
+(:mod:`pipelines.file_watch`). After each edit the walk waits until the daemon has nothing queued or
+running for two sensor intervals. It prints, per step, the seconds from the edit to the observation
+run and to the last automation run's end, the runs the daemon launched (job, partition, status,
+``spatial/trigger`` and ``spatial/changed_files`` as set when the run was queued, seconds), whether each
+table that must not change kept its file, and for the question edit whether ``spatialcore_train`` ran
+after every ``pseudo_gt_boxes`` run. Exit status 0 when every expectation held.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from pipelines.run_tags import PARTITION_RANGE_START_TAG, PARTITION_TAG
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPOSITORY_ROOT / "pipelines" / "deploy" / "dagster.yaml"
@@ -90,11 +95,11 @@ def _describe(instance, since: float) -> list[dict]:
             {
                 "job": run.job_name,
                 "assets": sorted(key.to_user_string() for key in run.asset_selection or []),
-                "partition": run.tags.get("dagster/partition")
-                or run.tags.get("dagster/asset_partition_range_start"),
+                "partition": run.tags.get(PARTITION_TAG) or run.tags.get(PARTITION_RANGE_START_TAG),
                 "status": run.status.value,
                 "trigger": run.tags.get("spatial/trigger", ""),
                 "changed_files": run.tags.get("spatial/changed_files", ""),
+                "created": record.create_timestamp.timestamp(),
                 "start": record.start_time,
                 "end": record.end_time,
                 "seconds": round((record.end_time or 0) - (record.start_time or 0), 1),
@@ -160,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict] = []
     ok = True
     try:
-        deadline = time.time() + 180
+        started_sensors = time.time()
+        deadline = started_sensors + 180
         while True:
             try:
                 _dagster(environment, "sensor", "start", "datasets_automation_sensor")
@@ -179,22 +185,27 @@ def main(argv: list[str] | None = None) -> int:
         questions = json.loads(original_questions)
         questions[0]["question"] = questions[0]["question"].rstrip("?") + " from here?"
 
+        _settle(instance, started_sensors, args.timeout)  # the sensors' first observation and what follows
+
         def step(name: str, edit, unchanged: list[str], expect_failure: bool = False) -> None:
             nonlocal ok
             kept_before = _mtimes(storage, unchanged)
             since = time.time()
             edit()
-            _dagster(environment, "job", "launch", "-j", "observe_raw_files_job")
             last_end = _settle(instance, since, args.timeout)
             runs = _describe(instance, since)
+            observations = [run for run in runs if run["job"] == "observe_raw_files_job"]
             automation_runs = [run for run in runs if run["job"] != "observe_raw_files_job"]
             kept = _mtimes(storage, unchanged) == kept_before
             failed = [run for run in automation_runs if run["status"] == "FAILURE"]
-            good = kept and (bool(failed) == expect_failure)
+            good = kept and (bool(failed) == expect_failure) and bool(observations)
             ok = ok and good
             results.append(
                 {
                     "step": name,
+                    "seconds_to_observed": round(observations[0]["created"] - since, 1)
+                    if observations
+                    else None,
                     "seconds_to_settled": round(last_end - since, 1),
                     "runs": automation_runs,
                     "untouched_tables_kept": kept,
@@ -207,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             lambda: pose.write_text(pose.read_text().replace("\n", " \n", 1)),
             ["mcq_questions", "scene_graphs"],
         )
+        pose_text = pose.read_text()
+        step("pose delete", pose.unlink, ["mcq_questions", "scene_graphs"])
+        step("pose restore", lambda: pose.write_text(pose_text), ["mcq_questions", "scene_graphs"])
         step(
             "question edit",
             lambda: questions_file.write_text(json.dumps(questions)),
@@ -236,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for result in results:
         sys.stdout.write(
-            f"\n{result['step']}: settled {result['seconds_to_settled']} s after the edit; "
+            f"\n{result['step']}: observed {result['seconds_to_observed']} s and settled "
+            f"{result['seconds_to_settled']} s after the edit; "
             f"untouched tables kept: {result['untouched_tables_kept']}; as expected: {result['as_expected']}"
             + (
                 f"; spatialcore_train after every shard run: {result['spatialcore_train_after_every_shard_run']}"

@@ -1,7 +1,8 @@
 """Batch mode of :class:`~model_clients.client.LLMClient`: the uncached requests of a call go through a Batch API.
 
 :meth:`LLMClient.run_batch <model_clients.client.LLMClient.run_batch>` hands its uncached requests to a
-:class:`BatchRun` when the client's ``mode`` is ``batch``. The requests, their cache keys, the answers'
+:class:`BatchMode` when the client's ``mode`` is ``batch`` (the interface is :mod:`model_clients.modes`); each call
+is one :class:`BatchRun`. The requests, their cache keys, the answers'
 checks and the cache entries are those of sync mode; only the transport and the price differ. A run:
 
 1. reads the outcomes an earlier run downloaded but did not read (a kill between the two);
@@ -31,7 +32,7 @@ checks and the cache entries are those of sync mode; only the transport and the 
 With a budget (``max_cost_usd``), each submission (and each re-ask sent one by one) first holds its estimate
 of the budget: a batch that could take the spend past it is not submitted, the batches in flight are
 collected (what they answered is paid and cached), and the call raises
-:class:`~model_clients.client.BudgetExceededError`.
+:class:`~model_clients.budget.BudgetExceededError`.
 
 Batch calls that fail in transit (upload, poll, results, the list) are retried with the client's backoff;
 a batch that cannot be polled after the retries stays recorded, its requests fail for this run, and the
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from model_clients.answers import RequestAttempts
 from model_clients.batches import (
     BATCH_BYTES_MARGIN,
     ERRORED,
@@ -57,7 +59,9 @@ from model_clients.batches import (
     ItemOutcome,
     RemoteBatch,
 )
+from model_clients.budget import BudgetExceededError
 from model_clients.cache import BatchIntent, BatchJob
+from model_clients.modes import ModeServices, PendingWork
 from model_clients.pricing import cost_usd
 from model_clients.providers import (
     PermanentProviderError,
@@ -65,16 +69,14 @@ from model_clients.providers import (
     TransientProviderError,
     image_media_type,
 )
-from model_clients.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
+from model_clients.records import LLMRequest, LLMResult, ResultStatus
 from model_clients.schema import ResponseFormatError
 
 if TYPE_CHECKING:
-    from tqdm import tqdm
-
     from model_clients.batches import BatchAPI
-    from model_clients.client import LLMClient, UsageSummary
+    from model_clients.sync_mode import SyncMode
 
-__all__ = ["BatchRun", "RequestAttempts"]
+__all__ = ["BatchMode", "BatchRun", "RequestAttempts"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,18 +89,6 @@ _T = TypeVar("_T")
 
 
 @dataclass
-class RequestAttempts:
-    """Book-keeping of one request's calls (sync calls, or requests submitted in batches)."""
-
-    calls: int = 0
-    transport_failures: int = 0
-    invalid_answers: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    cost_usd: float = 0.0
-    last_answer: ProviderReply | None = None
-
-
-@dataclass
 class _Item:
     index: int
     attempts: RequestAttempts = field(default_factory=RequestAttempts)
@@ -106,44 +96,53 @@ class _Item:
     """A retryable failure (not run, 429, 5xx) was asked again once already: the next one is final."""
 
 
+class BatchMode:
+    """Batch mode: the uncached requests of each call go through the provider's Batch API.
+
+    Args:
+        services (`ModeServices`): what the client hands over.
+        api (`BatchAPI`): the provider's Batch API adapter.
+        sync (`SyncMode`): sends the re-asks too few for a new batch one by one.
+    """
+
+    def __init__(self, services: ModeServices, api: BatchAPI, sync: SyncMode) -> None:
+        self.services = services
+        self.api = api
+        self.sync = sync
+
+    def run(self, work: PendingWork) -> None:
+        """Every pending request of `work` through batches (see the module docstring)."""
+        BatchRun(self.services, self.api, self.sync, work).run()
+
+
 class BatchRun:
     """The batch-mode work of one `run_batch` call (see the module docstring).
 
     Args:
-        client (`LLMClient`): the client (settings, cache, chat and batch adapters, answer checks).
-        requests, keys: the call's requests and their cache keys.
-        pending (`Sequence[int]`): indices of the uncached requests (one per distinct key).
-        results (`list`): the call's results, filled in here.
-        bar (`tqdm`): the call's progress bar.
-        label (`str`): the call's description (names the batches and the log lines).
-        counters (`UsageSummary`): receives the batch counters (batches, requests, outcomes, waits, expected finish).
+        services (`ModeServices`): settings, cache, chat adapter, answer reading, budget, backoff.
+        api (`BatchAPI`): the provider's Batch API adapter.
+        sync (`SyncMode`): sends the re-asks too few for a new batch one by one.
+        work (`PendingWork`): the call's requests, keys, pending indices, results, progress bar, label and
+            counters (which receive the batches, requests, outcomes, waits and expected finish).
     """
 
-    def __init__(
-        self,
-        client: LLMClient,
-        requests: Sequence[LLMRequest],
-        keys: Sequence[str],
-        pending: Sequence[int],
-        results: list[LLMResult | None],
-        bar: tqdm,
-        label: str,
-        counters: UsageSummary,
-    ) -> None:
-        if client._batch_api is None:
-            raise ValueError("batch mode needs a batch adapter")
-        self.client = client
-        self.config = client.config
-        self.api: BatchAPI = client._batch_api
-        self.chat: Any = client._provider
-        self.cache = client._cache
-        self.log = client._log
-        self.requests = requests
-        self.keys = keys
-        self.results = results
-        self.bar = bar
-        self.label = label
-        self.counters = counters
+    def __init__(self, services: ModeServices, api: BatchAPI, sync: SyncMode, work: PendingWork) -> None:
+        self.services = services
+        self.config = services.config
+        self.api = api
+        self.sync = sync
+        self.work = work
+        self.chat: Any = services.provider
+        self.cache = services.cache
+        self.log = services.log
+        self.requests = work.requests
+        self.keys = work.keys
+        self.results = work.results
+        self.bar = work.bar
+        self.label = work.label
+        self.counters = work.counters
+        pending = work.pending
+        keys = work.keys
         self.items = {keys[index]: _Item(index) for index in pending}
         self.order = [keys[index] for index in pending]
         self.unresolved = set(self.items)
@@ -201,7 +200,7 @@ class BatchRun:
                 if stored is not None:
                     to_ask |= set(self._read_outcomes(stored & self.unresolved))
         if self.stop is not None:
-            raise self.client._budget_error(self.stop)
+            raise self.services.budget.exceeded(self.stop)
         for key in list(self.unresolved):  # defensive: every request ends with a result
             self._resolve(
                 key, self._failure(ResultStatus.TRANSPORT_ERROR, "no outcome from the batches", key)
@@ -218,7 +217,7 @@ class BatchRun:
     def _failure(self, status: str, reason: str, key: str) -> LLMResult:
         item = self.items[key]
         attempts = item.attempts
-        return self.client._failure(
+        return self.services.answers.failure(
             status, reason, key, self.requests[item.index], attempts, attempts.last_answer
         )
 
@@ -231,7 +230,7 @@ class BatchRun:
                 failures += 1
                 if failures > self.config.max_retries:
                     raise
-                delay = self.client._backoff(failures, error.retry_after_s)
+                delay = self.services.backoff(failures, error.retry_after_s)
                 logger.debug("batch call failed (%s); retrying in %.2fs", error.reason, delay)
                 time.sleep(delay)
 
@@ -324,7 +323,7 @@ class BatchRun:
             try:
                 for image in request.images:
                     image_media_type(image)
-                body = self.chat.build_body(request, self.client.effective_parameters(request))
+                body = self.chat.build_body(request, self.services.effective_parameters(request))
             except ValueError as error:
                 self._resolve(key, self._failure(ResultStatus.REJECTED, f"images: {error}", key))
                 continue
@@ -344,10 +343,10 @@ class BatchRun:
         A batch that would put more than ``batch_max_enqueued_tokens`` prompt tokens in flight waits (with the
         requests after it) until a batch in flight ends.
         """
-        costs = self.client._request_costs(self.requests, [self.items[key].index for key in keys], batch=True)
+        costs = self.services.request_costs(self.requests, [self.items[key].index for key in keys], True)
         held = sum(costs.values())
-        if not self.client._reserve(held):
-            self.stop = self.client.budget_stop_message(
+        if not self.services.budget.reserve(held):
+            self.stop = self.services.budget.stop_message(
                 self.label, f"a batch of {len(keys):,} requests", held
             )
             return {}
@@ -370,7 +369,7 @@ class BatchRun:
             held -= reserved
             batch_id = self._submit_chunk(label, chunk_keys, lines)
             if batch_id is None:
-                self.client._settle(reserved, 0.0)
+                self.services.budget.settle(reserved, 0.0)
                 continue
             self.reserved[batch_id] = reserved
             self.enqueued[batch_id] = tokens
@@ -384,16 +383,16 @@ class BatchRun:
                 len(chunk_keys),
                 sum(len(line) for line in lines) / 1e6,
             )
-        self.client._settle(
+        self.services.budget.settle(
             max(held, 0.0), 0.0
         )  # what deferred requests and those refused while encoding held
         return submitted
 
     def _prompt_tokens(self, keys: Sequence[str]) -> int:
         """Estimated prompt tokens of some requests (what counts toward a provider's enqueued-token limit)."""
-        estimator = self.client._estimator
+        estimator = self.services.estimator
         return sum(
-            estimator.prompt_tokens(request, self.client.effective_parameters(request))
+            estimator.prompt_tokens(request, self.services.effective_parameters(request))
             for request in (self.requests[self.items[key].index] for key in keys)
         )
 
@@ -435,7 +434,7 @@ class BatchRun:
                 return self.api.create(prepared, intent.label, intent.intent_key)
             except TransientProviderError as error:
                 failures += 1
-                delay = self.client._backoff(failures, error.retry_after_s)
+                delay = self.services.backoff(failures, error.retry_after_s)
                 time.sleep(delay)  # a create the provider is still handling shows in its list after it
                 remote, known = self._remote_batches(intent.created_at)
                 found = self._match(intent, remote, known)
@@ -466,17 +465,13 @@ class BatchRun:
 
     def _ask_sync(self, keys: Sequence[str]) -> None:
         """Re-asks too few for a new batch: one by one at the standard price, continuing each request's count."""
-        from model_clients.client import BudgetExceededError
-
         self.log.info("%s: asking %d requests again one by one (standard price)", self.label, len(keys))
         self.counters.batch_sync_reasks += len(keys)
         indices = [self.items[key].index for key in keys]
         attempts_of = {self.items[key].index: self.items[key].attempts for key in keys}
-        costs = self.client._request_costs(self.requests, indices, batch=False)
+        costs = self.services.request_costs(self.requests, indices, False)
         try:
-            self.client._run_pending(
-                self.requests, self.keys, indices, self.results, self.bar, attempts_of, costs, self.label
-            )
+            self.sync.run_requests(self.work, indices, attempts_of, costs)
         except BudgetExceededError as error:  # the batches in flight are still collected
             self.stop = str(error)
         self.unresolved.difference_update(
@@ -499,7 +494,7 @@ class BatchRun:
                         "and the next run polls it again"
                     )
                     self.log.error("%s: %s", self.label, reason)
-                    self.client._settle(self.reserved.pop(batch_id, 0.0), 0.0)
+                    self.services.budget.settle(self.reserved.pop(batch_id, 0.0), 0.0)
                     self.enqueued.pop(batch_id, None)
                     for key in active.pop(batch_id):
                         self._resolve(key, self._failure(ResultStatus.TRANSPORT_ERROR, reason, key))
@@ -563,7 +558,9 @@ class BatchRun:
     def _collect(self, batch_id: str, state: BatchState, batch_keys: set[str]) -> set[str] | None:
         """Download an ended batch's outcomes into the cache (every request of it gets one); the keys whose
         outcomes were stored, or None when the results could not be read."""
-        self.client._settle(self.reserved.pop(batch_id, 0.0), 0.0)  # its answers count as they are read
+        self.services.budget.settle(
+            self.reserved.pop(batch_id, 0.0), 0.0
+        )  # its answers count as they are read
         self.enqueued.pop(batch_id, None)
         outcomes: dict[str, ItemOutcome] = {}
         if state.status != "lost":
@@ -662,13 +659,13 @@ class BatchRun:
 
     def _read_answer(self, key: str, request: LLMRequest, reply: ProviderReply) -> bool:
         attempts = self.items[key].attempts
-        paid = cost_usd(reply.usage, self.client._price, batch=True)
-        self.client._settle(0.0, paid)
+        paid = cost_usd(reply.usage, self.services.price, batch=True)
+        self.services.budget.settle(0.0, paid)
         attempts.usage = attempts.usage + reply.usage
         attempts.cost_usd += paid
         attempts.last_answer = reply
         try:
-            data = self.client._interpret(reply, request)
+            data = self.services.answers.interpret(reply, request)
         except ResponseFormatError as invalid:
             attempts.invalid_answers += 1
             reason = str(invalid)
@@ -677,10 +674,10 @@ class BatchRun:
             if attempts.invalid_answers <= self.config.invalid_json_retries:
                 return True
             result = self._failure(ResultStatus.INVALID_RESPONSE, reason, key)
-            self.client._store(result, request)
+            self.services.answers.store(result, request)
             self._resolve(key, result)
             return False
-        result = self.client._success(data, reply, key, request, attempts)
-        self.client._store(result, request)
+        result = self.services.answers.success(data, reply, key, request, attempts)
+        self.services.answers.store(result, request)
         self._resolve(key, result)
         return False

@@ -237,7 +237,7 @@ class OpenAIBatchAPI:
         self.chat = chat
         self.completion_window = completion_window
         self.max_requests, self.max_bytes = BATCH_LIMITS["openai"]
-        self._secrets = chat._secrets
+        self._secrets = chat.secrets
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         import openai
@@ -377,7 +377,7 @@ class AnthropicBatchAPI:
     def __init__(self, chat: AnthropicMessagesProvider) -> None:
         self.chat = chat
         self.max_requests, self.max_bytes = BATCH_LIMITS["anthropic"]
-        self._secrets = chat._secrets
+        self._secrets = chat.secrets
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         import anthropic

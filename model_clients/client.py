@@ -34,8 +34,9 @@ request (and in batch mode every submission) first holds what it could cost at m
 ended and their answers are cached. A model without a price is refused under a budget
 (:class:`UnpricedModelError`).
 
-With ``mode="batch"`` steps 3 to 5 go through the provider's Batch API instead
-(:mod:`model_clients.batch_mode`): same requests, cache keys, checks and cache entries, at the batch price;
+Steps 3 to 6 are the client's mode, chosen once on construction behind one small interface
+(:mod:`model_clients.modes`): sync mode (:mod:`model_clients.sync_mode`), or with ``mode="batch"`` the
+provider's Batch API (:mod:`model_clients.batch_mode`): same requests, cache keys, checks and cache entries, at the batch price;
 the batch ids are committed to the cache before polling, so a killed run resumes by polling them.
 
 A failure never raises out of `run_batch`: it becomes an `LLMResult` with `ok=False`, a `status` and an
@@ -60,11 +61,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -72,10 +71,13 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field, model_validator
 from tqdm.auto import tqdm
 
-from model_clients.batch_mode import BatchRun, RequestAttempts
-from model_clients.batches import BatchAPI, build_batch_api
+from model_clients.answers import AnswerBook
+from model_clients.batch_mode import BatchMode
+from model_clients.batches import build_batch_api
+from model_clients.budget import BudgetExceededError, SpendingBudget
 from model_clients.cache import CachedResponse, ResponseCache, canonical_json, compute_cache_key
 from model_clients.estimate import MIN_OBSERVED_ANSWERS, CostEstimate, TokenEstimator
+from model_clients.modes import ModeServices, PendingWork, RequestMode
 from model_clients.pricing import (
     DEFAULT_PRICE_TABLE,
     PRICE_FIELDS,
@@ -90,15 +92,11 @@ from model_clients.providers import (
     PROVIDERS,
     ChatProvider,
     PermanentProviderError,
-    ProviderReply,
-    TransientProviderError,
     build_provider,
-    image_media_type,
-    redact,
 )
 from model_clients.ratelimit import TokenBucket, backoff_delay
 from model_clients.records import LLMRequest, LLMResult, ResultStatus, TokenUsage
-from model_clients.schema import ResponseFormatError, parse_json_text, validate_json
+from model_clients.sync_mode import SyncMode
 
 __all__ = [
     "BudgetExceededError",
@@ -114,21 +112,6 @@ logger = logging.getLogger(__name__)
 MAX_FIRST_ERRORS = 3
 """Distinct failure reasons a :class:`UsageSummary` keeps."""
 MAX_ERROR_CHARS = 300
-
-
-class BudgetExceededError(RuntimeError):
-    """A request or batch could take the client's spend past ``max_cost_usd``; raised before it is sent.
-
-    Raised before the first request when the stage's upper bound is above the budget, and during a run before
-    the request or batch that could pass it (the answers already paid are in the response cache). The message
-    is one sentence giving what was spent, the estimate and the budget, and how to go on; `estimate` holds the
-    figures and `spent_usd` what this client had spent.
-    """
-
-    def __init__(self, message: str, estimate: CostEstimate, spent_usd: float = 0.0) -> None:
-        super().__init__(message)
-        self.estimate = estimate
-        self.spent_usd = spent_usd
 
 
 class UnpricedModelError(ValueError):
@@ -148,14 +131,6 @@ def unpriced_model_message(model: str, budget: float) -> str:
         f"price_table: {{{name}: {{{fields}}}}} on the LLM resource (batch prices default to half), or remove "
         f"max_cost_usd."
     )
-
-
-class _BudgetStop(Exception):
-    """Raised in a worker thread instead of sending a request that could pass the budget."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class LLMClientSettings(BaseModel):
@@ -491,22 +466,34 @@ class LLMClient:
             json_mode=config.json_mode,
             strict_schema=config.strict_schema,
         )
-        self._secrets = (config.api_key,) if config.api_key else ()
+        secrets = (config.api_key,) if config.api_key else ()
         self._cache = ResponseCache(config.cache_path if config.cache_path is not None else ":memory:")
-        self._limiter = TokenBucket(config.requests_per_second, burst=config.burst or config.max_concurrency)
-        self._spend_lock = threading.Lock()
-        self._spent_usd = 0.0
-        self._reserved_usd = 0.0
-        self._stage_estimate: CostEstimate | None = None
+        self._log = log or logger
+        self._budget = SpendingBudget(config.max_cost_usd, self._log)
         self._rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
         self._summary_lock = threading.Lock()
-        self._log = log or logger
         self._estimator = TokenEstimator(config.provider, config.model, config.json_mode)
-        self._batch_api: BatchAPI | None = None
+        services = ModeServices(
+            config=config,
+            provider=self._provider,
+            cache=self._cache,
+            answers=AnswerBook(self._cache, config.provider, config.model, secrets),
+            budget=self._budget,
+            estimator=self._estimator,
+            price=self._price,
+            log=self._log,
+            effective_parameters=self.effective_parameters,
+            request_costs=self._request_costs,
+            backoff=self._backoff,
+        )
+        sync = SyncMode(
+            services, TokenBucket(config.requests_per_second, burst=config.burst or config.max_concurrency)
+        )
+        self._mode: RequestMode = sync
         if config.mode == "batch":
             try:
-                self._batch_api = build_batch_api(self._provider)
+                self._mode = BatchMode(services, build_batch_api(self._provider), sync)
             except PermanentProviderError as error:
                 raise ValueError(error.reason) from None
         self.summary = UsageSummary(provider=config.provider, model=config.model, mode=config.mode)
@@ -624,11 +611,8 @@ class LLMClient:
                 total=len(requests), desc=label, unit="req", disable=not progress, mininterval=0.5
             ) as bar:
                 bar.update(len(requests) - len(pending))
-                if pending and self._batch_api is not None:
-                    self._run_pending_batches(requests, keys, pending, results, bar, label, batch_counters)
-                elif pending:
-                    costs = self._request_costs(requests, pending, batch=False)
-                    self._run_pending(requests, keys, pending, results, bar, costs=costs, label=label)
+                if pending:
+                    self._mode.run(PendingWork(requests, keys, pending, results, bar, label, batch_counters))
             for index, key in enumerate(keys):
                 first = first_index_of_key[key]
                 if index != first:
@@ -703,7 +687,7 @@ class LLMClient:
         if log:
             self._log.info("%s (%s/%s, %s mode): estimate %s", label, *self._names(), estimate.describe())
         if check_budget:
-            self._stage_estimate = estimate
+            self._budget.stage_estimate = estimate
             self._check_budget(estimate, label)
         return estimate
 
@@ -828,51 +812,17 @@ class LLMClient:
     @property
     def stage_estimate(self) -> CostEstimate | None:
         """The estimate the budget was last checked against before a stage's first request (None before)."""
-        return self._stage_estimate
+        return self._budget.stage_estimate
 
     @property
     def spent_usd(self) -> float:
         """What this client has paid so far (answers received), in US dollars; counted under a budget only
         (``summary.cost_usd`` always counts it, call by call)."""
-        with self._spend_lock:
-            return self._spent_usd
-
-    def _reserve(self, amount: float) -> bool:
-        """Hold `amount` of the budget for a request or batch about to be sent; False when it could pass the cap."""
-        budget = self.config.max_cost_usd
-        if budget is None:
-            return True
-        with self._spend_lock:
-            if self._spent_usd + self._reserved_usd + amount > budget:
-                return False
-            self._reserved_usd += amount
-            return True
-
-    def _settle(self, reserved: float, paid: float) -> None:
-        """Release a reservation and count what was paid (under a budget)."""
-        if self.config.max_cost_usd is None:
-            return
-        with self._spend_lock:
-            self._reserved_usd = max(self._reserved_usd - reserved, 0.0)
-            self._spent_usd += paid
+        return self._budget.spent_usd
 
     def budget_stop_message(self, label: str, what: str, amount: float) -> str:
         """The one sentence of a stop before `what` (which could cost up to `amount`) could pass the budget."""
-        spent = self.spent_usd
-        stage = self._stage_estimate
-        estimated = (
-            f" (the stage was estimated at up to {format_usd(stage.upper_bound_usd)})" if stage else ""
-        )
-        return (
-            f"{label} stopped before {what} that could cost up to {format_usd(amount)} (estimated prompts and their "
-            f"whole max_tokens): {format_usd(spent)} spent so far{estimated}, so it could pass max_cost_usd "
-            f"{format_usd(self.config.max_cost_usd or 0.0)}; the answers already paid stay in the response cache, so "
-            f"raising max_cost_usd on the LLM resource and running again pays only for the rest."
-        )
-
-    def _budget_error(self, message: str) -> BudgetExceededError:
-        self._log.error(message)
-        return BudgetExceededError(message, self._stage_estimate or CostEstimate(), self.spent_usd)
+        return self._budget.stop_message(label, what, amount)
 
     def _usable_from_cache(self, entry: CachedResponse, request: LLMRequest) -> bool:
         """A cached answer is returned as it is, except a quarantined one under `requery_quarantined` and an
@@ -880,204 +830,6 @@ class LLMClient:
         if entry.status != ResultStatus.OK:
             return not self.config.requery_quarantined
         return request.answer_check is None or request.answer_check(entry.data) is None
-
-    def _run_pending(
-        self,
-        requests: Sequence[LLMRequest],
-        keys: Sequence[str],
-        pending: Sequence[int],
-        results: list[LLMResult | None],
-        bar: tqdm,
-        attempts_of: Mapping[int, RequestAttempts] | None = None,
-        costs: Mapping[int, float] | None = None,
-        label: str = "llm",
-    ) -> None:
-        """Sync mode: the pending requests on a pool of worker threads.
-
-        A request that could take the spend past the budget (``costs``: what each could cost at most) is not sent:
-        no other request is started, the ones in flight end (their answers are cached), and
-        :class:`BudgetExceededError` is raised.
-        """
-        workers = min(self.config.max_concurrency, len(pending))
-        executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm")
-        interrupted = threading.Event()
-        attempts_of = attempts_of or {}
-        costs = costs or {}
-
-        def execute_unless_interrupted(index: int) -> LLMResult:
-            if interrupted.is_set():
-                raise CancelledError  # the batch was interrupted: start no new (paid) request
-            try:
-                return self._execute(
-                    requests[index], keys[index], attempts_of.get(index), costs.get(index, 0.0), label
-                )
-            except (KeyboardInterrupt, _BudgetStop):
-                interrupted.set()  # before this worker takes the next request off the queue
-                raise
-
-        completed = False
-        stop: str | None = None
-        try:
-            futures: dict[Future, int] = {
-                executor.submit(execute_unless_interrupted, index): index for index in pending
-            }
-            for future in as_completed(futures):
-                try:
-                    results[futures[future]] = future.result()
-                except _BudgetStop as budget:
-                    stop = stop or budget.message
-                    continue
-                except CancelledError:
-                    if stop is None:
-                        raise
-                    continue
-                bar.update(1)
-            completed = True
-        finally:
-            # On an interrupt, start nothing new and do not wait for workers sleeping in a backoff: answers
-            # already received are committed, and the next run resumes from the cache.
-            if not completed:
-                interrupted.set()
-            executor.shutdown(wait=completed, cancel_futures=True)
-        if stop is not None:
-            raise self._budget_error(stop)
-
-    def _run_pending_batches(
-        self,
-        requests: Sequence[LLMRequest],
-        keys: Sequence[str],
-        pending: Sequence[int],
-        results: list[LLMResult | None],
-        bar: tqdm,
-        label: str,
-        counters: UsageSummary,
-    ) -> None:
-        """Batch mode: the pending requests through the provider's Batch API (see :mod:`model_clients.batch_mode`)."""
-        BatchRun(self, requests, keys, pending, results, bar, label, counters).run()
-
-    def _execute(
-        self,
-        request: LLMRequest,
-        key: str,
-        attempts: RequestAttempts | None = None,
-        estimated_cost: float = 0.0,
-        label: str = "llm",
-    ) -> LLMResult:
-        """Send one request until it succeeds, is refused, or runs out of retries (worker thread).
-
-        `attempts` carries on the count of a request already tried in a batch (batch mode's re-asks). Every
-        call first holds `estimated_cost` (what it could cost at most) of the budget; :class:`_BudgetStop` instead
-        of a call that could pass it.
-        """
-        parameters = self.effective_parameters(request)
-        attempts = attempts or RequestAttempts()
-        last_answer: ProviderReply | None = attempts.last_answer
-        for position, image in enumerate(request.images):
-            try:
-                image_media_type(image)
-            except ValueError as error:
-                return self._failure(
-                    ResultStatus.REJECTED, f"images[{position}]: {error}", key, request, attempts, None
-                )
-        while True:
-            if not self._reserve(estimated_cost):
-                raise _BudgetStop(
-                    self.budget_stop_message(
-                        label, f"request {request.request_id or key[:12]}", estimated_cost
-                    )
-                )
-            self._limiter.acquire()
-            attempts.calls += 1
-            try:
-                reply = self._provider.send(request, parameters)
-            except TransientProviderError as error:
-                self._settle(estimated_cost, 0.0)
-                attempts.transport_failures += 1
-                reason = redact(error.reason, self._secrets)
-                if attempts.transport_failures > self.config.max_retries:
-                    logger.warning("request %s failed after %d calls: %s", key[:12], attempts.calls, reason)
-                    return self._failure(
-                        ResultStatus.TRANSPORT_ERROR,
-                        f"{reason} (after {attempts.calls} calls)",
-                        key,
-                        request,
-                        attempts,
-                        last_answer,
-                    )
-                delay = self._backoff(attempts.transport_failures, error.retry_after_s)
-                if error.status_code == 429:
-                    self._limiter.hold(delay)
-                logger.debug("request %s: %s; retrying in %.2fs", key[:12], reason, delay)
-                time.sleep(delay)
-                continue
-            except PermanentProviderError as error:
-                self._settle(estimated_cost, 0.0)
-                reason = redact(error.reason, self._secrets)
-                logger.warning("request %s refused: %s", key[:12], reason)
-                return self._failure(ResultStatus.REJECTED, reason, key, request, attempts, last_answer)
-
-            paid = cost_usd(reply.usage, self._price)
-            self._settle(estimated_cost, paid)
-            attempts.usage = attempts.usage + reply.usage
-            attempts.cost_usd += paid
-            last_answer = reply
-            try:
-                data = self._interpret(reply, request)
-            except ResponseFormatError as error:
-                attempts.invalid_answers += 1
-                reason = str(error)
-                if reply.finish_reason in ("length", "max_tokens", "refusal"):
-                    reason += f" (finish_reason={reply.finish_reason})"
-                if attempts.invalid_answers > self.config.invalid_json_retries:
-                    logger.warning("request %s quarantined: %s", key[:12], reason)
-                    result = self._failure(
-                        ResultStatus.INVALID_RESPONSE, reason, key, request, attempts, reply
-                    )
-                    self._store(result, request)
-                    return result
-                logger.debug("request %s: %s; asking again", key[:12], reason)
-                continue
-            result = self._success(data, reply, key, request, attempts)
-            self._store(result, request)
-            return result
-
-    @staticmethod
-    def _success(
-        data: Any, reply: ProviderReply, key: str, request: LLMRequest, attempts: RequestAttempts
-    ) -> LLMResult:
-        return LLMResult(
-            ok=True,
-            status=ResultStatus.OK,
-            data=data,
-            raw_text=reply.raw_text,
-            error=None,
-            cached=False,
-            usage=attempts.usage,
-            attempts=attempts.calls,
-            cost_usd=attempts.cost_usd,
-            original_cost_usd=attempts.cost_usd,
-            cache_key=key,
-            request_id=request.request_id,
-        )
-
-    @staticmethod
-    def _interpret(reply: ProviderReply, request: LLMRequest) -> Any:
-        """The answer's data: the stripped text without a schema, else parsed and validated JSON."""
-        if request.schema is None:
-            return LLMClient._checked(reply.raw_text.strip(), request)
-        value = reply.parsed if reply.parsed is not None else parse_json_text(reply.raw_text)
-        problems = validate_json(value, request.schema)
-        if problems:
-            raise ResponseFormatError("response does not match the schema: " + "; ".join(problems))
-        return LLMClient._checked(value, request)
-
-    @staticmethod
-    def _checked(value: Any, request: LLMRequest) -> Any:
-        """The value, unless the request's `answer_check` refuses it (then `ResponseFormatError`)."""
-        problem = request.answer_check(value) if request.answer_check is not None else None
-        if problem:
-            raise ResponseFormatError(problem)
-        return value
 
     def _backoff(self, retry_number: int, retry_after_s: float | None) -> float:
         with self._rng_lock:
@@ -1088,53 +840,6 @@ class LLMClient:
                 retry_after_s,
                 self.config.max_retry_after_s,
                 self._rng,
-            )
-
-    def _failure(
-        self,
-        status: str,
-        reason: str,
-        key: str,
-        request: LLMRequest,
-        attempts: RequestAttempts,
-        last_answer: ProviderReply | None,
-    ) -> LLMResult:
-        return LLMResult(
-            ok=False,
-            status=status,
-            data=None,
-            raw_text=None if last_answer is None else last_answer.raw_text,
-            error=redact(reason, self._secrets),
-            cached=False,
-            usage=attempts.usage,
-            attempts=attempts.calls,
-            cost_usd=attempts.cost_usd,
-            original_cost_usd=attempts.cost_usd,
-            cache_key=key,
-            request_id=request.request_id,
-        )
-
-    def _store(self, result: LLMResult, request: LLMRequest) -> None:
-        entry = CachedResponse(
-            cache_key=result.cache_key,
-            provider=self.config.provider,
-            model=self.config.model,
-            template_name=request.template_name,
-            template_version=request.template_version,
-            status=result.status,
-            raw_text=result.raw_text,
-            data=result.data,
-            error=result.error,
-            usage=result.usage,
-            cost_usd=result.cost_usd,
-            attempts=result.attempts,
-            created_at=time.time(),
-        )
-        try:
-            self._cache.put(entry)
-        except sqlite3.Error as error:
-            logger.error(
-                "could not store the answer of request %s in the cache: %s", result.cache_key[:12], error
             )
 
     @staticmethod

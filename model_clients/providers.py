@@ -283,6 +283,9 @@ class OpenAIChatProvider:
         json_mode (`str`, *optional*, defaults to `"native"`): see the module docstring.
         strict_schema (`bool`, *optional*, defaults to `True`): OpenAI's `strict` structured outputs (the
             schema must then list every property as required and set `additionalProperties: false`).
+
+    Attributes:
+        secrets (`tuple[str, ...]`): the strings redacted from every error reason (the API key).
     """
 
     name = "openai"
@@ -301,7 +304,7 @@ class OpenAIChatProvider:
         self.model = model
         self.json_mode = json_mode
         self.strict_schema = strict_schema
-        self._secrets = (api_key,) if api_key else ()
+        self.secrets = (api_key,) if api_key else ()
         import openai  # imported on first use: the SDKs take seconds to import
 
         self._client = openai.OpenAI(
@@ -378,7 +381,7 @@ class OpenAIChatProvider:
 
         content = sdk_call(
             openai,
-            self._secrets,
+            self.secrets,
             self._client.post,
             "/chat/completions",
             body=self.build_body(request, parameters),
@@ -423,6 +426,9 @@ class AnthropicMessagesProvider:
         base_url (`str`, *optional*): API root without `/v1`; `None` for Anthropic.
         timeout_s (`float`, *optional*, defaults to `60.0`): per-call timeout.
         json_mode (`str`, *optional*, defaults to `"native"`): `"native"` (forced tool) or `"prompt"`.
+
+    Attributes:
+        secrets (`tuple[str, ...]`): the strings redacted from every error reason (the API key).
     """
 
     name = "anthropic"
@@ -439,7 +445,7 @@ class AnthropicMessagesProvider:
             raise ValueError(f"json_mode for anthropic must be 'native' or 'prompt', got {json_mode!r}")
         self.model = model
         self.json_mode = json_mode
-        self._secrets = (api_key,) if api_key else ()
+        self.secrets = (api_key,) if api_key else ()
         import anthropic  # imported on first use: the SDKs take seconds to import
 
         self._client = anthropic.Anthropic(
@@ -525,7 +531,7 @@ class AnthropicMessagesProvider:
 
         content = sdk_call(
             anthropic,
-            self._secrets,
+            self.secrets,
             self._client.post,
             "/v1/messages",
             body=self.build_body(request, parameters),

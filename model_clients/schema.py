@@ -3,27 +3,23 @@
 Models asked for structured output usually return a bare JSON document, but some wrap it in a
 Markdown code fence or add a sentence around it (prompt-based JSON mode, local servers without
 guided decoding). :func:`parse_json_text` accepts those shapes; :func:`validate_json` checks the
-parsed value against the subset of JSON Schema that structured-output APIs accept:
-
-- ``type`` (a name or a list of names), ``enum``, ``const``;
-- objects: ``properties``, ``required``, ``additionalProperties`` (a bool or a schema),
-  ``minProperties``, ``maxProperties``;
-- arrays: ``items``, ``minItems``, ``maxItems``, ``uniqueItems``;
-- strings: ``minLength``, ``maxLength``, ``pattern``;
-- numbers: ``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``;
-- combinators ``anyOf``, ``oneOf``, ``allOf``, and local references ``#/$defs/...`` /
-  ``#/definitions/...``.
-
-Annotation keywords (``title``, ``description``, ``format``, ``default``...) are ignored. Booleans are
-not integers here, unlike in Python.
+parsed value against its JSON Schema with the `jsonschema` library (the schema's ``$schema`` draft, Draft
+2020-12 by default; local references ``#/$defs/...`` and ``#/definitions/...`` resolve), and words each
+problem as a path to the failing field and what was expected there (``$.options[1]: expected string, got
+integer``). Annotation keywords (``title``, ``description``, ``format``, ``default``...) are not checked.
+Booleans are not integers, unlike in Python; an integral float such as ``7.0`` is an integer.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
 
 __all__ = ["ResponseFormatError", "parse_and_validate", "parse_json_text", "validate_json"]
 
@@ -101,9 +97,18 @@ def validate_json(instance: Any, schema: Mapping[str, Any] | None) -> list[str]:
     """
     if schema is None:
         return []
-    errors: list[str] = []
-    _validate(instance, schema, "$", schema, errors)
-    return errors
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    problems: list[str] = []
+    try:
+        for error in validator.iter_errors(instance):
+            for problem in _describe(error, validator):
+                if problem not in problems:
+                    problems.append(problem)
+            if len(problems) >= _MAX_REPORTED_ERRORS:
+                break
+    except Unresolvable as error:
+        raise ResponseFormatError(f"unresolvable schema reference {error.ref!r}") from None
+    return problems[:_MAX_REPORTED_ERRORS]
 
 
 def parse_and_validate(text: str, schema: Mapping[str, Any] | None) -> Any:
@@ -130,6 +135,15 @@ def parse_and_validate(text: str, schema: Mapping[str, Any] | None) -> Any:
     return value
 
 
+def json_path(error: ValidationError) -> str:
+    """The JSON path of the failing value, ``$`` for the document itself.
+
+    >>> json_path(ValidationError("bad", path=["boxes", 1, 0]))
+    '$.boxes[1][0]'
+    """
+    return "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path)
+
+
 def _json_type_name(value: Any) -> str:
     if value is None:
         return "null"
@@ -148,130 +162,62 @@ def _json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _matches_type(value: Any, type_name: str) -> bool:
-    actual = _json_type_name(value)
-    if type_name == "number":
-        return actual in ("integer", "number")
-    if type_name == "integer" and actual == "number":
-        return float(value).is_integer()
-    return actual == type_name
+def _duplicate(items: list) -> Any:
+    seen: set[str] = set()
+    for item in items:
+        encoded = json.dumps(item, sort_keys=True)
+        if encoded in seen:
+            return item
+        seen.add(encoded)
+    return None
 
 
-def _resolve_reference(reference: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
-    if not reference.startswith("#/"):
-        raise ResponseFormatError(f"only local schema references are supported, got {reference!r}")
-    node: Any = root
-    for part in reference[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, Mapping) or part not in node:
-            raise ResponseFormatError(f"unresolvable schema reference {reference!r}")
-        node = node[part]
-    return node
+def _unexpected_properties(value: dict, schema: Mapping[str, Any]) -> list[str]:
+    patterns = [re.compile(pattern) for pattern in schema.get("patternProperties", {})]
+    return [
+        name
+        for name in value
+        if name not in schema.get("properties", {}) and not any(pattern.search(name) for pattern in patterns)
+    ]
 
 
-def _validate(value: Any, schema: Any, path: str, root: Mapping[str, Any], errors: list[str]) -> None:
-    if len(errors) >= _MAX_REPORTED_ERRORS:
-        return
-    if schema is True or schema is None:
-        return
-    if schema is False:
-        errors.append(f"{path}: no value is allowed here")
-        return
-    if "$ref" in schema:
-        _validate(value, _resolve_reference(schema["$ref"], root), path, root, errors)
-        return
-
-    expected_type = schema.get("type")
-    if expected_type is not None:
-        allowed = [expected_type] if isinstance(expected_type, str) else list(expected_type)
-        if not any(_matches_type(value, name) for name in allowed):
-            errors.append(f"{path}: expected {' or '.join(allowed)}, got {_json_type_name(value)}")
-            return
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} is not one of {schema['enum']!r}")
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: expected {schema['const']!r}, got {value!r}")
-
-    if isinstance(value, dict):
-        _validate_object(value, schema, path, root, errors)
-    elif isinstance(value, list):
-        _validate_array(value, schema, path, root, errors)
-    elif isinstance(value, str):
-        _validate_string(value, schema, path, errors)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        _validate_number(value, schema, path, errors)
-
-    for sub_schema in schema.get("allOf", ()):
-        _validate(value, sub_schema, path, root, errors)
-    for keyword, needed in (("anyOf", "any"), ("oneOf", "one")):
-        options = schema.get(keyword)
-        if not options:
-            continue
-        matching = sum(1 for option in options if not _collect(value, option, path, root))
-        if (needed == "any" and matching == 0) or (needed == "one" and matching != 1):
-            errors.append(f"{path}: matches {matching} of the {keyword} alternatives")
+_WORDING: dict[str, Callable[[Any, Any], str]] = {
+    "enum": lambda value, enum: f"{value!r} is not one of {enum!r}",
+    "const": lambda value, const: f"expected {const!r}, got {value!r}",
+    "minProperties": lambda value, limit: f"fewer than {limit} properties",
+    "maxProperties": lambda value, limit: f"more than {limit} properties",
+    "minItems": lambda value, limit: f"{len(value)} items, fewer than {limit}",
+    "maxItems": lambda value, limit: f"{len(value)} items, more than {limit}",
+    "uniqueItems": lambda value, _: f"duplicate item {_duplicate(value)!r}",
+    "minLength": lambda value, limit: f"string shorter than {limit}",
+    "maxLength": lambda value, limit: f"string longer than {limit}",
+    "pattern": lambda value, pattern: f"{value!r} does not match {pattern!r}",
+    "minimum": lambda value, limit: f"{value} is below the minimum {limit}",
+    "maximum": lambda value, limit: f"{value} is above the maximum {limit}",
+    "exclusiveMinimum": lambda value, limit: f"{value} is not above {limit}",
+    "exclusiveMaximum": lambda value, limit: f"{value} is not below {limit}",
+}
+"""How a failed keyword is worded, from the failing value and the keyword's value in the schema."""
 
 
-def _collect(value: Any, schema: Any, path: str, root: Mapping[str, Any]) -> list[str]:
-    found: list[str] = []
-    _validate(value, schema, path, root, found)
-    return found
-
-
-def _validate_object(value: dict, schema: Mapping[str, Any], path: str, root, errors: list[str]) -> None:
-    properties = schema.get("properties", {})
-    for name in schema.get("required", ()):
-        if name not in value:
-            errors.append(f"{path}: missing required property {name!r}")
-    additional = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        item_path = f"{path}.{name}"
-        if name in properties:
-            _validate(item, properties[name], item_path, root, errors)
-        elif additional is False:
-            errors.append(f"{path}: unexpected property {name!r}")
-        elif isinstance(additional, Mapping):
-            _validate(item, additional, item_path, root, errors)
-    if "minProperties" in schema and len(value) < schema["minProperties"]:
-        errors.append(f"{path}: fewer than {schema['minProperties']} properties")
-    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        errors.append(f"{path}: more than {schema['maxProperties']} properties")
-
-
-def _validate_array(value: list, schema: Mapping[str, Any], path: str, root, errors: list[str]) -> None:
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        errors.append(f"{path}: {len(value)} items, fewer than {schema['minItems']}")
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        errors.append(f"{path}: {len(value)} items, more than {schema['maxItems']}")
-    if schema.get("uniqueItems"):
-        seen: list[str] = []
-        for item in value:
-            encoded = json.dumps(item, sort_keys=True)
-            if encoded in seen:
-                errors.append(f"{path}: duplicate item {item!r}")
-                break
-            seen.append(encoded)
-    item_schema = schema.get("items")
-    if isinstance(item_schema, Mapping):
-        for index, item in enumerate(value):
-            _validate(item, item_schema, f"{path}[{index}]", root, errors)
-
-
-def _validate_string(value: str, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        errors.append(f"{path}: string shorter than {schema['minLength']}")
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        errors.append(f"{path}: string longer than {schema['maxLength']}")
-    if "pattern" in schema and re.search(schema["pattern"], value) is None:
-        errors.append(f"{path}: {value!r} does not match {schema['pattern']!r}")
-
-
-def _validate_number(value: float, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
-    if "minimum" in schema and value < schema["minimum"]:
-        errors.append(f"{path}: {value} is below the minimum {schema['minimum']}")
-    if "maximum" in schema and value > schema["maximum"]:
-        errors.append(f"{path}: {value} is above the maximum {schema['maximum']}")
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        errors.append(f"{path}: {value} is not above {schema['exclusiveMinimum']}")
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        errors.append(f"{path}: {value} is not below {schema['exclusiveMaximum']}")
+def _describe(error: ValidationError, validator: Any) -> list[str]:
+    """One error of `jsonschema` as problems ``"<path>: <what was expected>"``; keywords not worded here keep
+    the library's message."""
+    path, value, expected = json_path(error), error.instance, error.validator_value
+    keyword = error.validator
+    if keyword is None:  # the schema is `false`
+        return [f"{path}: no value is allowed here"]
+    if keyword == "type":
+        allowed = [expected] if isinstance(expected, str) else list(expected)
+        return [f"{path}: expected {' or '.join(allowed)}, got {_json_type_name(value)}"]
+    if keyword == "required":
+        return [f"{path}: missing required property {name!r}" for name in expected if name not in value]
+    if keyword == "additionalProperties" and expected is False:
+        return [
+            f"{path}: unexpected property {name!r}" for name in _unexpected_properties(value, error.schema)
+        ]
+    if keyword in ("anyOf", "oneOf"):
+        matching = sum(1 for option in expected if validator.evolve(schema=option).is_valid(value))
+        return [f"{path}: matches {matching} of the {keyword} alternatives"]
+    wording = _WORDING.get(str(keyword))
+    return [f"{path}: {wording(value, expected) if wording else error.message}"]

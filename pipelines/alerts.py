@@ -16,15 +16,13 @@ from typing import Any
 
 import dagster as dg
 
+from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG, PARTITION_TAG
 from pipelines.run_triggers import TRIGGER_TAG
 
 RUN_FAILURE_SENSOR = "run_failure_alert_sensor"
 WEBHOOK_URL_ENV = "SPATIAL_ALERT_WEBHOOK_URL"
 UI_URL_ENV = "SPATIAL_DAGSTER_UI_URL"
 DEFAULT_UI_URL = "http://localhost:3000"
-PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 _STEP_ERROR_WRAPPER = "DagsterExecutionStepExecutionError"
 
 
@@ -42,8 +40,8 @@ def run_partition(tags: dict[str, str]) -> str | None:
     """
     if PARTITION_TAG in tags:
         return tags[PARTITION_TAG]
-    if RANGE_START_TAG in tags:
-        start, end = tags[RANGE_START_TAG], tags.get(RANGE_END_TAG)
+    if PARTITION_RANGE_START_TAG in tags:
+        start, end = tags[PARTITION_RANGE_START_TAG], tags.get(PARTITION_RANGE_END_TAG)
         return start if end in (None, start) else f"{start}...{end}"
     return None
 

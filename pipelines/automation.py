@@ -36,8 +36,10 @@ with the Dagster daemon running (``./dev.sh dagster`` runs it).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import dagster as dg
 
@@ -100,10 +102,6 @@ def observation_in_flight(instance: dg.DagsterInstance) -> bool:
     return bool(instance.get_run_ids(filters=unfinished, limit=1))
 
 
-def _float_or_none(text: str | None) -> float | None:
-    return float(text) if text else None
-
-
 def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition], list]:
     """The observation job and the two sensors, as ``(jobs, sensors)``."""
     observe_job = dg.define_asset_job(
@@ -133,12 +131,16 @@ def build_automation() -> tuple[list[dg.JobDefinition | dg.UnresolvedAssetJobDef
     ):
         if observation_in_flight(context.instance):
             return dg.SkipReason("the previous observation of the raw folders is still queued or running")
-        roots = [root for paths in sources.raw_inputs(storage).values() for root in paths]
+        # the roots as the last observation request resolved them: a Hub id is resolved (fetched) only then
+        last = json.loads(context.cursor) if context.cursor else {}
         now = time.time()
-        reason = observation_due(_float_or_none(context.cursor), raw_file_watcher(roots), now)
+        watcher = raw_file_watcher(Path(root) for root in last.get("roots", []))
+        reason = observation_due(last.get("requested_at"), watcher, now)
         if reason is None:
             return dg.SkipReason("no file under the raw folders changed since the last observation")
-        context.update_cursor(str(now))
+        roots = [str(root) for paths in sources.raw_inputs(storage).values() for root in paths]
+        context.update_cursor(json.dumps({"requested_at": now, "roots": roots}))
+        raw_file_watcher(Path(root) for root in roots)  # watching from now on, whatever the roots became
         known = set(context.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))
         new_scenes = [scene for scene in scan_folders(sources, storage) if scene not in known]
         return dg.SensorResult(

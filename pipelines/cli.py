@@ -3,14 +3,18 @@
 It observes the raw folders (new scan folders become ``scenes`` partitions), then runs the named jobs
 in waves (:func:`build_waves`: a run cannot mix partitions definitions): each partitioned family is one
 run over the range of its partitions, as a single-run backfill launches it (:func:`partition_range_tags`),
-and a failed range is built again one run per partition so the failures are named. Ctrl-C or SIGTERM
-ends the run in progress, starts no other and prints the summary (exit status 130). Runs go to the
+and a failed range is built again one run per partition so the failures are named. Ctrl-C or SIGTERM,
+wherever it lands, ends the run in progress, starts no other, ends every process the build started and
+prints the summary (exit status 130; :mod:`pipelines.stop_signals`). A failed step is one sentence on the
+console, its stack trace in the build's log file (:mod:`pipelines.build_log`). Runs go to the
 instance of ``$DAGSTER_HOME`` (its ``dagster.yaml`` decides the storage), else a temporary one, tagged
 ``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process. See
 ``pipelines/README.md``, "How ``spatial-build`` runs the graph".
 
-Before it runs anything, a build gives back what killed builds left (:mod:`pipelines.dead_builds`). When
-``$DAGSTER_HOME`` is full or not writable, it stops with one sentence and the summary, exit status 74
+Before it runs anything, a build gives back what killed builds left (:mod:`pipelines.dead_builds`); builds
+that start together on a new ``$DAGSTER_HOME`` create its instance one at a time (:func:`open_instance`). When
+``$DAGSTER_HOME`` is full or not writable, or the disk of the storage root is full, it stops with one
+sentence and the summary, exit status 74, without building partitions one run each
 (:mod:`pipelines.dagster_home`).
 
 Usage::
@@ -22,9 +26,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
 import os
-import signal
 import sqlite3
 import sys
 import time
@@ -38,13 +42,27 @@ import polars as pl
 import sqlalchemy.exc
 
 from assets.tables import EMPTY_REASON_KEY
-from pipelines.dagster_home import DagsterHomeUnwritable, check_dagster_home
+from pipelines.build_log import dagster_logger, default_log_file, failure_sentences, open_log_file
+from pipelines.dagster_home import (
+    DagsterHomeUnwritable,
+    StorageRootFull,
+    check_dagster_home,
+    check_storage_root,
+)
 from pipelines.dead_builds import (
     BUILD_TAG,
     LAUNCHED_BY,
     LAUNCHED_BY_TAG,
     build_process_tags,
     reclaim_dead_builds,
+)
+from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG
+from pipelines.stop_signals import (
+    SIGNAL_AT_ENV,
+    StopSignals,
+    descendants,
+    end_processes_started_since,
+    parse_signal_at,
 )
 
 logger = logging.getLogger("spatial_build")
@@ -53,6 +71,12 @@ EXIT_INTERRUPTED = 130
 """Exit status of a build stopped by Ctrl-C or SIGTERM (128 + SIGINT, as a shell reports it)."""
 EXIT_DAGSTER_HOME_UNWRITABLE = 74
 """Exit status of a build stopped because ``$DAGSTER_HOME`` is full or not writable (EX_IOERR of sysexits.h)."""
+EXIT_STORAGE_ROOT_FULL = EXIT_DAGSTER_HOME_UNWRITABLE
+"""Exit status of a build stopped because the disk of the storage root is full (EX_IOERR too)."""
+RUN_LOGGER = "console"
+"""Name of the build's logger in its runs (:func:`pipelines.build_log.dagster_logger`), in place of Dagster's."""
+INSTANCE_LOCK_FILE = ".spatial-build-instance.lock"
+"""File in ``$DAGSTER_HOME`` that builds lock while they create (or open) its instance."""
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -61,7 +85,7 @@ def make_parser() -> argparse.ArgumentParser:
         prog="spatial-build",
         description=__doc__.split("\n\n")[0],
         epilog="Exit status: 0 built, 1 a run failed, 130 stopped by Ctrl-C or SIGTERM, 74 DAGSTER_HOME is "
-        "full or not writable.",
+        "full or not writable or the storage root's disk is full.",
     )
     parser.add_argument(
         "--storage-root",
@@ -97,7 +121,17 @@ def make_parser() -> argparse.ArgumentParser:
         "upper bound a budget is checked against) and exit without calling a model.",
     )
     parser.add_argument("--quiet", action="store_true", help="Only warnings, errors and the final summary.")
-    parser.add_argument("--verbose", action="store_true", help="Also print Dagster's event log of every run.")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Also print Dagster's event log of every run, the stack traces of failed steps included.",
+    )
+    parser.add_argument(
+        "--log-file",
+        default=None,
+        help="The build's log file: its lines and every run's event log with stack traces (default: "
+        "$DAGSTER_HOME/spatial-build-logs/spatial-build-<build>.log, else in the temporary folder).",
+    )
     return parser
 
 
@@ -105,18 +139,30 @@ def partition_range_tags(first: str, last: str) -> dict[str, str]:
     """The run tags that make a run cover the partitions ``first`` to ``last`` (``execute_in_process`` takes no
     range): those of a single-run backfill and ``dagster asset materialize --partition-range``; pinned by
     ``tests/pipelines/test_range_runs.py``."""
-    return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+    return {PARTITION_RANGE_START_TAG: first, PARTITION_RANGE_END_TAG: last}
 
 
-def _instance() -> dg.DagsterInstance:
-    if os.environ.get("DAGSTER_HOME"):
-        Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-        return dg.DagsterInstance.get()
-    return dg.DagsterInstance.ephemeral()
+def open_instance() -> dg.DagsterInstance:
+    """The instance of ``$DAGSTER_HOME`` (made if missing), else a temporary one.
+
+    Creating an instance creates and stamps its storage's tables, which two processes cannot do at once (a
+    SQLite ``alembic_version`` row inserted twice): builds started together hold an exclusive lock on
+    :data:`INSTANCE_LOCK_FILE` while they open it and touch its storages, so the others wait for the first.
+    """
+    if not os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.ephemeral()
+    home = Path(os.environ["DAGSTER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / INSTANCE_LOCK_FILE).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        instance = dg.DagsterInstance.get()
+        for storage in ("run_storage", "event_log_storage", "schedule_storage"):
+            getattr(instance, storage)  # created lazily: create them under the lock
+        return instance
 
 
 def _run_config(args: argparse.Namespace, with_sample_world: bool) -> dict:
-    config: dict = {"loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "WARNING"}}}}
+    config: dict = {}
     if args.workers is not None:
         config["resources"] = {"workers": {"config": {"max_workers": args.workers}}}
     sample = {
@@ -204,11 +250,27 @@ class Build:
     instance: dg.DagsterInstance
     args: argparse.Namespace
     tags: dict[str, str]
+    storage_root: Path = field(default_factory=Path)
+    stop: StopSignals = field(default_factory=StopSignals)
+    log_file: Path | None = None
+    run_logger: dg.LoggerDefinition | None = None
     ok: bool = True
     unpartitioned_built: int = 0
+    unpartitioned_failed: list[str] = field(default_factory=list)
     partitions_ok: int = 0
     sample_world_seconds: float = 0.0
     failed_partitions: list[str] = field(default_factory=list)
+    succeeded_steps: set[str] = field(default_factory=set)
+    """The steps that succeeded in the latest run."""
+
+    def launch(self, job_name: str, **kwargs) -> dg.ExecuteInProcessResult:
+        """Execute ``job_name`` in this process (keyword arguments: those of ``execute_in_process``), its events
+        logged by :attr:`run_logger`."""
+        job = self.defs.resolve_job_def(job_name)
+        if self.run_logger is not None:
+            job = job.with_logger_defs({RUN_LOGGER: self.run_logger})
+            kwargs["run_config"] = {**kwargs.get("run_config", {}), "loggers": {RUN_LOGGER: {}}}
+        return job.execute_in_process(instance=self.instance, raise_on_error=False, **kwargs)
 
     def execute(
         self,
@@ -221,56 +283,71 @@ class Build:
     ) -> bool:
         """Run ``job_name`` (restricted to ``keys`` when given) for one partition, a range or none.
 
-        Logs the failed steps (unless ``log_failure`` is False); True on success. Raises
-        KeyboardInterrupt when Dagster ended the run because of Ctrl-C or SIGTERM, and
-        :class:`DagsterHomeUnwritable` when a step failed because ``$DAGSTER_HOME`` is full or not writable.
+        Says each failed step in one sentence (unless ``log_failure`` is False); True on success. Raises
+        KeyboardInterrupt when a stop signal arrived before or during the run (:mod:`pipelines.stop_signals`),
+        :class:`DagsterHomeUnwritable` when a step failed because ``$DAGSTER_HOME`` is full or not writable and
+        :class:`StorageRootFull` when it failed because the storage root's disk is full.
         """
         tags = dict(self.tags)
         if partition_range is not None:
             tags.update(partition_range_tags(*partition_range))
-        result = self.defs.resolve_job_def(job_name).execute_in_process(
+        self.stop.check("run_starting")
+        result = self.launch(
+            job_name,
             run_config=run_config,
-            instance=self.instance,
             partition_key=partition_key,
             asset_selection=list(keys) if keys is not None else None,
             tags=tags,
-            raise_on_error=False,
         )
+        self.stop.check("run_ended")  # also a signal that Dagster took during the run and forgot
+        self.succeeded_steps = {event.step_key for event in result.get_step_success_events()}
         if _interrupted(result):
             raise KeyboardInterrupt
-        for event in result.get_step_failure_events():
-            if unwritable := check_dagster_home(event.step_failure_data.error):
+        failures = [
+            (event.step_key, event.step_failure_data.error) for event in result.get_step_failure_events()
+        ]
+        if not failures and not result.success:  # the run failed outside its steps
+            failures = [
+                ("(run)", event.event_specific_data.error if event.event_specific_data else None)
+                for event in result.all_events
+                if event.event_type == dg.DagsterEventType.RUN_FAILURE
+            ]
+        for _, error in failures:
+            if full := check_storage_root(error, self.storage_root):
+                raise full
+            if unwritable := check_dagster_home(error):
                 raise unwritable
         if not result.success and log_failure:
-            failed = [event.step_key for event in result.get_step_failure_events()]
-            where = f" (partition {partition_key})" if partition_key else ""
-            logger.error(
-                "run %s of %s failed in %s%s (details: its page in the Dagster UI)",
-                result.run_id,
-                job_name,
-                failed,
-                where,
-            )
+            for sentence in failure_sentences(
+                result.run_id, job_name, failures, partition_key, self.log_file
+            ):
+                logger.error(sentence)
         return result.success
 
     def partitions(self, job_name: str, keys: Sequence[dg.AssetKey], partition_keys: Sequence[str]) -> int:
         """Build ``partition_keys`` of a wave as one range run, or (when that fails) one run per partition;
-        returns the number of runs."""
+        returns the number of runs. The partitions not built when a full disk stops the build count as failed."""
         if not partition_keys:
             return 0
         run_config = _run_config(self.args, False)
         span = (partition_keys[0], partition_keys[-1])
-        if self.execute(job_name, keys, run_config, partition_range=span, log_failure=False):
-            self.partitions_ok += len(partition_keys)
-            return 1
-        logger.warning(
-            "%s: the run of partitions %s to %s failed; building them one run each", job_name, *span
-        )
-        for key in partition_keys:
-            if self.execute(job_name, keys, run_config, partition_key=key):
-                self.partitions_ok += 1
-            else:
-                self.failed_partitions.append(key)
+        done: set[str] = set()
+        try:
+            if self.execute(job_name, keys, run_config, partition_range=span, log_failure=False):
+                self.partitions_ok += len(partition_keys)
+                return 1
+            logger.warning(
+                "%s: the run of partitions %s to %s failed; building them one run each", job_name, *span
+            )
+            for key in partition_keys:
+                if self.execute(job_name, keys, run_config, partition_key=key):
+                    self.partitions_ok += 1
+                else:
+                    self.failed_partitions.append(key)
+                done.add(key)
+        except (DagsterHomeUnwritable, StorageRootFull):
+            self.failed_partitions.extend(key for key in partition_keys if key not in done)
+            raise
         return 1 + len(partition_keys)
 
     def observe_raw_files(self) -> None:
@@ -292,12 +369,35 @@ class Build:
                 continue
         self.ok = self.execute(OBSERVE_RAW_FILES_JOB, None, _run_config(self.args, False)) and self.ok
 
+    def unpartitioned(
+        self, job_name: str, wave: Sequence[dg.AssetsDefinition], is_sample_world: bool
+    ) -> bool:
+        """Build an unpartitioned wave in one run; a definition whose step did not succeed (it failed, was skipped
+        after a failure, or a full disk stopped the build) counts as failed."""
+        keys = [key for node in wave for key in node.keys]
+        names = [node.node_def.name for node in wave]
+        self.succeeded_steps = set()
+        try:
+            success = self.execute(job_name, keys, _run_config(self.args, is_sample_world))
+        except (DagsterHomeUnwritable, StorageRootFull):
+            self._count(names, success=False)
+            raise
+        self._count(names, success)
+        self.ok = success and self.ok
+        return success
+
+    def _count(self, names: Sequence[str], success: bool) -> None:
+        built = [name for name in names if success or name in self.succeeded_steps]
+        self.unpartitioned_built += len(built)
+        self.unpartitioned_failed.extend(name for name in names if name not in built)
+
     def run_waves(self, waves: Sequence[Sequence[dg.AssetsDefinition]]) -> None:
-        """Run the waves in order, a line per wave."""
+        """Run the waves in order, a line per wave; a stop signal is looked for before and after each run."""
         from pipelines.jobs import job_for
 
         observed = False
         for wave in waves:
+            self.stop.check("wave_started")
             keys = [key for node in wave for key in node.keys]
             names = ", ".join(sorted({node.node_def.name for node in wave}))
             job_name = job_for(wave[0])
@@ -307,13 +407,12 @@ class Build:
                 self.observe_raw_files()
                 observed = True
             if wave[0].partitions_def is None:
-                success = self.execute(job_name, keys, _run_config(self.args, is_sample_world))
-                self.ok = success and self.ok
-                self.unpartitioned_built += len(wave)
+                success = self.unpartitioned(job_name, wave, is_sample_world)
                 if is_sample_world:
                     self.sample_world_seconds = time.perf_counter() - started
                 outcome = "ok" if success else "FAILED"
                 logger.info("%s %s: %s (%.1f s)", job_name, names, outcome, time.perf_counter() - started)
+                self.stop.check("wave_ended")
                 continue
             partition_keys = wave[0].partitions_def.get_partition_keys(dynamic_partitions_store=self.instance)
             failed_before = len(self.failed_partitions)
@@ -330,6 +429,7 @@ class Build:
                 "" if runs == 1 else "s",
                 time.perf_counter() - started,
             )
+            self.stop.check("wave_ended")
         if not observed:
             self.observe_raw_files()
 
@@ -385,7 +485,7 @@ def summarize(storage_root: Path, instance: dg.DagsterInstance | None = None) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build everything, print the summary; exit status 1 when any run failed, 130 when stopped by a signal,
-    74 when ``$DAGSTER_HOME`` is full or not writable."""
+    74 when ``$DAGSTER_HOME`` is full or not writable or the storage root's disk is full."""
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
@@ -411,55 +511,96 @@ def main(argv: Sequence[str] | None = None) -> int:
         BUILD_TAG: uuid.uuid4().hex[:12],
         **build_process_tags(),  # how the next build tells that this one died (pipelines/dead_builds.py)
     }
-    # SIGTERM stops the build as Ctrl-C does (Dagster handles both inside a run).
-    previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    log_path = Path(args.log_file) if args.log_file else default_log_file(tags[BUILD_TAG])
+    log_file = open_log_file(log_path)
+    if log_file is not None:
+        logger.addHandler(log_file)
     started = time.perf_counter()
+    processes_before = descendants()  # those of the caller (a test), not the build's
     build: Build | None = None
     stopped = False
-    unwritable: DagsterHomeUnwritable | None = None
+    full: DagsterHomeUnwritable | StorageRootFull | None = None
     try:
-        build = Build(defs=build_definitions(str(storage_root)), instance=_instance(), args=args, tags=tags)
-        reclaim_dead_builds(build.instance, this_build=tags[BUILD_TAG])
-        build.run_waves(waves)
-    except KeyboardInterrupt:
-        stopped = True
-        if build is not None:
-            _cancel_unfinished_runs(build.instance, {BUILD_TAG: tags[BUILD_TAG]})
-        logger.warning("stopped by a signal: the run in progress was ended and no further run started")
-    except DagsterHomeUnwritable as error:
-        unwritable = error
-    except (sqlalchemy.exc.OperationalError, sqlite3.OperationalError, OSError) as error:  # storage errors
-        unwritable = check_dagster_home(error)
-        if unwritable is None:  # not about DAGSTER_HOME
-            raise
+        with StopSignals(parse_signal_at(os.environ.get(SIGNAL_AT_ENV))) as stop:
+            try:
+                build = Build(
+                    defs=build_definitions(str(storage_root)),
+                    instance=open_instance(),
+                    args=args,
+                    tags=tags,
+                    storage_root=storage_root,
+                    stop=stop,
+                    log_file=log_path if log_file is not None else None,
+                    run_logger=dagster_logger(args.verbose, log_file),
+                )
+                reclaim_dead_builds(build.instance, this_build=tags[BUILD_TAG])
+                build.run_waves(waves)
+                stop.check("wave_ended")  # a signal after the last run
+            except KeyboardInterrupt:
+                stopped = True
+            except (DagsterHomeUnwritable, StorageRootFull) as error:
+                full = error
+            except (
+                sqlalchemy.exc.OperationalError,
+                sqlite3.OperationalError,
+                OSError,
+            ) as error:  # storage errors
+                full = check_storage_root(error, storage_root) or check_dagster_home(error)
+                if full is None:  # not a full or unwritable disk of the build's
+                    raise
+            stop.defer()  # from here a signal is noted, not raised: the summary is printed whole
+            if stopped or full is not None:
+                end_processes_started_since(processes_before)
+            if stopped and build is not None:
+                _cancel_unfinished_runs(build.instance, {BUILD_TAG: tags[BUILD_TAG]})
+            if stopped:
+                logger.warning(
+                    "stopped by a signal: the run in progress was ended and no further run started"
+                )
+            elapsed = time.perf_counter() - started
+            # The instance tells why an empty table is empty; not read from a home that cannot be written.
+            instance = (
+                build.instance if build is not None and not isinstance(full, DagsterHomeUnwritable) else None
+            )
+            sys.stdout.write(summarize(storage_root, instance) + "\n")
+            stopped = stopped or stop.poll() is not None
+        sys.stdout.write(summary_line(build, stopped or full is not None, elapsed) + "\n")
+        if full is not None:
+            sys.stdout.flush()  # the sentence comes last
+            logger.error(full.sentence)
+            return EXIT_DAGSTER_HOME_UNWRITABLE
     finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
-    elapsed = time.perf_counter() - started
-    # The instance tells why an empty table is empty; not read from a home that cannot be written.
-    instance = build.instance if build is not None and unwritable is None else None
-    sys.stdout.write(summarize(storage_root, instance) + "\n")
-    unpartitioned, partitions_ok, failed, sample_world_seconds = (
+        if log_file is not None:
+            logger.removeHandler(log_file)
+            log_file.close()
+    if stopped:
+        return EXIT_INTERRUPTED
+    failed = build is None or not build.ok or build.failed_partitions or build.unpartitioned_failed
+    return 1 if failed else 0
+
+
+def summary_line(build: Build | None, stopped: bool, elapsed: float) -> str:
+    """The last line of a build: what it built and what failed (a run that failed, or one a full disk ended).
+
+    >>> summary_line(None, True, 2.0).split(" in ")[0]
+    'Stopped after building 0 unpartitioned asset definitions (0 failed) and 0 partitions (0 failed)'
+    """
+    built, failed_unpartitioned, partitions_ok, failed, sample_world_seconds = (
         (
             build.unpartitioned_built,
+            len(build.unpartitioned_failed),
             build.partitions_ok,
             len(build.failed_partitions),
             build.sample_world_seconds,
         )
         if build is not None
-        else (0, 0, 0, 0.0)
+        else (0, 0, 0, 0, 0.0)
     )
-    sys.stdout.write(
-        f"{'Stopped after building' if stopped or unwritable else 'Built'} {unpartitioned} unpartitioned asset "
-        f"definitions and {partitions_ok} partitions ({failed} failed) in {elapsed:.1f} s "
-        f"({elapsed - sample_world_seconds:.1f} s after the sample world). Dagster UI: ./dev.sh dagster\n"
+    return (
+        f"{'Stopped after building' if stopped else 'Built'} {built} unpartitioned asset definitions "
+        f"({failed_unpartitioned} failed) and {partitions_ok} partitions ({failed} failed) in {elapsed:.1f} s "
+        f"({elapsed - sample_world_seconds:.1f} s after the sample world). Dagster UI: ./dev.sh dagster"
     )
-    if unwritable is not None:
-        sys.stdout.flush()  # the sentence comes last
-        logger.error(unwritable.sentence)
-        return EXIT_DAGSTER_HOME_UNWRITABLE
-    if stopped:
-        return EXIT_INTERRUPTED
-    return 0 if build is not None and build.ok and not failed else 1
 
 
 if __name__ == "__main__":

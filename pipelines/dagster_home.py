@@ -1,9 +1,11 @@
-"""Tell a ``DAGSTER_HOME`` that cannot be written (disk full, read-only, no permission) from other failures.
+"""Tell a ``DAGSTER_HOME`` that cannot be written (disk full, read-only, no permission), or a full storage root,
+from other failures.
 
 :func:`check_dagster_home` takes an error (an exception, or the error of a failed step) that looks like a
 refused storage write (:data:`STORAGE_ERROR_SIGNS`) and writes a probe file under ``$DAGSTER_HOME``, so that
 an error about another disk is not blamed on it; ``spatial-build`` then stops with
-:class:`DagsterHomeUnwritable`'s one sentence.
+:class:`DagsterHomeUnwritable`'s one sentence. :func:`check_storage_root` does the same for a full disk
+(ENOSPC, EDQUOT) under the storage root, where the tables are written: :class:`StorageRootFull`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ def storage_error_text(error: BaseException | SerializableErrorInfo | None) -> s
     return None
 
 
+FULL_DISK_SIGNS = ("no space left on device", "disk quota exceeded")
+"""Lower-case fragments of the messages of a write refused because its disk is full (ENOSPC, EDQUOT)."""
+
+
 def dagster_home_problem(home: Path) -> str | None:
     """``"is full"`` or ``"is not writable (...)"`` when a probe file of :data:`PROBE_BYTES` cannot be written
     and synced under ``home``; None when it can."""
@@ -100,3 +106,36 @@ def check_dagster_home(error: BaseException | SerializableErrorInfo | None) -> D
     if problem is None:
         return None
     return DagsterHomeUnwritable(Path(home), problem, detail.splitlines()[0])
+
+
+class StorageRootFull(Exception):
+    """The disk of the storage root is full, so the build cannot write its tables; ``sentence`` says so."""
+
+    def __init__(self, root: Path, detail: str):
+        self.root, self.detail = root, detail
+        super().__init__(self.sentence)
+
+    @property
+    def sentence(self) -> str:
+        return (
+            f"spatial-build stopped because the disk of the storage root ({self.root}) is full, so the tables "
+            f"cannot be written; free space on it or point --storage-root at another disk, then build again "
+            f"(error: {self.detail})."
+        )
+
+
+def check_storage_root(
+    error: BaseException | SerializableErrorInfo | None, root: Path
+) -> StorageRootFull | None:
+    """The :class:`StorageRootFull` that explains ``error``, when it is a write refused for a full disk
+    (:data:`FULL_DISK_SIGNS`) that names a file under ``root`` or, naming none, when ``root`` is full (a probe
+    file cannot be written); else None."""
+    detail = storage_error_text(error)
+    if detail is None or not any(sign in detail.lower() for sign in FULL_DISK_SIGNS):
+        return None
+    names_root = str(root) in detail
+    if not names_root and "/" in detail:  # it names another file
+        return None
+    if not names_root and dagster_home_problem(root) != "is full":
+        return None
+    return StorageRootFull(root, detail.splitlines()[0])

@@ -7,6 +7,11 @@ the next build's pooled step would wait forever. Every run therefore names its b
 unfinished runs of builds on this host whose process is gone are marked failed and their slots freed, and so
 are the slots that finished build runs still hold. Runs of builds on other hosts, runs that name no build
 process and runs that other tools launched are left alone.
+
+Only Dagster's public API is used for runs (``DagsterRunStatus``, ``get_run_records``, ``report_run_failed``).
+Dagster has no public API for the slots of its concurrency pools (the UI frees them through GraphQL): they are
+read and freed through the instance's event log storage (:func:`held_by_run`, :func:`free_pool_slots`), the
+only two places that touch it, and ``tests/pipelines/test_dead_builds.py`` frees real slots through them.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from collections.abc import Mapping
 
 import dagster as dg
 import psutil
-from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
 
 logger = logging.getLogger("spatial_build.dead_builds")
 
@@ -34,6 +38,17 @@ BUILD_HOST_TAG = "spatial/build_host"
 """The build's host and PID namespace: its pid means something only where both are this process's."""
 START_TIME_TOLERANCE_S = 1.0
 """How far two readings of one process's start time may differ (psutil computes it from the boot time)."""
+FINISHED_STATUSES = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+"""A run in one of these has ended."""
+NOT_FINISHED_STATUSES = (
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.SUSPENDED,
+    dg.DagsterRunStatus.CANCELING,
+)
+"""A run in one of these has not ended (``MANAGED``, a run Dagster does not manage, is in neither)."""
 
 
 class BuildProcess(enum.Enum):
@@ -104,6 +119,11 @@ def held_by_run(instance: dg.DagsterInstance) -> dict[str, list[str]]:
     return dict(held)
 
 
+def free_pool_slots(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Give back every concurrency-pool slot (claimed or waited for) that run ``run_id`` holds."""
+    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+
+
 def reclaim_dead_builds(instance: dg.DagsterInstance, this_build: str | None = None) -> list[str]:
     """Free what dead builds hold and mark their unfinished runs failed (see the module docstring); one log
     line per run. ``this_build`` (the calling build's ``spatial/build`` tag) is never touched. Returns the ids
@@ -111,7 +131,8 @@ def reclaim_dead_builds(instance: dg.DagsterInstance, this_build: str | None = N
     held = held_by_run(instance)
     builds = {LAUNCHED_BY_TAG: LAUNCHED_BY}
     reclaimed: list[str] = []
-    for run in instance.get_runs(filters=dg.RunsFilter(tags=builds, statuses=list(NOT_FINISHED_STATUSES))):
+    unfinished = instance.get_run_records(dg.RunsFilter(tags=builds, statuses=list(NOT_FINISHED_STATUSES)))
+    for run in (record.dagster_run for record in unfinished):
         state = build_process_state(run.tags)
         if run.tags.get(BUILD_TAG) == this_build or state is BuildProcess.ALIVE:
             continue
@@ -121,7 +142,7 @@ def reclaim_dead_builds(instance: dg.DagsterInstance, this_build: str | None = N
         where = f"pid {run.tags[BUILD_PID_TAG]} on {run.tags[BUILD_HOST_TAG]}"
         holds = held.pop(run.run_id, [])
         if holds:
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            free_pool_slots(instance, run.run_id)
         instance.report_run_failed(
             run,
             message=f"the spatial-build process of this run ({where}) is gone: marked failed by the next build",
@@ -132,11 +153,15 @@ def reclaim_dead_builds(instance: dg.DagsterInstance, this_build: str | None = N
             *(run.run_id, run.job_name, run.tags.get(BUILD_TAG), run.status.value, where),
             f", freed {', '.join(holds)}" if holds else "",
         )
-    finished = list(FINISHED_STATUSES)
-    for run in (
-        instance.get_runs(dg.RunsFilter(run_ids=sorted(held), tags=builds, statuses=finished)) if held else []
-    ):
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+    finished = (
+        instance.get_run_records(
+            dg.RunsFilter(run_ids=sorted(held), tags=builds, statuses=list(FINISHED_STATUSES))
+        )
+        if held  # a filter on run ids takes a non-empty list
+        else []
+    )
+    for run in (record.dagster_run for record in finished):
+        free_pool_slots(instance, run.run_id)
         reclaimed.append(run.run_id)
         logger.warning(
             "run %s ended (%s) but still held %s: freed",

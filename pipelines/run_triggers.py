@@ -32,6 +32,7 @@ from assets.provenance import input_data_versions
 from assets.raw_files import RAW_FILE_KEYS, FileChanges, changes_between, recorded_history
 from data_contracts.parquet_files import read_file_metadata
 from data_contracts.storage import table_path
+from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG, PARTITION_TAG
 
 TRIGGER_TAG = "spatial/trigger"
 CHANGED_FILES_TAG = "spatial/changed_files"
@@ -43,9 +44,9 @@ _RAW_NAMES = {key.to_user_string() for key in RAW_FILE_KEYS}
 def run_partitions(tags: dict[str, str]) -> list[str | None]:
     """The partitions of a run whose files say what the run rebuilds: its partition, or the first and last
     of its range; ``[None]`` for an unpartitioned run."""
-    if "dagster/partition" in tags:
-        return [tags["dagster/partition"]]
-    ends = [tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")]
+    if PARTITION_TAG in tags:
+        return [tags[PARTITION_TAG]]
+    ends = [tags.get(PARTITION_RANGE_START_TAG), tags.get(PARTITION_RANGE_END_TAG)]
     return sorted({key for key in ends if key}) or [None]
 
 

@@ -1028,14 +1028,19 @@ def _package_problems(recipe: Recipe, zero_stage: int) -> list[str]:
     return problems
 
 
-def _checks(report: Report, engine: dict) -> None:
-    recipe, machine, shape = report.recipe, report.machine, report.shape
-    checks = report.checks
-    context = report.needed_context
-    colocate = bool(recipe["use_vllm"]) and recipe["vllm_mode"] == "colocate"
-    server = bool(recipe["use_vllm"]) and recipe["vllm_mode"] == "server"
+def _vllm_mode(recipe: Recipe) -> str | None:
+    """``colocate`` or ``server`` when the recipe generates with vLLM, else ``None``."""
+    return recipe["vllm_mode"] if recipe["use_vllm"] else None
 
-    # 1. the engine holds one sequence
+
+def _engine_checks(report: Report, engine: dict) -> list[Check]:
+    """The vLLM engine (colocated, or the server's) holds one sequence of the needed context."""
+    recipe = report.recipe
+    machine = report.machine
+    shape = report.shape
+    colocate = _vllm_mode(recipe) == "colocate"
+    server = _vllm_mode(recipe) == "server"
+    checks: list[Check] = []
     if colocate and engine:
         engine_context = report.engine_context or shape.max_position_embeddings
         need = engine_context * engine["kv_per_token"] / GIB
@@ -1070,8 +1075,17 @@ def _checks(report: Report, engine: dict) -> None:
                 f"cache per GPU, {max(server_engine['kv_gib'], 0):.2f} GiB left after its weights).",
             )
         )
+    return checks
 
-    # 2. tensor parallel sizes
+
+def _tensor_parallel_checks(report: Report, engine: dict) -> list[Check]:
+    """The tensor parallel sizes divide the attention heads (and the training processes)."""
+    recipe = report.recipe
+    machine = report.machine
+    shape = report.shape
+    colocate = _vllm_mode(recipe) == "colocate"
+    server = _vllm_mode(recipe) == "server"
+    checks: list[Check] = []
     if colocate:
         tp = int(recipe["vllm_tensor_parallel_size"] or 1)
         problem = shape.tensor_parallel_problem(tp)
@@ -1095,8 +1109,15 @@ def _checks(report: Report, engine: dict) -> None:
                 else f"size {machine.server_tensor_parallel_size} divides the heads",
             )
         )
+    return checks
 
-    # 3. context
+
+def _context_checks(report: Report, engine: dict) -> list[Check]:
+    """Every context limit holds the data's longest prompt + completion."""
+    recipe = report.recipe
+    shape = report.shape
+    context = report.needed_context
+    checks: list[Check] = []
     limits = [("the model's positions", shape.max_position_embeddings)]
     if recipe["use_vllm"] and report.engine_context is not None:
         limits.append(("vllm_max_model_length", report.engine_context))
@@ -1119,8 +1140,14 @@ def _checks(report: Report, engine: dict) -> None:
                 "context", True, f"{context:,} tokens fit " + ", ".join(f"{n} {v:,}" for n, v in limits if v)
             )
         )
+    return checks
 
-    # 4. batch and group: every rule of TRL's GRPOConfig
+
+def _batch_checks(report: Report, engine: dict) -> list[Check]:
+    """Batch and group sizes pass every rule of TRL's ``GRPOConfig`` (GRPO recipes)."""
+    recipe = report.recipe
+    machine = report.machine
+    checks: list[Check] = []
     if recipe.kind == "grpo":
         problem, how = (
             (None, PARSED)
@@ -1149,8 +1176,14 @@ def _checks(report: Report, engine: dict) -> None:
                     f"steps per generation, {generation_batch // generations} groups of {generations} ({how})",
                 )
             )
+    return checks
 
-    # 5. vision LoRA
+
+def _vision_lora_checks(report: Report, engine: dict) -> list[Check]:
+    """Vision LoRA needs a vision encoder."""
+    recipe = report.recipe
+    shape = report.shape
+    checks: list[Check] = []
     if recipe["use_peft"] and recipe["vision_lora"]:
         ok = shape.vision is not None
         checks.append(
@@ -1162,8 +1195,14 @@ def _checks(report: Report, engine: dict) -> None:
                 else f"vision_lora is on, but {shape.name} has no vision encoder; set vision_lora: false.",
             )
         )
+    return checks
 
-    # 6. memory
+
+def _memory_checks(report: Report, engine: dict) -> list[Check]:
+    """The estimated peak of one GPU fits its memory."""
+    recipe = report.recipe
+    machine = report.machine
+    checks: list[Check] = []
     if machine.gpu_memory_gib:
         total = report.total_gib
         ok = total <= machine.gpu_memory_gib
@@ -1189,8 +1228,14 @@ def _checks(report: Report, engine: dict) -> None:
         checks.append(Check("memory", ok, text))
     else:
         checks.append(Check("memory", None, "not checked: no GPU memory given"))
+    return checks
 
-    # 7. packages
+
+def _package_checks(report: Report, engine: dict) -> list[Check]:
+    """The packages the recipe needs are installed (with ``--check-packages``)."""
+    recipe = report.recipe
+    machine = report.machine
+    checks: list[Check] = []
     if machine.check_packages:
         problems = _package_problems(recipe, report.zero_stage)
         checks.append(
@@ -1215,6 +1260,24 @@ def _checks(report: Report, engine: dict) -> None:
                 f"not checked here (--check-packages): needs {', '.join(needed) or 'nothing extra'}",
             )
         )
+    return checks
+
+
+PREFLIGHT_RULES = (
+    _engine_checks,
+    _tensor_parallel_checks,
+    _context_checks,
+    _batch_checks,
+    _vision_lora_checks,
+    _memory_checks,
+    _package_checks,
+)
+"""The preflight's checks, in the order the report shows them: each rule gives its checks of a report."""
+
+
+def _checks(report: Report, engine: dict) -> None:
+    for rule in PREFLIGHT_RULES:
+        report.checks.extend(rule(report, engine))
 
 
 def _notes(report: Report) -> None:

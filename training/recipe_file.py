@@ -4,8 +4,9 @@
 transformers, TRL or peft are imported (importing TRL's `GRPOConfig` alone takes several seconds).
 The keys a recipe may set are the fields of its dataclasses (`SpatialGRPOArguments`, TRL's
 `GRPOConfig` and transformers' `TrainingArguments`, `SpatialModelConfig` and TRL's `ModelConfig`; the
-SFT recipe's counterparts), read here from their source files with `ast` (nothing is imported), with
-each field's literal default. A test compares them with the real dataclasses.
+SFT recipe's counterparts), with each field's literal default and help text, read from the checked-in list
+:mod:`training.recipe_keys` (nothing is imported); ``tests/training/test_recipe_keys.py`` keeps that list equal
+to the installed dataclasses, and ``python -m training.recipe_keys_generate`` writes it again.
 
 >>> recipe = read_recipe(RECIPES_DIR / "smoke.yaml", ["--max_steps", "3", "--use_vllm=false"])
 >>> recipe.kind, recipe["max_steps"], recipe["use_vllm"], recipe["vllm_gpu_memory_utilization"]
@@ -14,8 +15,6 @@ each field's literal default. A test compares them with the real dataclasses.
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -23,26 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from training.recipe_keys import RECIPE_KEYS
+
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
-# (module, class) of every dataclass whose fields a recipe of each kind may set, parents included.
-RECIPE_CLASSES = {
-    "grpo": (
-        ("training.config", "SpatialGRPOArguments"),
-        ("trl.trainer.grpo_config", "GRPOConfig"),
-        ("trl.trainer.base_config", "_BaseConfig"),
-        ("transformers.training_args", "TrainingArguments"),
-        ("training.models", "SpatialModelConfig"),
-        ("trl.trainer.model_config", "ModelConfig"),
-    ),
-    "sft": (
-        ("training.sft", "SpatialSFTArguments"),
-        ("trl.trainer.sft_config", "SFTConfig"),
-        ("trl.trainer.base_config", "_BaseConfig"),
-        ("transformers.training_args", "TrainingArguments"),
-        ("training.models", "SpatialModelConfig"),
-        ("trl.trainer.model_config", "ModelConfig"),
-    ),
-}
 # Keys TRL's parser reads itself (not dataclass fields).
 PARSER_KEYS = frozenset({"config", "env"})
 # Flags of `spatial-train` itself, taken out before TRL's parser sees the arguments.
@@ -54,91 +36,9 @@ class RecipeFileError(ValueError):
     """A recipe file that cannot be read, or a key no dataclass of the recipe has."""
 
 
-def _module_file(module: str) -> Path:
-    """The source file of `module`, found without importing it or its parent packages."""
-    top, *rest = module.split(".")
-    spec = importlib.util.find_spec(top)
-    if spec is None or not spec.submodule_search_locations:
-        raise RecipeFileError(f"package {top} is not installed")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    path = folder.joinpath(*rest)
-    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-
-
-def _source_tree(module: str) -> ast.Module:
-    path = _module_file(module)
-    if not path.is_file():
-        raise RecipeFileError(f"module {module} is not installed ({path} is missing)")
-    return ast.parse(path.read_text(encoding="utf-8"))
-
-
-def _literal_default(value: ast.expr | None):
-    """The literal default of a dataclass field (`x: int = 3`, `field(default=...)`, a literal factory)."""
-    if value is None:
-        return _MISSING
-    if isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) == "field":
-        for keyword in value.keywords:
-            if keyword.arg == "default":
-                value = keyword.value
-                break
-            if keyword.arg == "default_factory":
-                factory = keyword.value
-                value = factory.body if isinstance(factory, ast.Lambda) else None
-                break
-        else:
-            return _MISSING
-        if value is None:
-            return _MISSING
-    try:
-        return ast.literal_eval(value)
-    except ValueError:
-        return _MISSING
-
-
-@cache
-def _class_fields(module: str, name: str) -> tuple[tuple[str, object], ...]:
-    for node in _source_tree(module).body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return tuple(
-                (statement.target.id, _literal_default(statement.value))
-                for statement in node.body
-                if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
-            )
-    raise RecipeFileError(f"class {name} not found in {module}")
-
-
-def _help_text(value: ast.expr | None) -> str:
-    """The `metadata={"help": ...}` text of a dataclass field, `""` when it has none or it is not a literal."""
-    if not (
-        isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) == "field"
-    ):
-        return ""
-    for keyword in value.keywords:
-        if keyword.arg == "metadata" and isinstance(keyword.value, ast.Dict):
-            for key, text in zip(keyword.value.keys, keyword.value.values, strict=True):
-                if isinstance(key, ast.Constant) and key.value == "help":
-                    try:
-                        return " ".join(str(ast.literal_eval(text)).split())
-                    except ValueError:
-                        return ""
-    return ""
-
-
-@cache
-def _class_help(module: str, name: str) -> tuple[tuple[str, str], ...]:
-    for node in _source_tree(module).body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return tuple(
-                (statement.target.id, _help_text(statement.value))
-                for statement in node.body
-                if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
-            )
-    raise RecipeFileError(f"class {name} not found in {module}")
-
-
 def recipe_help(kind: str) -> str:
-    """`spatial-train grpo|sft --help`: every recipe key with its default and help text, by dataclass, read from
-    the source files (nothing is imported).
+    """`spatial-train grpo|sft --help`: every recipe key with its default and help text, by dataclass, from the
+    checked-in list (nothing is imported).
 
     >>> text = recipe_help("grpo")
     >>> text.startswith("usage: spatial-train grpo --config RECIPE.yaml"), "--num_generations" in text
@@ -152,11 +52,11 @@ def recipe_help(kind: str) -> str:
         "booleans: --key true|false). Keys by the dataclass that holds them, with their defaults:",
     ]
     shown: set[str] = set()
-    for module, name in RECIPE_CLASSES[kind]:
-        entries = [(key, text) for key, text in _class_help(module, name) if key not in shown]
+    for group in RECIPE_KEYS[kind]:
+        entries = [(entry["key"], entry["help"]) for entry in group["fields"] if entry["key"] not in shown]
         if not entries:
             continue
-        out += ["", f"{name} ({module}):"]
+        out += ["", f"{group['class']} ({group['module']}):"]
         for key, text in entries:
             shown.add(key)
             default = fields.get(key, _MISSING)
@@ -174,9 +74,9 @@ def recipe_fields(kind: str) -> dict[str, object]:
     over `TrainingArguments`), as in the dataclasses.
     """
     fields: dict[str, object] = {}
-    for module, name in RECIPE_CLASSES[kind]:
-        for key, default in _class_fields(module, name):
-            fields.setdefault(key, default)
+    for group in RECIPE_KEYS[kind]:
+        for entry in group["fields"]:
+            fields.setdefault(entry["key"], entry.get("default", _MISSING))
     return fields
 
 

@@ -434,7 +434,10 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
     """
     import polars as pl
 
-    from data_contracts.images import IMAGE_DTYPE, encode_image, image_sha256
+    from data_contracts.dge_tasks import DgeTasks
+    from data_contracts.images import encode_image, image_sha256
+    from data_contracts.spatialcore_train import SpatialcoreTrain
+    from data_contracts.stvqa import Stvqa
 
     generator = random.Random(seed)
     width, height = image_size
@@ -519,34 +522,10 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
                 "dataset": "scannet",
             }
         )
-    pseudo_gt_dtype = pl.List(
-        pl.Struct({"bbox_2d": pl.List(pl.Int64), "label": pl.String, "validity": pl.Float64})
-    )
-    gt_scene_dtype = pl.Struct(
-        {
-            "objects": pl.List(pl.Struct({"id": pl.String, "bbox_2d": pl.List(pl.Int64)})),
-            "relationships": pl.List(
-                pl.Struct({"subject": pl.String, "predicate": pl.String, "object": pl.String})
-            ),
-        }
-    )
-    return {
-        "spatialcore_train": pl.DataFrame(
-            spatialcore, schema_overrides={"image": IMAGE_DTYPE, "pseudo_gt": pseudo_gt_dtype}
-        ),
-        "stvqa": pl.DataFrame(
-            stvqa, schema_overrides={"images": pl.List(IMAGE_DTYPE), "gt_scene": gt_scene_dtype}
-        ),
-        "dge_tasks": pl.DataFrame(
-            dge,
-            schema_overrides={
-                "images": pl.List(IMAGE_DTYPE),
-                "options": pl.List(pl.String),
-                "answer_index": pl.Int64,
-                "numeric_answer": pl.Float64,
-                "unit": pl.String,
-            },
-        ),
+    return {  # typed by the contracts themselves
+        "spatialcore_train": SpatialcoreTrain.cast(pl.DataFrame(spatialcore)),
+        "stvqa": Stvqa.cast(pl.DataFrame(stvqa)),
+        "dge_tasks": DgeTasks.cast(pl.DataFrame(dge)),
     }
 
 

@@ -9,6 +9,7 @@ configuration it was built from and a manifest of every file (size and SHA-256),
 half-written world is rebuilt.
 """
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -26,15 +27,20 @@ from assets.sample_world.config import (
 )
 from assets.sample_world.generator import stamp_config
 
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SampleWorldConfig)}
+"""The generator's own defaults: the asset's knobs default to them (the default world adds its other layouts' rooms)."""
+
 
 class SampleWorldAssetConfig(dg.Config):
     """Run configuration of the `sample_world` asset (the generator's main knobs)."""
 
-    seed: int = Field(default=0, description="Seed of every random choice.")
-    num_scenes: int = Field(default=12, description="Number of rooms.")
-    views_per_scene: int = Field(default=6, description="Camera views (RGB-D frames) per room.")
-    width: int = Field(default=320, description="Colour image width in pixels.")
-    height: int = Field(default=240, description="Colour image height in pixels.")
+    seed: int = Field(default=_DEFAULTS["seed"], description="Seed of every random choice.")
+    num_scenes: int = Field(default=_DEFAULTS["num_scenes"], description="Number of rooms.")
+    views_per_scene: int = Field(
+        default=_DEFAULTS["views_per_scene"], description="Camera views (RGB-D frames) per room."
+    )
+    width: int = Field(default=_DEFAULTS["width"], description="Colour image width in pixels.")
+    height: int = Field(default=_DEFAULTS["height"], description="Colour image height in pixels.")
     camera_path: str = Field(
         default=DEFAULT_WORLD_CAMERA_PATH,
         description="'mixed' (the default world): the rooms take the four paths below in turn, so the DGE asks "
@@ -56,7 +62,7 @@ class SampleWorldAssetConfig(dg.Config):
         "aligned mesh and its segment annotation).",
     )
     scan_realism: str = Field(
-        default="realistic",
+        default=_DEFAULTS["scan_realism"],
         description="'realistic': Kinect-like depth noise and holes, pose errors, an over-segmented mesh; 'exact': "
         "the generator's exact geometry.",
     )

@@ -213,3 +213,34 @@ def test_a_missing_model_folder_is_one_line_not_a_hub_lookup(tmp_path, capsys, m
     error = capsys.readouterr().err
     assert status == 2 and len(error.strip().splitlines()) == 1
     assert "neither a folder here nor in the Hugging Face cache" in error
+
+
+def test_the_flags_follow_the_settings_models():
+    """Every run, decoding and benchmark-source setting has its flag, with the model's own default and help."""
+    from training.eval.backends import GenerationSettings
+    from training.eval.benchmarks import BenchmarkSources
+    from training.eval.cli import config_from_args, make_parser
+
+    parser = make_parser()
+    config = config_from_args(parser.parse_args(["--model", "m", "--output", "out"]))
+    assert config.generation == GenerationSettings()
+    assert config.sources == BenchmarkSources()
+    assert (config.backend, config.prompt_format, config.limit) == ("transformers", "auto", None)
+    helps = {action.dest: action.help for action in parser._actions}  # noqa: SLF001 - argparse keeps them there
+    for model in (GenerationSettings, BenchmarkSources):
+        for name, field in model.model_fields.items():
+            assert helps[name] == field.description, name
+    args = parser.parse_args(
+        [
+            "--model",
+            "m",
+            "--output",
+            "out",
+            "--omnispatial-split",
+            "train",
+            "--blink-subsets",
+            "Counting, Jigsaw",
+        ]
+    )
+    sources = config_from_args(args).sources
+    assert (sources.omnispatial_split, sources.blink_subsets) == ("train", ["Counting", "Jigsaw"])

@@ -210,12 +210,12 @@ def test_a_rerun_on_fewer_benchmarks_keeps_the_others(threedsr, tmp_path):
 
 
 def test_an_interrupted_api_run_keeps_every_answer_it_received(threedsr, tmp_path, monkeypatch):
-    from model_clients.client import LLMClient
+    from model_clients.sync_mode import SyncMode
 
     path, key = threedsr
     output = tmp_path / "eval"
     args = ["--benchmarks", "3dsrbench", "--3dsrbench-path", str(path), "--max-concurrency", "1"]
-    original = LLMClient._execute
+    original = SyncMode.execute
     calls = []
 
     def interrupted(self, request, cache_key, *arguments):
@@ -224,13 +224,13 @@ def test_an_interrupted_api_run_keeps_every_answer_it_received(threedsr, tmp_pat
             raise KeyboardInterrupt  # Ctrl-C while the tenth request is in flight
         return original(self, request, cache_key, *arguments)
 
-    monkeypatch.setattr(LLMClient, "_execute", interrupted)
+    monkeypatch.setattr(SyncMode, "execute", interrupted)
     with ScriptedOpenAIServer(key.gold) as server:
         with pytest.raises(KeyboardInterrupt):
             run(server, output, "paid", *args)
         (cache_file,) = (output / "predictions").glob("*/3dsrbench.jsonl")
         assert len(cache_file.read_text().splitlines()) == 9  # every answer that came back is on disk
-        monkeypatch.setattr(LLMClient, "_execute", original)
+        monkeypatch.setattr(SyncMode, "execute", original)
         server.reset()
         assert run(server, output, "paid", *args) == 0
         assert server.hits == 16 - 9  # only the rest is asked (and paid for) again

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from model_clients import LLMClient, LLMClientConfig, LLMRequest
+from model_clients.sync_mode import SyncMode
 from tests.fakes.llm_servers import request_text
 from tests.model_clients.conftest import PHRASES_SCHEMA, TEST_API_KEY
 
@@ -123,7 +124,7 @@ def test_an_interrupted_batch_starts_no_new_request(llm_server_factory, make_llm
     afterwards (the worker that saw the interrupt must not take the next request off the queue)."""
     server = llm_server_factory("openai", responder=lambda body: {"phrases": [request_text(body)]})
     client = make_llm_client(server, max_concurrency=1)
-    original = LLMClient._execute
+    original = SyncMode.execute
     started = []
 
     def interrupted_on_the_fourth(self, request, key, *arguments):
@@ -132,7 +133,7 @@ def test_an_interrupted_batch_starts_no_new_request(llm_server_factory, make_llm
             raise KeyboardInterrupt
         return original(self, request, key, *arguments)
 
-    monkeypatch.setattr(LLMClient, "_execute", interrupted_on_the_fourth)
+    monkeypatch.setattr(SyncMode, "execute", interrupted_on_the_fourth)
     requests = [LLMRequest("object_phrases", "v1", f"question {n}", schema=PHRASES_SCHEMA) for n in range(12)]
     with pytest.raises(KeyboardInterrupt):
         client.run_batch(requests, progress=False)
@@ -140,7 +141,7 @@ def test_an_interrupted_batch_starts_no_new_request(llm_server_factory, make_llm
     assert server.texts() == ["question 0", "question 1", "question 2"]
     assert started == ["question 0", "question 1", "question 2", "question 3"]
 
-    monkeypatch.setattr(LLMClient, "_execute", original)
+    monkeypatch.setattr(SyncMode, "execute", original)
     results = client.run_batch(requests, progress=False)
     assert [result.cached for result in results] == [True] * 3 + [False] * 9
     assert sorted(server.texts()[3:]) == sorted(f"question {n}" for n in range(3, 12))

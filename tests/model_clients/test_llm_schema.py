@@ -121,3 +121,50 @@ class TestValidateJson:
             parse_and_validate(
                 '{"question": "Is it big?", "options": ["a", "b"], "answer": "A"}', QUESTION_SCHEMA
             )
+
+    @pytest.mark.parametrize(
+        ("value", "schema", "expected"),
+        [
+            (
+                None,
+                {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "string"}], "$defs": {"n": {"type": "integer"}}},
+                ["$: matches 0 of the anyOf alternatives"],
+            ),  # alternatives through a reference
+            (
+                3,
+                {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+                ["$: matches 2 of the oneOf alternatives"],
+            ),  # one alternative exactly, not two
+            (
+                {"a": {"b": 1}},
+                {
+                    "definitions": {"s": {"type": "string"}},
+                    "properties": {"a": {"properties": {"b": {"$ref": "#/definitions/s"}}}},
+                },
+                ["$.a.b: expected string, got integer"],
+            ),  # draft-07 style definitions
+            (1, False, ["$: no value is allowed here"]),  # the false schema
+            ("ab", {"pattern": "^x"}, ["$: 'ab' does not match '^x'"]),
+            (5, {"exclusiveMaximum": 5}, ["$: 5 is not below 5"]),
+            (
+                {"x": 1, "y": 2},
+                {"additionalProperties": False, "patternProperties": {"^y": {}}},
+                ["$: unexpected property 'x'"],
+            ),  # a property a pattern allows is expected
+            (
+                {"a": [1, 2]},
+                {"properties": {"a": {"type": ["string", "null"]}}},
+                ["$.a: expected string or null, got array"],
+            ),  # a list of types
+        ],
+    )
+    def test_wording_of_other_keywords(self, value, schema, expected):
+        assert validate_json(value, schema) == expected
+
+    def test_every_missing_property_and_at_most_five_problems(self):
+        schema = {"type": "object", "required": [f"p{n}" for n in range(8)]}
+        assert validate_json({}, schema) == [f"$: missing required property 'p{n}'" for n in range(5)]
+
+    def test_an_unresolvable_reference_is_a_format_error(self):
+        with pytest.raises(ResponseFormatError, match=r"unresolvable schema reference '.*defs/nope'"):
+            validate_json(1, {"$ref": "#/$defs/nope"})

@@ -35,8 +35,10 @@ from pipelines.dead_builds import (
     BUILD_PID_TAG,
     BUILD_PROCESS_STARTED_TAG,
     BUILD_TAG,
+    FINISHED_STATUSES,
     LAUNCHED_BY,
     LAUNCHED_BY_TAG,
+    NOT_FINISHED_STATUSES,
     BuildProcess,
     build_process_state,
     build_process_tags,
@@ -232,6 +234,14 @@ def test_only_runs_whose_build_is_gone_here_are_reclaimed(tmp_path, caplog):
     (unrecorded,) = [m for m in messages if runs["unrecorded"] in m]
     assert "left alone" in unrecorded and "not recorded" in unrecorded
     assert not any(runs["alive"] in m for m in messages)
+
+
+def test_every_run_status_is_finished_or_not_except_managed():
+    """The two lists name every status Dagster has (a new one in an upgrade shows here), each once."""
+    assert set(FINISHED_STATUSES).isdisjoint(NOT_FINISHED_STATUSES)
+    assert {*FINISHED_STATUSES, *NOT_FINISHED_STATUSES, dg.DagsterRunStatus.MANAGED} == set(
+        dg.DagsterRunStatus
+    )
 
 
 def test_a_pid_that_is_gone_or_reused_is_a_dead_build():

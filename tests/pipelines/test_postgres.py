@@ -24,6 +24,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from pipelines.run_tags import PARTITION_RANGE_START_TAG
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 DEPLOY = Path(__file__).resolve().parents[2] / "pipelines" / "deploy"
@@ -111,7 +113,7 @@ def test_instance_loads_postgres_storage(postgres_home):
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert type(instance.run_coordinator).__name__ == "TaggingRunCoordinator"
         assert instance.run_monitoring_enabled
         pools = instance.get_concurrency_config().pool_config
         assert pools.default_pool_limit == 1
@@ -148,7 +150,7 @@ def test_partitioned_build_on_postgres(postgres_home):
             run = instance.get_run_by_id(run_id)
             assert run.status == dg.DagsterRunStatus.SUCCESS
             assert run.job_name == DGE_JOB
-            assert run.tags["dagster/asset_partition_range_start"] == scene
+            assert run.tags[PARTITION_RANGE_START_TAG] == scene
             # Every step ran in the run's own process (the in-process executor), none in a process of its own.
             step_starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
             pids = {record.event_log_entry.dagster_event.pid for record in step_starts}

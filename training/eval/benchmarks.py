@@ -43,7 +43,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 from PIL import Image, UnidentifiedImageError
@@ -1016,7 +1016,7 @@ class BenchmarkLocations(BaseModel):
     omnispatial_root: str | None = Field(
         default=None, description="OmniSpatial folder; default <storage root>/sample_world/omnispatial."
     )
-    omnispatial_split: str | None = Field(
+    omnispatial_split: Literal["all", "test", "train"] | None = Field(
         default=None,
         description="all, test or train (hash split); default all for a given folder, test for the sample world.",
     )

@@ -15,8 +15,8 @@ Usage::
 Without benchmark paths the OmniSpatial-like test split and the SpatiaLab-like table of the sample
 world under the storage root (``$SPATIAL_DATA_ROOT``, else ``$DAGSTER_HOME/spatial_data``, else
 ``./data``) are used. Completions are cached per model, adapter and benchmark in the output folder: an
-interrupted run continues where it stopped, and a rerun only scores. Every run evaluated into the same output folder appears in its
-``report.md`` / ``report.csv`` / ``report.json``.
+interrupted run continues where it stopped, and a rerun only scores. Every run evaluated into the same output
+folder appears in its ``report.md`` / ``report.csv`` / ``report.json``.
 
 Exit status: 0 when every answer came back; 1 when any request of this run failed (the failed
 answers are scored 0 and marked in every table; they are not cached, so rerunning the same command
@@ -39,15 +39,15 @@ from collections.abc import Sequence
 
 from data_contracts.boxes import UnknownModelFamilyError
 from readers.common import MissingInputError
-from training.eval.backends import ADAPTER_MODES, BACKENDS, AdapterNotAppliedError, GenerationSettings
+from training.eval.backends import ADAPTER_MODES, AdapterNotAppliedError, GenerationSettings
 from training.eval.benchmarks import (
     BENCHMARK_NAMES,
-    BLINK_SPATIAL_SUBSETS,
     BenchmarkSources,
     split_benchmark_locations,
 )
 from training.eval.reports import console_lines
-from training.eval.runner import PROMPT_FORMAT_CHOICES, EvalRunConfig, run_evaluation
+from training.eval.runner import EvalRunConfig, run_evaluation
+from training.settings_flags import add_settings_flags, settings_from_args
 
 logger = logging.getLogger("training.eval.cli")
 
@@ -61,37 +61,40 @@ USER_ERRORS = (
 )
 
 
+SOURCE_FLAGS = {
+    "spatialab_images_dir": "--spatialab-images",
+    "threedsrbench_path": "--3dsrbench-path",
+    "dge_tasks_path": "--dge-path",
+    "pseudo_gt_path": "--pseudo-gt",
+}
+"""Benchmark-source fields whose flag is not the field's name."""
+
+
 def make_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``spatial-eval``."""
+    """The argument parser of ``spatial-eval``: the run, decoding and benchmark-source flags come from their
+    settings models (:class:`EvalRunConfig`, :class:`GenerationSettings`, :class:`BenchmarkSources`); the
+    backend options, the benchmark list and the output folder are written here."""
     parser = argparse.ArgumentParser(
         prog="spatial-eval",
         description="Evaluate a vision-language model on spatial benchmarks with strict scoring and paper-style tables.",
     )
     model = parser.add_argument_group("model")
-    model.add_argument(
-        "--model", required=True, help="Model folder or name (the API model name with --backend openai)."
+    add_settings_flags(
+        model,
+        EvalRunConfig,
+        skip=(
+            "benchmarks",
+            "output_dir",
+            "generation",
+            "sources",
+            "backend_options",
+            "limit",
+            "grounding_analysis",
+        ),
     )
-    model.add_argument("--adapter", default=None, help="LoRA adapter folder applied to the model.")
-    model.add_argument("--backend", choices=BACKENDS, default="transformers", help="Inference backend.")
-    model.add_argument(
-        "--family",
-        default=None,
-        help="Box-convention family (qwen2_vl, qwen2_5_vl, qwen3_vl); read from the config by default.",
-    )
-    model.add_argument(
-        "--prompt-format",
-        choices=PROMPT_FORMAT_CHOICES,
-        default="auto",
-        help="Output format asked for: spatialcore, spatialthinker, or auto (SpatialCORE for Qwen3-VL).",
-    )
-    model.add_argument("--run-name", default=None, help="Name of the run in the reports.")
 
     generation = parser.add_argument_group("generation")
-    generation.add_argument("--max-new-tokens", type=int, default=2048)
-    generation.add_argument("--temperature", type=float, default=0.0, help="0 is greedy decoding.")
-    generation.add_argument("--top-p", type=float, default=1.0)
-    generation.add_argument("--batch-size", type=int, default=8)
-    generation.add_argument("--seed", type=int, default=0)
+    add_settings_flags(generation, GenerationSettings)
     generation.add_argument(
         "--device", default=None, help="transformers: cuda, cpu... (the GPU when there is one)."
     )
@@ -124,41 +127,12 @@ def make_parser() -> argparse.ArgumentParser:
         help=f"Comma-separated: {', '.join(BENCHMARK_NAMES)} (aliases: stvqa, dge, cv-bench), or all; "
         "name=LOCATION reads that benchmark from a folder or a Hub dataset (hf://datasets/OWNER/NAME[@REV]).",
     )
-    data.add_argument("--limit", type=int, default=None, help="Only the first N questions of each benchmark.")
-    data.add_argument("--storage-root", default=None, help="Storage root of the default sources and tables.")
-    data.add_argument("--omnispatial-root", default=None)
-    data.add_argument(
-        "--omnispatial-split",
-        choices=("all", "test", "train"),
-        default=None,
-        help="all (a given folder) or the hash split of the sample world (default test for it).",
-    )
-    data.add_argument("--spatialab-path", default=None)
-    data.add_argument("--spatialab-images", default=None)
-    data.add_argument("--cvbench-path", default=None)
-    data.add_argument("--3dsrbench-path", dest="threedsrbench_path", default=None)
-    data.add_argument("--blink-path", default=None)
-    data.add_argument("--blink-subsets", default=",".join(BLINK_SPATIAL_SUBSETS))
-    data.add_argument("--stvqa-path", default=None)
-    data.add_argument("--stvqa-split", default="val")
-    data.add_argument("--dge-path", default=None)
-    data.add_argument("--dge-split", default="test")
-    data.add_argument(
-        "--pseudo-gt",
-        default=None,
-        help="Table with question_id and pseudo_gt boxes for the grounding analysis.",
-    )
-    data.add_argument(
-        "--circular", action="store_true", help="Add CircularEval rotations of every multiple-choice item."
-    )
+    add_settings_flags(data, EvalRunConfig, only=["limit"])
+    add_settings_flags(data, BenchmarkSources, renamed=SOURCE_FLAGS)
 
     output = parser.add_argument_group("output")
     output.add_argument("--output", required=True, help="Output folder (cache, scores, reports).")
-    output.add_argument(
-        "--grounding-analysis",
-        action="store_true",
-        help="Score box coordinate-digit entropies and write Figures 4 and 5.",
-    )
+    add_settings_flags(output, EvalRunConfig, only=["grounding_analysis"])
     output.add_argument(
         "--allow-failures",
         action="store_true",
@@ -170,13 +144,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> EvalRunConfig:
     """The run configuration the parsed arguments describe."""
-    generation = GenerationSettings(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        batch_size=args.batch_size,
-        seed=args.seed,
-    )
     if args.backend == "transformers":
         options = {
             "device": args.device,
@@ -198,36 +165,13 @@ def config_from_args(args: argparse.Namespace) -> EvalRunConfig:
             "max_concurrency": args.max_concurrency,
         }
     names, locations = split_benchmark_locations(args.benchmarks)
-    sources = BenchmarkSources(
-        storage_root=args.storage_root,
-        omnispatial_root=args.omnispatial_root,
-        omnispatial_split=args.omnispatial_split,
-        spatialab_path=args.spatialab_path,
-        spatialab_images_dir=args.spatialab_images,
-        cvbench_path=args.cvbench_path,
-        threedsrbench_path=args.threedsrbench_path,
-        blink_path=args.blink_path,
-        blink_subsets=[part.strip() for part in args.blink_subsets.split(",") if part.strip()],
-        stvqa_path=args.stvqa_path,
-        stvqa_split=args.stvqa_split,
-        dge_tasks_path=args.dge_path,
-        dge_split=args.dge_split,
-        pseudo_gt_path=args.pseudo_gt,
-        circular=args.circular,
-    ).with_locations(locations)
-    return EvalRunConfig(
-        model=args.model,
-        adapter=args.adapter,
-        backend=args.backend,
+    return settings_from_args(
+        args,
+        EvalRunConfig,
         benchmarks=names,
         output_dir=args.output,
-        run_name=args.run_name,
-        prompt_format=args.prompt_format,
-        family=args.family,
-        limit=args.limit,
-        generation=generation,
-        grounding_analysis=args.grounding_analysis,
-        sources=sources,
+        generation=settings_from_args(args, GenerationSettings),
+        sources=settings_from_args(args, BenchmarkSources).with_locations(locations),
         backend_options={key: value for key, value in options.items() if value is not None},
     )
 
