@@ -96,7 +96,7 @@ class StorageResource(dg.ConfigurableResource):
 
     root: str | None = Field(
         default=None,
-        description="Storage root; default $SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data.",
+        description="Storage root; default $SPATIAL_DATA_ROOT, else $DAGSTER_HOME/spatial_data, else ./data.",
     )
 
     @property
@@ -449,7 +449,7 @@ class LLMResource(dg.ConfigurableResource, LLMClientSettings):
     storage_root: str | None = Field(
         default=None,
         description="Storage root for the default cache path; defaults to the run's storage resource "
-        "($SPATIAL_DATA_ROOT, $DAGSTER_HOME/spatial_data or ./data).",
+        "($SPATIAL_DATA_ROOT, else $DAGSTER_HOME/spatial_data, else ./data).",
     )
 
     def resolved_cache_path(self, storage_root: str | Path | None = None) -> Path:

@@ -262,7 +262,7 @@ scan or for the unpartitioned tables lists the checks it requested; a contract c
 is part of its table's step), and without a condition of its own it made that list the whole selection, so
 the operator signals (``pipelines.signals``, no condition of their own) were left out of every run but a
 backfill. When a check of the selected tables has a condition, Dagster adds the checks that have none to the
-run, as a run launched from the UI or by ``spatial-build`` has them (README, "Operator signals")."""
+run, as a run launched from the UI or by ``spatial-build`` has them (``pipelines/README.md``, "Operator signals")."""
 
 
 def contract_check_specs(*asset_keys: str) -> list[dg.AssetCheckSpec]:

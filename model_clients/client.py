@@ -157,8 +157,9 @@ class LLMClientSettings(BaseModel):
     api_key: str | None = Field(
         default=None,
         repr=False,
-        description="The secret (bind the resource's with dagster.EnvVar('OPENAI_API_KEY') / "
-        "EnvVar('ANTHROPIC_API_KEY')); never logged, cached or shown in repr.",
+        description="The key itself (on a resource, a dagster.EnvVar works too); left unset, the LLM resources "
+        "read it from the environment variable their `api_key_env` names when a client is built. Never logged, "
+        "cached or shown in repr.",
     )
     max_concurrency: int = Field(default=16, description="Requests in flight at once.")
     requests_per_second: float | None = Field(

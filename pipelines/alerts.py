@@ -1,7 +1,8 @@
 """Run-failure alerts: ``run_failure_alert_sensor`` logs a one-line summary of every failed run of this code
-location and POSTs it as JSON (:func:`run_failure_summary`) to ``$SPATIAL_ALERT_WEBHOOK_URL`` when set (README,
-"Operator signals"). A webhook that fails is logged as a warning and not retried. The sensor starts running: it
-has nothing to do until a run fails, and an alert that must first be switched on is one nobody receives.
+location and POSTs it as JSON (:func:`run_failure_summary`) to ``$SPATIAL_ALERT_WEBHOOK_URL`` when set
+(``pipelines/README.md``, "Operator signals"). A webhook that fails is logged as a warning and not retried.
+The sensor starts running: it has nothing to do until a run fails, and an alert that must first be switched on
+is one nobody receives.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The catalog attributes of every asset (README, "Operator signals"): kinds, owners, the ``spatial/method`` and
-``spatial/stage`` tags, and the source tables' freshness policy, set by :func:`with_catalog` on every asset spec
-of the Definitions. A quarantine table takes the attributes of its table.
+"""The catalog attributes of every asset (``pipelines/README.md``, "Operator signals"): kinds, owners, the
+``spatial/method`` and ``spatial/stage`` tags, and the source tables' freshness policy, set by
+:func:`with_catalog` on every asset spec of the Definitions. A quarantine table takes the attributes of its
+table.
 """
 
 from __future__ import annotations

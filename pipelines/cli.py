@@ -8,8 +8,8 @@ wherever it lands, ends the run in progress, starts no other, ends every process
 prints the summary (exit status 130; :mod:`pipelines.stop_signals`). A failed step is one sentence on the
 console, its stack trace in the build's log file (:mod:`pipelines.build_log`). Runs go to the
 instance of ``$DAGSTER_HOME`` (its ``dagster.yaml`` decides the storage), else a temporary one, tagged
-``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process. See the README's
-"How ``spatial-build`` runs the graph".
+``spatial/launched_by``, ``spatial/selection``, ``spatial/build`` and the build's process. See
+``pipelines/README.md``, "How ``spatial-build`` runs the graph".
 
 Before it runs anything, a build gives back what killed builds left (:mod:`pipelines.dead_builds`); builds
 that start together on a new ``$DAGSTER_HOME`` create its instance one at a time (:func:`open_instance`). When

@@ -4,9 +4,9 @@
 default to the built-in sample world and the offline backends; the LLM resources name the
 environment variable of their key and read it only when an online backend is chosen, so an
 offline build needs no key. Point them at real data and real backends in the launchpad's run
-configuration (see the README). Each LLM resource is its stage's class
-(:data:`assets.resources.LLM_RESOURCES`), whose defaults are the stage's provider, model and sampling: a run
-config naming the resource with only ``mode`` or ``max_cost_usd`` keeps them.
+configuration (``readers/README.md``, ``model_clients/README.md``). Each LLM resource is its stage's
+class (:data:`assets.resources.LLM_RESOURCES`), whose defaults are the stage's provider, model and sampling:
+a run config naming the resource with only ``mode`` or ``max_cost_usd`` keeps them.
 
 Every run executes its steps in the run's own process (``in_process_executor``), as ``spatial-build``
 does: an automation run of one scan or one table costs seconds instead of a Python process per step,

@@ -1,4 +1,5 @@
-"""Operator signals: WARN-only asset checks on every table with a ``contract`` check (README, "Operator signals").
+"""Operator signals: WARN-only asset checks on every table with a ``contract`` check (``pipelines/README.md``,
+"Operator signals").
 
 Each asset op gets one standalone ``multi_asset_check`` ``<op>_signals`` (``rgbd_asset`` -> ``rgbd_signals``), so
 no asset body changes; it rides along in every run that selects the asset (in the automation's runs too: the

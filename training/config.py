@@ -27,7 +27,8 @@ class SpatialGRPOArguments:
     """Project arguments of `spatial-train grpo`.
 
     Args:
-        data_root (`str`, *optional*): storage root of the caches (`$SPATIAL_DATA_ROOT`, else `./data`).
+        data_root (`str`, *optional*): storage root of the caches (`$SPATIAL_DATA_ROOT`, else
+            `$DAGSTER_HOME/spatial_data`, else `./data`).
         dataset_table (`str`, *optional*, defaults to `"spatialcore_train"`): the training table.
         prompt_format (`str`, *optional*): `spatialcore`, `spatialthinker` or `dge` (default: the table's).
         dataset_split (`str`, *optional*, defaults to `"train"`): rows whose `split` is this (`None`: all).

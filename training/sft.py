@@ -210,7 +210,8 @@ class SpatialSFTArguments:
     """Data arguments of `spatial-train sft`.
 
     Args:
-        data_root (`str`, *optional*): storage root of the caches (`$SPATIAL_DATA_ROOT`, else `./data`).
+        data_root (`str`, *optional*): storage root of the caches (`$SPATIAL_DATA_ROOT`, else
+            `$DAGSTER_HOME/spatial_data`, else `./data`).
         dataset_table (`str`, *optional*, defaults to `"sft_cold_start"`): table with a `completion`
             column; a `spatialcore_train`-like table without it gets template targets.
         dataset_split (`str`, *optional*, defaults to `"train"`): rows whose `split` equals this.

@@ -1,8 +1,9 @@
 """Build, then train, with no path flags: ``spatial-train`` reads what ``spatial-build`` wrote.
 
-Exactly the README's sequence: ``./dev.sh build`` (dev.sh's environment, no ``--storage-root``), then,
-in a plain shell in the same folder (neither ``DAGSTER_HOME`` nor ``SPATIAL_DATA_ROOT`` set), the tiny
-model of the smoke recipe and ``spatial-train grpo --config training/recipes/smoke.yaml``.
+Exactly the READMEs' sequence: ``./dev.sh build`` (``README.md``, dev.sh's environment, no
+``--storage-root``), then (``training/README.md``), in a plain shell in the same folder (neither
+``DAGSTER_HOME`` nor ``SPATIAL_DATA_ROOT`` set), the tiny model of the smoke recipe and
+``spatial-train grpo --config training/recipes/smoke.yaml``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The model-calling STVQA stages over many shards in one run, against the loopback servers, in batch mode.
 
 A range run asks round ``k`` of every shard in one call: generation (planned balance) is one set of batches for
-every image of every shard, pass@2 two (round 1, round 2), whatever the number of shards. The README's own run
-config for the paid stages keeps each stage's provider, model and sampling (the resource class's defaults), and
-the run's log and metadata name them.
+every image of every shard, pass@2 two (round 1, round 2), whatever the number of shards. The run config of
+``model_clients/README.md`` for the paid stages keeps each stage's provider, model and sampling (the resource
+class's defaults), and the run's log and metadata name them.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ SHARD_ASSETS = [scene_graphs_asset, stvqa_candidates_asset, stvqa_validated_asse
 
 
 def readme_paid_stage_yaml() -> dict:
-    """The ``resources:`` run config of the README's "Paid stages" section, exactly as written there."""
-    readme = (REPOSITORY_ROOT / "README.md").read_text()
-    section = readme[readme.index("### Paid stages") :]
+    """The ``resources:`` run config of ``model_clients/README.md``'s "Paid stages" section, exactly as written
+    there."""
+    readme = (REPOSITORY_ROOT / "model_clients" / "README.md").read_text()
+    section = readme[readme.index("## Paid stages") :]
     return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
 
 

@@ -13,10 +13,10 @@ Usage::
     spatial-eval --model data/tiny-model --benchmarks omnispatial --output /tmp/eval --limit 4   # sample world
 
 Without benchmark paths the OmniSpatial-like test split and the SpatiaLab-like table of the sample
-world under the storage root (``$SPATIAL_DATA_ROOT`` or ``./data``) are used. Completions are
-cached per model, adapter and benchmark in the output folder: an interrupted run continues where it
-stopped, and a rerun only scores. Every run evaluated into the same output folder appears in its
-``report.md`` / ``report.csv`` / ``report.json``.
+world under the storage root (``$SPATIAL_DATA_ROOT``, else ``$DAGSTER_HOME/spatial_data``, else
+``./data``) are used. Completions are cached per model, adapter and benchmark in the output folder: an
+interrupted run continues where it stopped, and a rerun only scores. Every run evaluated into the same output
+folder appears in its ``report.md`` / ``report.csv`` / ``report.json``.
 
 Exit status: 0 when every answer came back; 1 when any request of this run failed (the failed
 answers are scored 0 and marked in every table; they are not cached, so rerunning the same command
