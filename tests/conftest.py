@@ -8,8 +8,10 @@ so a session fixture runs once per worker: the expensive read-only ones (the sam
 Grounding DINO) are built once per run through :func:`build_once_per_run` and shared by every worker.
 """
 
+import json
 import os
 import re
+import resource
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -184,6 +186,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         file = item.nodeid.split("::")[0]
         slow_tests[file] = slow_tests.get(file, 0) + (item.get_closest_marker("slow") is not None)
     items.sort(key=lambda item: -slow_tests[item.nodeid.split("::")[0]])
+
+
+CPU_REPORT_FOLDER_VARIABLE = "SPATIAL_TEST_CPU_REPORT"
+"""Set to a folder, each pytest process writes there the CPU seconds each test file cost it
+(``benchmarks/suite_cost.py`` sets it and sums the files)."""
+
+_cpu_seconds_by_file: dict[str, float] = {}
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of the children it has waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With :data:`CPU_REPORT_FOLDER_VARIABLE` set, add the CPU of the test (set-up and tear-down included:
+    a module fixture counts in its file) to its file's total."""
+    if not os.environ.get(CPU_REPORT_FOLDER_VARIABLE):
+        yield
+        return
+    before = _cpu_seconds()
+    yield
+    file = item.nodeid.split("::")[0]
+    _cpu_seconds_by_file[file] = _cpu_seconds_by_file.get(file, 0.0) + _cpu_seconds() - before
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write this process's CPU per test file to the report folder (one JSON file per xdist worker)."""
+    folder = os.environ.get(CPU_REPORT_FOLDER_VARIABLE)
+    if folder and _cpu_seconds_by_file:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        (Path(folder) / f"{worker}.json").write_text(json.dumps(_cpu_seconds_by_file), encoding="utf-8")
 
 
 # Loopback OpenAI / Anthropic servers (real HTTP on 127.0.0.1) shared by every test folder.
