@@ -159,7 +159,6 @@ def cast_frame(
     something the sensor saw nearer (by more than the tolerance): the object there is occluded by
     something the mesh lacks.
     """
-
     rays = np.empty((len(grid.directions), 6), dtype=np.float32)
     rays[:, :3] = camera_pose[:3, 3]
     rays[:, 3:] = rotate_vectors(camera_pose, grid.directions)

@@ -346,7 +346,6 @@ class SceneRenderer:
 
     def render(self, view: View, truncation_stride: int = 4) -> ViewRender:
         """Render one view (colour, instance mask, depth, per-object visibility)."""
-
         width, height = view.width, view.height
         rays = self._pixel_grid(view.color_intrinsics, width, height).rays(view.pose)
         hits = self._raycasting.cast_rays(_open3d_tensor(rays))
@@ -381,7 +380,6 @@ class SceneRenderer:
         geometry: np.ndarray,
         hit_mask: np.ndarray,
     ) -> np.ndarray:
-
         origins = rays[:, :3]
         directions = rays[:, 3:]
         safe_distance = np.where(hit_mask, distance, 0.0).astype(np.float32)
@@ -420,7 +418,6 @@ class SceneRenderer:
         return float(us.min()) - 1.0, float(us.max()) + 1.0, float(vs.min()) - 1.0, float(vs.max()) + 1.0
 
     def _hits_alone(self, object_id: int, rays: np.ndarray) -> np.ndarray:
-
         if len(rays) == 0:
             return np.zeros(0, dtype=bool)
         hits = self._object_scenes[object_id].cast_rays(_open3d_tensor(rays))
