@@ -27,6 +27,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
 import polars as pl
@@ -271,6 +272,11 @@ def _label_counts(labels: list[str]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def _column_mean(frame: pl.DataFrame, column: str) -> float:
+    """The mean of a non-empty frame's numeric or boolean column (polars types a mean as any Python value)."""
+    return float(cast(float, frame[column].mean()))
+
+
 def _visibility_preview(frames: pl.DataFrame):
     def preview(visibility: pl.DataFrame):
         images = []
@@ -381,11 +387,11 @@ def frame_visibility_partition(
         extra_metadata={
             "frames": int(frame["frame_index"].n_unique()) if frame.height else 0,
             "objects_in_view_per_frame": round(frame.height / max(1, len(geometry.used_frames)), 2),
-            "mean_visibility_ratio": round(float(frame["visibility_ratio"].mean()), 4)
+            "mean_visibility_ratio": round(_column_mean(frame, "visibility_ratio"), 4)
             if frame.height
             else 0.0,
-            "occluded_share": round(float(frame["occluded"].mean()), 4) if frame.height else 0.0,
-            "truncated_share": round(float(frame["truncated"].mean()), 4) if frame.height else 0.0,
+            "occluded_share": round(_column_mean(frame, "occluded"), 4) if frame.height else 0.0,
+            "truncated_share": round(_column_mean(frame, "truncated"), 4) if frame.height else 0.0,
         },
     )
     quarantine, metadata = quarantine_output(log)

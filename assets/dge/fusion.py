@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 import pydantic
@@ -65,7 +65,7 @@ the scene cloud's). 12 frames at 320x240 stay at every pixel; 50 frames at 640x4
 
 
 def auto_pixel_stride(
-    depth_width: int, depth_height: int, target_pixels: int = OBJECT_PIXELS_PER_FRAME
+    depth_width: int, depth_height: int, target_pixels: float = OBJECT_PIXELS_PER_FRAME
 ) -> int:
     """Pixel stride that back-projects about ``target_pixels`` depth pixels per frame.
 
@@ -553,14 +553,17 @@ def _grid_points(
                 )
             colors = color_image[pixel_rows, pixel_cols]
         if with_instances:
+            instance_path = record.instance_path
+            # The callers read instances only for frames that have a mask (``reads_instances``).
+            assert instance_path is not None
             if config.erode_instance_boundaries:
                 ids = read_instance_ids(
-                    record.instance_path, erode_boundaries=True, upright_turns=record.upright_turns
+                    instance_path, erode_boundaries=True, upright_turns=record.upright_turns
                 )
                 labels = np.maximum(ids + 1, 0)
             else:
                 ids = read_instance_labels(
-                    record.instance_path, record.upright_turns
+                    instance_path, record.upright_turns
                 )  # objectId + 1: shifted below, at the points only
                 labels = ids
             if ids.shape != (height, width):
@@ -680,6 +683,18 @@ def _voxel_indices_of_columns(key_x: np.ndarray, key_y: np.ndarray, key_z: np.nd
     rank = np.cumsum(occupied, dtype=np.int64)
     rank -= 1
     return rank[flat]
+
+
+@overload
+def voxel_downsample(
+    points: np.ndarray, voxel_size: float, normals: np.ndarray, colors: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]: ...
+
+
+@overload
+def voxel_downsample(
+    points: np.ndarray, voxel_size: float, normals: None = None, colors: np.ndarray | None = None
+) -> tuple[np.ndarray, None, np.ndarray | None]: ...
 
 
 def voxel_downsample(

@@ -655,6 +655,7 @@ def _find_floor(
     up, a guess (``fallback``: the questions that depend on "up" are withheld). A fitted plane is levelled on
     ``world_up`` when there is one (its height is still found)."""
     used_poses = [record.pose for record in records if record.frame_index in set(fused.used_frames)]
+    gravity: np.ndarray | None
     if world_up is not None:
         gravity, gravity_source = world_up, GRAVITY_FROM_WORLD_UP
     else:

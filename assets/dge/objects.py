@@ -249,6 +249,7 @@ def min_area_rectangle(points_xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
         area = float(np.prod(high - low))
         if best is None or area < best[0] - 1e-12:
             best = (area, angle, low, high, rotation)
+    assert best is not None  # a hull of 3 or more points has edges, hence angles
     _, angle, low, high, rotation = best
     centre = rotation.T @ ((low + high) / 2.0)
     extents = high - low
@@ -417,8 +418,10 @@ def _clean_points(points: np.ndarray, config: ObjectSettings) -> tuple[np.ndarra
     )
     voxel_of_point = voxel_of_point.reshape(-1)
     counts = np.bincount(voxel_of_point)
-    centres = np.stack([np.bincount(voxel_of_point, weights=points[kept, axis]) for axis in range(3)], axis=1)
-    centres /= counts[:, None]
+    centres = (
+        np.stack([np.bincount(voxel_of_point, weights=points[kept, axis]) for axis in range(3)], axis=1)
+        / counts[:, None]
+    )
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(centres))
     labels = np.asarray(cloud.cluster_dbscan(eps=config.dbscan_eps_m, min_points=config.dbscan_min_points))
     clustered = labels >= 0
@@ -656,6 +659,71 @@ def outward_face_position(
     return float(np.median(coordinates[surface]))
 
 
+def _face_side(
+    local: np.ndarray,
+    local_normals: np.ndarray,
+    points: np.ndarray,
+    center: np.ndarray,
+    extents: np.ndarray,
+    axis: int,
+    side: int,
+    band: float,
+    bound: float,
+    config: ObjectSettings,
+) -> float | None:
+    """Where the box's ``side`` (-1: low, +1: high) end along ``axis`` moves to when a face lies there, else None.
+
+    ``local`` and ``local_normals`` are the points' xy and normals in the box frame, ``bound`` the end's
+    position; the face's tests are :func:`face_refined_box`'s.
+    """
+    position = dense_slab_position(
+        local[:, axis], side, band, 0.01, config.face_slab_m, config.face_min_share, 20
+    )
+    if position is None or abs(position - bound) > config.face_max_inset_m:
+        return None
+    on_face = np.abs(local[:, axis] - position) <= config.face_slab_m
+    beyond = np.count_nonzero(side * (local[:, axis] - position) > config.face_slab_m)
+    aligned = np.abs(local_normals[on_face, axis]) >= 0.8
+    if (
+        beyond <= config.face_max_beyond_share * np.count_nonzero(on_face)
+        and aligned.mean() >= config.face_min_aligned_share
+        and face_cover(local[on_face, 1 - axis], points[on_face, 2], extents[1 - axis], center[2], extents[2])
+        >= config.face_min_cover
+    ):
+        return (
+            outward_face_position(
+                side * local[:, axis],
+                side * local_normals[:, axis] >= config.face_outward_min_alignment,
+                side * position,
+                config.face_slab_m,
+                config.curved_end_min_points,
+            )
+            * side
+        )
+    return None
+
+
+def _unfaced_side(
+    coordinates: np.ndarray, normals: np.ndarray, side: int, bound: float, config: ObjectSettings
+) -> float:
+    """An end without a face moved in to the surface that faces out of it (:func:`outward_surface_edge`), or kept.
+
+    ``coordinates`` and ``normals`` are the points' positions and normals' components along the end's axis,
+    ``side`` -1 for the low end and +1 for the high end, ``bound`` the end's position.
+    """
+    edge = outward_surface_edge(
+        side * coordinates,
+        side * normals >= config.curved_end_min_alignment,
+        side * bound,
+        config.curved_end_band_m,
+        config.curved_end_min_points,
+        config.curved_end_quantile,
+    )
+    if edge is not None and edge < side * bound:
+        return side * edge
+    return bound
+
+
 def face_refined_box(
     points: np.ndarray,
     normals: np.ndarray,
@@ -663,7 +731,7 @@ def face_refined_box(
     extents: np.ndarray,
     yaw: float,
     config: ObjectSettings,
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     """A yaw-oriented box whose vertical sides run through the object's faces where it has them.
 
     For each end of the length and width axes, a dense slab of points near the end
@@ -706,32 +774,11 @@ def face_refined_box(
         if band < 2 * config.face_slab_m:
             continue
         for side, bounds in ((-1, low), (+1, high)):
-            position = dense_slab_position(
-                local[:, axis], side, band, 0.01, config.face_slab_m, config.face_min_share, 20
+            face = _face_side(
+                local, local_normals, points, center, extents, axis, side, band, bounds[axis], config
             )
-            if position is None or abs(position - bounds[axis]) > config.face_max_inset_m:
-                continue
-            on_face = np.abs(local[:, axis] - position) <= config.face_slab_m
-            beyond = np.count_nonzero(side * (local[:, axis] - position) > config.face_slab_m)
-            aligned = np.abs(local_normals[on_face, axis]) >= 0.8
-            if (
-                beyond <= config.face_max_beyond_share * np.count_nonzero(on_face)
-                and aligned.mean() >= config.face_min_aligned_share
-                and face_cover(
-                    local[on_face, 1 - axis], points[on_face, 2], extents[1 - axis], center[2], extents[2]
-                )
-                >= config.face_min_cover
-            ):
-                bounds[axis] = (
-                    outward_face_position(
-                        side * local[:, axis],
-                        side * local_normals[:, axis] >= config.face_outward_min_alignment,
-                        side * position,
-                        config.face_slab_m,
-                        config.curved_end_min_points,
-                    )
-                    * side
-                )
+            if face is not None:
+                bounds[axis] = face
                 faced[axis, (side + 1) // 2] = True
     blur = 0.0
     for axis in range(2):
@@ -744,19 +791,11 @@ def face_refined_box(
         )
         blur = max(blur, float(ends))
         for end, bounds in ((0, low), (1, high)):
-            if faced[axis, end]:
-                continue
-            side = 2 * end - 1  # -1: the low end, +1: the high end
-            edge = outward_surface_edge(
-                side * local[:, axis],
-                side * local_normals[:, axis] >= config.curved_end_min_alignment,
-                side * bounds[axis],
-                config.curved_end_band_m,
-                config.curved_end_min_points,
-                config.curved_end_quantile,
-            )
-            if edge is not None and edge < side * bounds[axis]:
-                bounds[axis] = side * edge
+            if not faced[axis, end]:
+                side = 2 * end - 1  # -1: the low end, +1: the high end
+                bounds[axis] = _unfaced_side(
+                    local[:, axis], local_normals[:, axis], side, bounds[axis], config
+                )
     new_extents = np.array([high[0] - low[0], high[1] - low[1], extents[2]])
     shift = rotation.T @ ((low + high) / 2.0)
     new_center = np.array([center[0] + shift[0], center[1] + shift[1], center[2]])
@@ -1006,7 +1045,7 @@ def read_mesh_segmentation(
     """
     import open3d as o3d
 
-    mesh = o3d.io.read_triangle_mesh(str(mesh_path))
+    mesh = o3d.io.read_triangle_mesh(Path(mesh_path))
     vertices = np.asarray(mesh.vertices, dtype=np.float64)
     triangles = np.asarray(mesh.triangles, dtype=np.int64)
     if len(vertices) == 0 or len(triangles) == 0:
@@ -1233,7 +1272,7 @@ def read_mesh(mesh_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """A mesh's ``(vertices, triangles)``; raises :class:`MeshSegmentationError` when it has no triangle."""
     import open3d as o3d
 
-    mesh = o3d.io.read_triangle_mesh(str(mesh_path))
+    mesh = o3d.io.read_triangle_mesh(Path(mesh_path))
     vertices = np.asarray(mesh.vertices, dtype=np.float64)
     triangles = np.asarray(mesh.triangles, dtype=np.int64)
     if len(vertices) == 0 or len(triangles) == 0:

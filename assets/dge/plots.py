@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
 from PIL import Image
 
 from assets.dge.objects import ObjectGeometry
 
-_COLOURS = plt.get_cmap("tab20").colors
+_TAB20 = cast(ListedColormap, plt.get_cmap("tab20"))  # a listed colour map: its 20 colours
+_COLOURS = cast("tuple[tuple[float, float, float], ...]", _TAB20.colors)
 _MARGINS = {"left": 0.13, "right": 0.97, "bottom": 0.1, "top": 0.93}
 """Fixed margins (a fraction of the figure) that fit the axis labels and the title: one draw of the
 figure, where a fitted layout (``tight_layout``) draws it twice."""
@@ -84,7 +88,11 @@ def top_down_plot(
                 corners[:, 0], corners[:, 1], color=colour, alpha=0.55, linewidth=0.8, edgecolor="black"
             )
             axes.annotate(
-                f"{obj.object_id}:{obj.label}", obj.centroid[:2], fontsize=6, ha="center", va="center"
+                f"{obj.object_id}:{obj.label}",
+                (float(obj.centroid[0]), float(obj.centroid[1])),
+                fontsize=6,
+                ha="center",
+                va="center",
             )
         for number, (position, heading) in enumerate(cameras):
             axes.plot(position[0], position[1], marker="o", markersize=3, color="tab:red")
@@ -101,7 +109,7 @@ def top_down_plot(
             if number % max(1, len(cameras) // 10) == 0:
                 axes.annotate(
                     str(number),
-                    position[:2],
+                    (float(position[0]), float(position[1])),
                     fontsize=5,
                     color="tab:red",
                     xytext=(2, 2),
@@ -113,8 +121,9 @@ def top_down_plot(
         axes.set_title(title, fontsize=9)
         axes.grid(True, linewidth=0.3)
         figure.subplots_adjust(**_MARGINS)
-        figure.canvas.draw()
-        image = Image.frombuffer("RGBA", figure.canvas.get_width_height(), figure.canvas.buffer_rgba())
+        canvas = cast(FigureCanvasAgg, figure.canvas)  # the Agg backend, selected above
+        canvas.draw()
+        image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
     finally:
         plt.close(figure)
     return image.convert("RGB")

@@ -27,18 +27,29 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from assets.dge.camera import rotate_vectors, transform_points
 from assets.dge.objects import read_mesh_segmentation
 
+if TYPE_CHECKING:
+    import open3d as o3d
+
 # open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
 logger = logging.getLogger(__name__)
 
 RING_STRIDE_FACTOR = 4
 """The ring around the image is sampled this many times coarser than the image (per side)."""
+
+
+def _open3d_tensor(array: np.ndarray) -> o3d.core.Tensor:
+    """``array`` copied into an open3d tensor of the same dtype on the CPU."""
+    import open3d as o3d
+
+    # open3d's stubs declare the constructor's dtype and device as required; at run time both are optional.
+    return o3d.core.Tensor(array)  # type: ignore[call-overload]
 
 
 class SceneMesh:
@@ -50,8 +61,8 @@ class SceneMesh:
         self.triangle_objects = np.append(np.asarray(triangle_objects, dtype=np.int64), -1)
         self.scene = o3d.t.geometry.RaycastingScene()
         self.scene.add_triangles(
-            o3d.core.Tensor(np.ascontiguousarray(vertices, dtype=np.float32)),
-            o3d.core.Tensor(np.ascontiguousarray(triangles, dtype=np.uint32)),
+            _open3d_tensor(np.ascontiguousarray(vertices, dtype=np.float32)),
+            _open3d_tensor(np.ascontiguousarray(triangles, dtype=np.uint32)),
         )
 
     @classmethod
@@ -148,13 +159,10 @@ def cast_frame(
     something the sensor saw nearer (by more than the tolerance): the object there is occluded by
     something the mesh lacks.
     """
-    import open3d as o3d
-
     rays = np.empty((len(grid.directions), 6), dtype=np.float32)
     rays[:, :3] = camera_pose[:3, 3]
     rays[:, 3:] = rotate_vectors(camera_pose, grid.directions)
-    rays = o3d.core.Tensor(rays)
-    hits = mesh.scene.list_intersections(rays)
+    hits = mesh.scene.list_intersections(_open3d_tensor(rays))
     ray_ids = hits["ray_ids"].numpy().astype(np.int64)
     t_hit = hits["t_hit"].numpy().astype(np.float64)
     objects = mesh.object_of(hits["primitive_ids"].numpy())

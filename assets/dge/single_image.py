@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -51,6 +51,9 @@ from data_contracts.images import decode_image
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import IMAGE_DATASET
 from data_contracts.validation import polars_schema
+
+if TYPE_CHECKING:
+    from transformers import DepthEstimationPipeline
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +165,10 @@ class DepthEstimator:
         self.model_path = model_path
         self.output = output
         self.device = device
-        self._pipeline = None
+        self._pipeline: DepthEstimationPipeline | None = None
 
-    def _load(self):
+    def _load(self) -> DepthEstimationPipeline:
+        """The depth-estimation pipeline, loaded on first use."""
         if self._pipeline is None:
             from transformers import pipeline
 
@@ -182,7 +186,9 @@ class DepthEstimator:
         )
         array = np.squeeze(array).astype(np.float32)
         if array.shape != (image.height, image.width):
-            array = np.asarray(Image.fromarray(array).resize((image.width, image.height), Image.BILINEAR))
+            array = np.asarray(
+                Image.fromarray(array).resize((image.width, image.height), Image.Resampling.BILINEAR)
+            )
         if self.output == "metric":
             return DepthMap(array, "model_metric")
         return DepthMap(relative_inverse_to_depth(array), "model_relative")
@@ -286,17 +292,18 @@ def image_scene_facts(
     pose = np.eye(4)
     pose[:3, :3] = CAMERA_TO_UPRIGHT
     camera = CameraFact(frame_index=0, pose=pose, intrinsics=intrinsics, width=width, height=height)
-    objects, seen = {}, {}
+    objects: dict[int, ObjectFact] = {}
+    seen: dict[tuple[int, int], SeenFact] = {}
     for item in estimated:
         if not item.validity >= min_validity or not np.all(np.isfinite(item.centroid_camera)):
             continue
         try:
-            bbox = tuple(pixels_to_grid(item.bbox_px, width, height))
+            x1, y1, x2, y2 = pixels_to_grid(item.bbox_px, width, height)
         except BoxError:
             continue
         key = len(objects)
         objects[key] = ObjectFact(key, item.name, CAMERA_TO_UPRIGHT @ item.centroid_camera, np.zeros(3))
-        seen[(0, key)] = SeenFact(visibility=1.0, in_frame=1.0, bbox=bbox)
+        seen[(0, key)] = SeenFact(visibility=1.0, in_frame=1.0, bbox=(x1, y1, x2, y2))
     return SceneFacts(
         scene_id=image_id,
         objects=objects,
@@ -362,7 +369,9 @@ def single_image_tasks(
         width, height = int(row["image_width"]), int(row["image_height"])
         depth_array = depth.depth
         if depth_array.shape != (height, width):
-            depth_array = np.asarray(Image.fromarray(depth_array).resize((width, height), Image.NEAREST))
+            depth_array = np.asarray(
+                Image.fromarray(depth_array).resize((width, height), Image.Resampling.NEAREST)
+            )
         intrinsics = pinhole_intrinsics(width, height, config.horizontal_fov_deg)
         prior = 1.0 if depth.kind == "file" else config.model_validity
         estimated = estimate_objects(

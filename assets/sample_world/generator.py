@@ -41,8 +41,8 @@ from assets.sample_world.config import GENERATOR_VERSION, SampleWorldConfig
 from assets.sample_world.facts import ViewFacts
 from assets.sample_world.questions import OMNISPATIAL_TASKS, SPATIALAB_TASKS, Question, questions_for_image
 from assets.sample_world.realism import ScanNoise
-from assets.sample_world.relations import view_relationships
-from assets.sample_world.render import SceneRenderer
+from assets.sample_world.relations import Relation, view_relationships
+from assets.sample_world.render import SceneRenderer, ViewRender
 from assets.sample_world.scan_layouts import (
     LayoutScan,
     write_arkitscenes_video,
@@ -238,7 +238,119 @@ class _Writers:
         self.scannetpp: list[LayoutScan] = []
 
 
+def _add_visual_genome_image(
+    config: SampleWorldConfig,
+    writers: _Writers,
+    facts: ViewFacts,
+    render: ViewRender,
+    image_id: int,
+    rng: np.random.Generator,
+) -> tuple[dict[int, int], list[Relation]]:
+    """Add a view to the Visual Genome-like files; returns its objects' ids there (by object id) and its relations."""
+    vg_ids = {item.object_id: image_id * VG_OBJECT_ID_STRIDE + item.object_id for item in facts.annotated}
+    vg_objects = [
+        {
+            "object_id": vg_ids[item.object_id],
+            "box": item.visibility.bbox_px,
+            "name": item.category,
+            "synset": item.scene_object.template.synset,
+            "attributes": [item.scene_object.colour]
+            + ([item.scene_object.size_word] if item.scene_object.size_word else []),
+        }
+        for item in facts.annotated
+    ]
+    relations = view_relationships(facts, rng, config.max_relationships_per_image)
+    writers.visual_genome.add_image(
+        image_id,
+        render.rgb,
+        vg_objects,
+        [
+            (vg_ids[relation.subject_id], relation.predicate, vg_ids[relation.object_id])
+            for relation in relations
+        ],
+        rng,
+    )
+    return vg_ids, relations
+
+
+def _add_omnispatial_questions(
+    config: SampleWorldConfig,
+    writers: _Writers,
+    scene: Scene,
+    view: View,
+    facts: ViewFacts,
+    render: ViewRender,
+    global_index: int,
+    rng: np.random.Generator,
+) -> tuple[str | None, dict[int, int]]:
+    """Ask a view's OmniSpatial-like questions; returns its image path (None without questions) and COCO ids."""
+    preferred = OMNISPATIAL_TASK_TYPES[(global_index // 2) % len(OMNISPATIAL_TASK_TYPES)]
+    questions = questions_for_image(
+        facts, OMNISPATIAL_TASKS, preferred, config.omnispatial_questions_per_image, rng, 2, 4
+    )
+    if not questions:
+        return None, {}
+    ids = writers.omnispatial.add_image(global_index, render.rgb, questions)
+    omnispatial_image = f"{questions[0].task_type}/{global_index}.png"
+    coco_ids = writers.coco.add_image(
+        global_index,
+        omnispatial_image,
+        render.instance,
+        [(item.object_id, item.category) for item in facts.annotated],
+    )
+    writers.question_records += [
+        _question_truth("omnispatial", question_id, scene, view, question)
+        for question_id, question in zip(ids, questions, strict=True)
+    ]
+    return omnispatial_image, coco_ids
+
+
+def _add_spatialab_questions(
+    config: SampleWorldConfig,
+    writers: _Writers,
+    scene: Scene,
+    view: View,
+    facts: ViewFacts,
+    render: ViewRender,
+    global_index: int,
+    rng: np.random.Generator,
+) -> str | None:
+    """Ask a view's SpatiaLab-like questions; returns its image file name (None without questions)."""
+    preferred = SPATIALAB_CATEGORIES[(global_index // 2) % len(SPATIALAB_CATEGORIES)]
+    questions = questions_for_image(
+        facts, SPATIALAB_TASKS, preferred, config.spatialab_questions_per_image, rng, 4, 4
+    )
+    if not questions:
+        return None
+    spatialab_image = f"{global_index}.png"
+    ids = writers.spatialab.add_image(spatialab_image, render.rgb, questions)
+    writers.question_records += [
+        _question_truth("spatialab", question_id, scene, view, question)
+        for question_id, question in zip(ids, questions, strict=True)
+    ]
+    return spatialab_image
+
+
+def _view_object_truth(facts: ViewFacts, vg_ids: dict[int, int], coco_ids: dict[int, int]) -> list[dict]:
+    """The truth of each object in a view: its visibility and its ids in the Visual Genome and COCO files."""
+    return [
+        {
+            "object_id": item.object_id,
+            "visible_pixels": item.visibility.visible_pixels,
+            "unoccluded_pixels": item.visibility.unoccluded_pixels,
+            "visibility": round(item.visibility.visibility, 6),
+            "bbox_px": None if item.visibility.bbox_px is None else list(item.visibility.bbox_px),
+            "truncation": round(item.visibility.truncation, 6),
+            "truncated": item.visibility.truncated,
+            "vg_object_id": vg_ids.get(item.object_id),
+            "coco_annotation_id": coco_ids.get(item.object_id),
+        }
+        for item in facts.objects
+    ]
+
+
 def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers) -> None:
+    """Render a ScanNet-like room's views and write them to its scan and to the image and question files."""
     scene = sample_scene(config, scene_index)
     views = sample_views(config, scene)
     renderer = SceneRenderer(scene)
@@ -259,62 +371,18 @@ def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers)
         scannet.write_frame(view, render.rgb, render.depth, render.instance)
 
         image_id = global_index + 1
-        vg_ids = {item.object_id: image_id * VG_OBJECT_ID_STRIDE + item.object_id for item in facts.annotated}
-        vg_objects = [
-            {
-                "object_id": vg_ids[item.object_id],
-                "box": item.visibility.bbox_px,
-                "name": item.category,
-                "synset": item.scene_object.template.synset,
-                "attributes": [item.scene_object.colour]
-                + ([item.scene_object.size_word] if item.scene_object.size_word else []),
-            }
-            for item in facts.annotated
-        ]
-        relations = view_relationships(facts, rng, config.max_relationships_per_image)
-        writers.visual_genome.add_image(
-            image_id,
-            render.rgb,
-            vg_objects,
-            [
-                (vg_ids[relation.subject_id], relation.predicate, vg_ids[relation.object_id])
-                for relation in relations
-            ],
-            rng,
-        )
+        vg_ids, relations = _add_visual_genome_image(config, writers, facts, render, image_id, rng)
 
         omnispatial_image = spatialab_image = None
         coco_ids: dict[int, int] = {}
         if global_index % 2 == 0:
-            preferred = OMNISPATIAL_TASK_TYPES[(global_index // 2) % len(OMNISPATIAL_TASK_TYPES)]
-            questions = questions_for_image(
-                facts, OMNISPATIAL_TASKS, preferred, config.omnispatial_questions_per_image, rng, 2, 4
+            omnispatial_image, coco_ids = _add_omnispatial_questions(
+                config, writers, scene, view, facts, render, global_index, rng
             )
-            if questions:
-                ids = writers.omnispatial.add_image(global_index, render.rgb, questions)
-                omnispatial_image = f"{questions[0].task_type}/{global_index}.png"
-                coco_ids = writers.coco.add_image(
-                    global_index,
-                    omnispatial_image,
-                    render.instance,
-                    [(item.object_id, item.category) for item in facts.annotated],
-                )
-                writers.question_records += [
-                    _question_truth("omnispatial", question_id, scene, view, question)
-                    for question_id, question in zip(ids, questions, strict=True)
-                ]
         else:
-            preferred = SPATIALAB_CATEGORIES[(global_index // 2) % len(SPATIALAB_CATEGORIES)]
-            questions = questions_for_image(
-                facts, SPATIALAB_TASKS, preferred, config.spatialab_questions_per_image, rng, 4, 4
+            spatialab_image = _add_spatialab_questions(
+                config, writers, scene, view, facts, render, global_index, rng
             )
-            if questions:
-                spatialab_image = f"{global_index}.png"
-                ids = writers.spatialab.add_image(spatialab_image, render.rgb, questions)
-                writers.question_records += [
-                    _question_truth("spatialab", question_id, scene, view, question)
-                    for question_id, question in zip(ids, questions, strict=True)
-                ]
 
         view_records.append(
             {
@@ -331,20 +399,7 @@ def _write_scene(config: SampleWorldConfig, scene_index: int, writers: _Writers)
                 "vg_image_id": image_id,
                 "omnispatial_image": omnispatial_image,
                 "spatialab_image": spatialab_image,
-                "objects": [
-                    {
-                        "object_id": item.object_id,
-                        "visible_pixels": item.visibility.visible_pixels,
-                        "unoccluded_pixels": item.visibility.unoccluded_pixels,
-                        "visibility": round(item.visibility.visibility, 6),
-                        "bbox_px": None if item.visibility.bbox_px is None else list(item.visibility.bbox_px),
-                        "truncation": round(item.visibility.truncation, 6),
-                        "truncated": item.visibility.truncated,
-                        "vg_object_id": vg_ids.get(item.object_id),
-                        "coco_annotation_id": coco_ids.get(item.object_id),
-                    }
-                    for item in facts.objects
-                ],
+                "objects": _view_object_truth(facts, vg_ids, coco_ids),
                 "relationships": [
                     {
                         "subject_id": relation.subject_id,

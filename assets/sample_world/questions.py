@@ -841,7 +841,9 @@ def _horizontal_extreme(
     width = facts.view.width
 
     def position(item: ObjectInView) -> float:
-        return item.visibility.mask_centroid[0] / width
+        centroid = item.visibility.mask_centroid
+        assert centroid is not None  # a nameable object has visible pixels, hence a mask centroid
+        return centroid[0] / width
 
     items = _extreme_subset(list(facts.nameable), position, 0.08, option_count, rng, not leftmost)
     if len(items) < 2:

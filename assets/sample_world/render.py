@@ -21,10 +21,14 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from assets.sample_world.scene import Scene, View
+
+if TYPE_CHECKING:
+    import open3d as o3d
 
 # open3d is imported inside the functions that use it: importing it loads its dash/plotly UI (seconds).
 logger = logging.getLogger(__name__)
@@ -42,6 +46,14 @@ HEADLIGHT = 0.20
 FLOOR_TILE = 0.5
 FLOOR_TILE_CONTRAST = 0.07
 SHADOW_OFFSET = 2e-3
+
+
+def _open3d_tensor(array: np.ndarray) -> o3d.core.Tensor:
+    """``array`` copied into an open3d tensor of the same dtype on the CPU."""
+    import open3d as o3d
+
+    # open3d's stubs declare the constructor's dtype and device as required; at run time both are optional.
+    return o3d.core.Tensor(array)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -287,8 +299,8 @@ class SceneRenderer:
         for piece in self.pieces:
             geometry_ids.append(
                 self._raycasting.add_triangles(
-                    o3d.core.Tensor(piece.vertices.astype(np.float32)),
-                    o3d.core.Tensor(piece.triangles.astype(np.uint32)),
+                    _open3d_tensor(piece.vertices.astype(np.float32)),
+                    _open3d_tensor(piece.triangles.astype(np.uint32)),
                 )
             )
         if geometry_ids != list(range(len(self.pieces))):
@@ -308,8 +320,8 @@ class SceneRenderer:
             for piece in self.pieces:
                 if piece.object_id == scene_object.object_id:
                     alone.add_triangles(
-                        o3d.core.Tensor(piece.vertices.astype(np.float32)),
-                        o3d.core.Tensor(piece.triangles.astype(np.uint32)),
+                        _open3d_tensor(piece.vertices.astype(np.float32)),
+                        _open3d_tensor(piece.triangles.astype(np.uint32)),
                     )
             self._object_scenes.append(alone)
 
@@ -334,11 +346,9 @@ class SceneRenderer:
 
     def render(self, view: View, truncation_stride: int = 4) -> ViewRender:
         """Render one view (colour, instance mask, depth, per-object visibility)."""
-        import open3d as o3d
-
         width, height = view.width, view.height
         rays = self._pixel_grid(view.color_intrinsics, width, height).rays(view.pose)
-        hits = self._raycasting.cast_rays(o3d.core.Tensor(rays))
+        hits = self._raycasting.cast_rays(_open3d_tensor(rays))
         geometry = self._geometry_index(hits["geometry_ids"].numpy())
         distance = hits["t_hit"].numpy()
         hit_mask = geometry < len(self.pieces)
@@ -349,7 +359,7 @@ class SceneRenderer:
         depth_rays = self._pixel_grid(view.depth_intrinsics, view.depth_width, view.depth_height).rays(
             view.pose
         )
-        depth_hits = self._raycasting.cast_rays(o3d.core.Tensor(depth_rays))
+        depth_hits = self._raycasting.cast_rays(_open3d_tensor(depth_rays))
         depth = depth_hits["t_hit"].numpy().astype(np.float32)
         depth[~np.isfinite(depth)] = 0.0
 
@@ -370,8 +380,6 @@ class SceneRenderer:
         geometry: np.ndarray,
         hit_mask: np.ndarray,
     ) -> np.ndarray:
-        import open3d as o3d
-
         origins = rays[:, :3]
         directions = rays[:, 3:]
         safe_distance = np.where(hit_mask, distance, 0.0).astype(np.float32)
@@ -386,7 +394,7 @@ class SceneRenderer:
         )
         shadow_origins = points + normals * np.float32(SHADOW_OFFSET)
         shadow_rays = np.concatenate([shadow_origins, light - shadow_origins], axis=1)
-        shadowed = self._raycasting.test_occlusions(o3d.core.Tensor(shadow_rays), tnear=0.0, tfar=1.0).numpy()
+        shadowed = self._raycasting.test_occlusions(_open3d_tensor(shadow_rays), tnear=0.0, tfar=1.0).numpy()
         view_cosine = np.abs(cosine) / np.sqrt(np.einsum("ij,ij->i", directions, directions))
         albedo = self._albedo_of[geometry]
         floor = self._surface_of[geometry] == SURFACE_FLOOR
@@ -410,11 +418,9 @@ class SceneRenderer:
         return float(us.min()) - 1.0, float(us.max()) + 1.0, float(vs.min()) - 1.0, float(vs.max()) + 1.0
 
     def _hits_alone(self, object_id: int, rays: np.ndarray) -> np.ndarray:
-        import open3d as o3d
-
         if len(rays) == 0:
             return np.zeros(0, dtype=bool)
-        hits = self._object_scenes[object_id].cast_rays(o3d.core.Tensor(rays))
+        hits = self._object_scenes[object_id].cast_rays(_open3d_tensor(rays))
         return np.isfinite(hits["t_hit"].numpy())
 
     def _visibility(self, view: View, instance: np.ndarray, stride: int) -> dict[int, ObjectVisibility]:

@@ -37,6 +37,7 @@ from assets.sample_world.realism import ScanNoise, misregistered_pose, noisy_dep
 from assets.sample_world.render import MeshPiece, SceneRenderer, ViewRender
 from assets.sample_world.scene import Scene, View, intrinsics_matrix, sample_views, yaw_rotation
 from assets.sample_world.writers import (
+    SegmentedMesh,
     depth_to_png_units,
     segmented_mesh,
     write_jpeg,
@@ -122,6 +123,22 @@ def _view_objects(render: ViewRender, ids: dict[int, int]) -> list[dict]:
     ]
 
 
+def _layout_view_record(view: View, render: ViewRender, object_ids: dict[int, int]) -> dict:
+    """The truth of one upright view of a scan: its frame number, sizes, intrinsics, pose and objects (depth in mm)."""
+    return {
+        "frame_index": view.frame_index,
+        "width": view.width,
+        "height": view.height,
+        "depth_width": view.depth_width,
+        "depth_height": view.depth_height,
+        "depth_scale": 1000.0,
+        "color_intrinsics": _matrix(view.color_intrinsics),
+        "depth_intrinsics": _matrix(view.depth_intrinsics),
+        "pose": _matrix(view.pose),
+        "objects": _view_objects(render, object_ids),
+    }
+
+
 def _matrix(values: np.ndarray) -> list[list[float]]:
     return [[float(value) for value in row] for row in np.asarray(values)]
 
@@ -176,10 +193,53 @@ def _loose_box(item: dict, world: np.ndarray, rng: np.random.Generator, realisti
     }
 
 
-def _world_mesh(pieces: list[MeshPiece], scene: Scene, world: np.ndarray, noise: ScanNoise | None):
+def _world_mesh(
+    pieces: list[MeshPiece], scene: Scene, world: np.ndarray, noise: ScanNoise | None
+) -> tuple[SegmentedMesh, np.ndarray]:
     mesh = segmented_mesh(scene, pieces, noise)
     vertices = mesh.vertices.astype(np.float64) @ world[:3, :3].T + world[:3, 3]
     return mesh, vertices.astype(np.float32)
+
+
+def _write_pincam(
+    frames: Path, video_id: str, stamp: int, stored_size: tuple[int, int], intrinsics: np.ndarray
+) -> None:
+    """Write the ``.pincam`` intrinsics file of the stored frame at ``stamp`` (ms): size, focal lengths, centre."""
+    pincam = frames / "lowres_wide_intrinsics" / f"{video_id}_{stamp // 1000}.{stamp % 1000:03d}.pincam"
+    pincam.parent.mkdir(parents=True, exist_ok=True)
+    pincam.write_text(
+        f"{stored_size[0]} {stored_size[1]} {intrinsics[0, 0]:.6f} {intrinsics[1, 1]:.6f} {intrinsics[0, 2]:.6f} "
+        f"{intrinsics[1, 2]:.6f}\n"
+    )
+
+
+def _write_trajectory(path: Path, trajectory: list[tuple[float, np.ndarray]]) -> None:
+    """Write ``lowres_wide.traj``: per line a time (s) and the world-to-camera axis-angle rotation and translation."""
+    lines = []
+    for timestamp, camera in sorted(trajectory, key=lambda entry: entry[0]):
+        world_to_camera = np.linalg.inv(camera)
+        rotation = Rotation.from_matrix(world_to_camera[:3, :3]).as_rotvec()
+        numbers = [*rotation, *world_to_camera[:3, 3]]
+        lines.append(f"{timestamp:.6f} " + " ".join(f"{value:.8f}" for value in numbers))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _arkitscenes_annotation(
+    video_id: str, object_truth: list[dict], world: np.ndarray, box_rng: np.random.Generator, realistic: bool
+) -> dict:
+    """The ``<video_id>_3dod_annotation.json`` of a video: each object's label and oriented box in the world."""
+    return {
+        "data": [
+            {
+                "uid": hashlib.sha256(f"{video_id}/{item['object_id']}".encode()).hexdigest()[:32],
+                "label": item["category"],
+                "attributes": {},
+                "segments": {"obbAligned": _loose_box(item, world, box_rng, realistic)},
+            }
+            for item in object_truth
+        ],
+        "stats": {"numSegments": len(object_truth)},
+    }
 
 
 def write_arkitscenes_video(
@@ -221,16 +281,7 @@ def write_arkitscenes_video(
         write_png(frames / "lowres_wide" / f"{name}.png", np.rot90(render.rgb, turns))
         write_png(frames / "lowres_depth" / f"{name}.png", np.rot90(depth_to_png_units(depth), turns))
         pincam_stamp = stamp - 1 if index == 1 else stamp  # one intrinsics file named 1 ms off its image
-        pincam = (
-            frames
-            / "lowres_wide_intrinsics"
-            / f"{video_id}_{pincam_stamp // 1000}.{pincam_stamp % 1000:03d}.pincam"
-        )
-        pincam.parent.mkdir(parents=True, exist_ok=True)
-        pincam.write_text(
-            f"{stored_size[0]} {stored_size[1]} {pincam_k[0, 0]:.6f} {pincam_k[1, 1]:.6f} {pincam_k[0, 2]:.6f} "
-            f"{pincam_k[1, 2]:.6f}\n"
-        )
+        _write_pincam(frames, video_id, pincam_stamp, stored_size, pincam_k)
         camera = world @ stored_pose(recorded, turns)
         offset_s = (
             0.0032 if index == 2 else 0.0004
@@ -238,43 +289,15 @@ def write_arkitscenes_video(
         trajectory.append((stamp / 1000.0 + offset_s, camera))
         trajectory.append((stamp / 1000.0 + 0.35, camera))  # a line between frames, matching none
         view_records.append(
-            {
-                "frame_index": stamp,
-                "width": upright_size[0],
-                "height": upright_size[1],
-                "depth_width": upright_size[0],
-                "depth_height": upright_size[1],
-                "depth_scale": 1000.0,
-                "color_intrinsics": _matrix(upright_k),
-                "depth_intrinsics": _matrix(upright_k),
-                "pose": _matrix(view.pose),
-                "objects": _view_objects(render, {item.object_id: item.object_id for item in scene.objects}),
-            }
+            _layout_view_record(view, render, {item.object_id: item.object_id for item in scene.objects})
         )
-    lines = []
-    for timestamp, camera in sorted(trajectory, key=lambda entry: entry[0]):
-        world_to_camera = np.linalg.inv(camera)
-        rotation = Rotation.from_matrix(world_to_camera[:3, :3]).as_rotvec()
-        numbers = [*rotation, *world_to_camera[:3, 3]]
-        lines.append(f"{timestamp:.6f} " + " ".join(f"{value:.8f}" for value in numbers))
-    (frames / "lowres_wide.traj").write_text("\n".join(lines) + "\n")
+    _write_trajectory(frames / "lowres_wide.traj", trajectory)
     mesh, vertices = _world_mesh(renderer.pieces, scene, world, None)
     write_ply(folder / f"{video_id}_3dod_mesh.ply", vertices, mesh.colors, mesh.triangles)
     box_rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 5]))
     write_json(
         folder / f"{video_id}_3dod_annotation.json",
-        {
-            "data": [
-                {
-                    "uid": hashlib.sha256(f"{video_id}/{item['object_id']}".encode()).hexdigest()[:32],
-                    "label": item["category"],
-                    "attributes": {},
-                    "segments": {"obbAligned": _loose_box(item, world, box_rng, realistic)},
-                }
-                for item in object_truth
-            ],
-            "stats": {"numSegments": len(object_truth)},
-        },
+        _arkitscenes_annotation(video_id, object_truth, world, box_rng, realistic),
     )
     truth = layout_truth(
         "arkitscenes",
@@ -297,6 +320,46 @@ def write_arkitscenes_video(
             "sky_direction": sky,
         },
     )
+
+
+def _scannetpp_pose_entries(
+    recorded_poses: dict[int, np.ndarray], world: np.ndarray, raw_world: np.ndarray, video_k: np.ndarray
+) -> dict[str, dict]:
+    """``pose_intrinsic_imu.json``: an entry for every video frame up to the last extracted one (and one more),
+    each with the pose of the nearest extracted frame."""
+    extracted = sorted(recorded_poses)
+    entries = {}
+    for frame in range(extracted[-1] + 2):  # every video frame has an entry; only every 10th was extracted
+        nearest = min(extracted, key=lambda index: abs(index - frame))
+        aligned = world @ recorded_poses[nearest]
+        entries[f"frame_{frame:06d}"] = {
+            "timestamp": round(frame / 60.0, 6),
+            "intrinsic": _matrix(video_k),
+            "pose": _matrix(raw_world @ aligned),
+            "aligned_pose": _matrix(aligned),
+            "imu": {"gravity": [0.0, -9.81, 0.0], "rotation_rate": [0.0, 0.0, 0.0]},
+        }
+    return entries
+
+
+def _scannetpp_segment_groups(
+    mesh: SegmentedMesh, object_truth: list[dict], world: np.ndarray, box_rng: np.random.Generator
+) -> list[dict]:
+    """The ``segGroups`` of ``segments_anno.json``: each annotated object's segments and, when it has a truth
+    record, its oriented box in the world."""
+    truth_by_id = {item["object_id"]: item for item in object_truth}
+    groups = []
+    for object_id, label in mesh.annotated:
+        group = {
+            "id": object_id + 1,
+            "objectId": object_id + 1,
+            "label": label,
+            "segments": mesh.object_segments[object_id],
+        }
+        if object_id in truth_by_id:
+            group["obb"] = _loose_box(truth_by_id[object_id], world, box_rng, False)
+        groups.append(group)
+    return groups
 
 
 def write_scannetpp_scene(
@@ -342,50 +405,16 @@ def write_scannetpp_scene(
         recorded_poses[frame] = recorded
         write_jpeg(iphone / "rgb" / f"frame_{frame:06d}.jpg", render.rgb, config.jpeg_quality)
         write_png(iphone / "depth" / f"frame_{frame:06d}.png", depth_to_png_units(depth))
-        view_records.append(
-            {
-                "frame_index": frame,
-                "width": colour_size[0],
-                "height": colour_size[1],
-                "depth_width": SCANNETPP_DEPTH_SIZE[0],
-                "depth_height": SCANNETPP_DEPTH_SIZE[1],
-                "depth_scale": 1000.0,
-                "color_intrinsics": _matrix(colour_k),
-                "depth_intrinsics": _matrix(depth_k),
-                "pose": _matrix(view.pose),
-                "objects": _view_objects(render, object_ids),
-            }
-        )
-    extracted = sorted(recorded_poses)
-    entries = {}
-    for frame in range(extracted[-1] + 2):  # every video frame has an entry; only every 10th was extracted
-        nearest = min(extracted, key=lambda index: abs(index - frame))
-        aligned = world @ recorded_poses[nearest]
-        entries[f"frame_{frame:06d}"] = {
-            "timestamp": round(frame / 60.0, 6),
-            "intrinsic": _matrix(video_k),
-            "pose": _matrix(raw_world @ aligned),
-            "aligned_pose": _matrix(aligned),
-            "imu": {"gravity": [0.0, -9.81, 0.0], "rotation_rate": [0.0, 0.0, 0.0]},
-        }
-    write_json(iphone / "pose_intrinsic_imu.json", entries)
+        view_records.append(_layout_view_record(view, render, object_ids))
+    write_json(
+        iphone / "pose_intrinsic_imu.json", _scannetpp_pose_entries(recorded_poses, world, raw_world, video_k)
+    )
     mesh, vertices = _world_mesh(renderer.pieces, scene, world, noise)
     scans = folder / "scans"
     write_ply(scans / "mesh_aligned_0.05.ply", vertices, mesh.colors, mesh.triangles)
     write_json(scans / "segments.json", {"sceneId": name, "segIndices": mesh.segment_of_vertex.tolist()})
-    truth_by_id = {item["object_id"]: item for item in object_truth}
     box_rng = np.random.default_rng(np.random.SeedSequence([config.seed, scene.scene_index, 7]))
-    groups = []
-    for object_id, label in mesh.annotated:
-        group = {
-            "id": object_id + 1,
-            "objectId": object_id + 1,
-            "label": label,
-            "segments": mesh.object_segments[object_id],
-        }
-        if object_id in truth_by_id:
-            group["obb"] = _loose_box(truth_by_id[object_id], world, box_rng, False)
-        groups.append(group)
+    groups = _scannetpp_segment_groups(mesh, object_truth, world, box_rng)
     write_json(scans / "segments_anno.json", {"sceneId": name, "segGroups": groups})
     truth = layout_truth(
         "scannetpp",

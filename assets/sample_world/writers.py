@@ -533,13 +533,10 @@ class CocoWriter:
 
     def finish(self) -> None:
         """Write `instances.json`."""
-        categories = sorted(
-            (
-                {"id": template.coco_id, "name": template.category, "supercategory": template.supercategory}
-                for template in CATALOGUE.values()
-            ),
-            key=lambda entry: entry["id"],
-        )
+        categories = [
+            {"id": template.coco_id, "name": template.category, "supercategory": template.supercategory}
+            for template in sorted(CATALOGUE.values(), key=lambda template: template.coco_id)
+        ]
         write_json(
             self.path,
             {

@@ -21,6 +21,7 @@ from assets.dge.objects import (
     ObjectSettings,
     clean_point_indices,
     dominant_wall_yaw,
+    face_refined_box,
     measure_object,
     mesh_object_samples,
     min_area_rectangle,
@@ -537,3 +538,28 @@ def test_a_top_is_left_alone_without_enough_evidence(rays, why):
     bottle = _bottle_short_of_its_neck()
     assert raise_top_to_masks(bottle, rays, ObjectSettings()) == 0.0, why
     assert bottle.obb_extents[2] == 0.2 and bottle.centroid[2] == 0.1
+
+
+def test_face_refined_box_returns_centre_extents_yaw_and_blur():
+    """The refined box is four values (its annotation said three): centre, extents, a float yaw and the blur,
+    which is positive when an end has no face (here the low end along x, only the top's points)."""
+    rng = np.random.default_rng(0)
+    face = np.column_stack(
+        [rng.normal(1.0, 0.015, 2000), rng.uniform(-0.5, 0.5, 2000), rng.uniform(0, 1, 2000)]
+    )
+    top = np.column_stack([rng.uniform(-1.0, 1.0, 2000), rng.uniform(-0.5, 0.5, 2000), np.ones(2000)])
+    normals = np.vstack([np.tile([1.0, 0, 0], (2000, 1)), np.tile([0, 0, 1.0], (2000, 1))])
+    refined = face_refined_box(
+        np.vstack([face, top]),
+        normals,
+        np.array([0.02, 0, 0.5]),
+        np.array([2.08, 1.0, 1.0]),
+        0.0,
+        ObjectSettings(),
+    )
+    assert len(refined) == 4
+    centre, extents, yaw, blur = refined
+    assert centre.shape == (3,) and extents.shape == (3,)
+    assert round(float(centre[0] + extents[0] / 2), 2) == 1.0  # the high end moved to the face at x = 1
+    assert isinstance(yaw, float) and yaw == 0.0
+    assert isinstance(blur, float) and blur > 0.0

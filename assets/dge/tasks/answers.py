@@ -138,9 +138,10 @@ def first_failure(*checks: tuple[bool, str]) -> str:
 def combined_position_sigma(objects: Iterable[ObjectFact]) -> float | None:
     """Root sum of squares of the objects' centroid standard deviations (None when one is unknown)."""
     sigmas = [obj.position_uncertainty_m for obj in objects]
-    if not sigmas or any(sigma is None for sigma in sigmas):
+    known = [sigma for sigma in sigmas if sigma is not None]
+    if not sigmas or len(known) < len(sigmas):
         return None
-    return math.sqrt(sum(sigma * sigma for sigma in sigmas))
+    return math.sqrt(sum(sigma * sigma for sigma in known))
 
 
 def distance_margin(objects: Iterable[ObjectFact], fixed_m: float, settings: TaskSettings) -> float:

@@ -65,7 +65,7 @@ def sample_relative_distance(pool: CandidatePool) -> Iterator[Spec]:
     """An anchor and 2-4 other objects to choose from, all visible, and frames that show them."""
 
     def group_size() -> int:
-        return int(min(len(pool.visible), pool.rng.integers(3, 6)))
+        return min(len(pool.visible), int(pool.rng.integers(3, 6)))
 
     for group, cover in draw_object_groups(pool, 3, group_size):
         yield {"anchor": group[0], "choices": group[1:], "frames": cover}

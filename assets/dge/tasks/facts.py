@@ -15,7 +15,7 @@ onto the floor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -300,6 +300,12 @@ def _with_mask_shortfall(
     return widened
 
 
+def _grid_box(values: Sequence[Any]) -> tuple[int, int, int, int]:
+    """A table's ``[x1, y1, x2, y2]`` grid box as a tuple of ints."""
+    x1, y1, x2, y2 = (int(value) for value in values)
+    return x1, y1, x2, y2
+
+
 def scene_facts_from_tables(
     geometry_row: Mapping[str, Any],
     visibility: pl.DataFrame,
@@ -347,7 +353,7 @@ def scene_facts_from_tables(
         seen[(int(row["frame_index"]), int(row["object_id"]))] = SeenFact(
             visibility=float(row["visibility_ratio"]),
             in_frame=float(row["in_frame_ratio"]),
-            bbox=None if row["bbox"] is None else tuple(int(v) for v in row["bbox"]),
+            bbox=None if row["bbox"] is None else _grid_box(row["bbox"]),
         )
     if geometry_row.get("object_points_source") == "instance_masks":
         objects = _with_mask_shortfall(geometry_row, objects, cameras, seen)

@@ -224,12 +224,15 @@ def generate_tasks_of_type(
             spec = {**spec, "options": answer.options}
         task_id = task_id_for(facts.scene_id, task_type, spec)
         options = entry.balance.order(task_id, answer.options)
+        index = None
         if options:
+            # An answer with options was collected only when its answer is one of them.
+            assert answer.answer_option is not None
             count = len(options)
             position = gold_position(settings.seed, facts.scene_id, task_type, count, placed.get(count, 0))
             placed[count] = placed.get(count, 0) + 1
             options = place_answer(options, answer.answer_option, position)
-        index = options.index(answer.answer_option) if options else None
+            index = options.index(answer.answer_option)
         tasks.append(GeneratedTask(task_id, facts.scene_id, task_type, spec, answer, options, index))
     report.emitted[task_type] = report.emitted.get(task_type, 0) + len(tasks)
     return tasks

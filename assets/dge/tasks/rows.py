@@ -51,8 +51,8 @@ def _image_cell(camera: CameraFact, scene_id: str, settings: TaskSettings, cache
         raise SpecError(f"frame {camera.frame_index} of scene {scene_id} has no image file")
     name = f"{scene_id}/{camera.frame_index}{'.jpg' if settings.image_max_side else ''}"
     if settings.image_max_side:
-        with Image.open(camera.color_path) as image:
-            image = upright_image(image.convert("RGB"), camera.upright_turns)
+        with Image.open(camera.color_path) as opened:
+            image = upright_image(opened.convert("RGB"), camera.upright_turns)
             image.thumbnail((settings.image_max_side, settings.image_max_side))
             cell = encode_image(image, path=name, fmt="JPEG")
     elif camera.upright_turns % 4:  # a frame stored rotated: shown upright, as its pose and intrinsics are
@@ -118,6 +118,15 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def _answer_text(task: GeneratedTask) -> str:
+    """The answer column: the answer option's letter, or the numeric answer's text."""
+    if task.answer_index is not None:
+        return LETTERS[task.answer_index]
+    if task.answer.numeric_answer is None:
+        raise ValueError(f"task {task.task_id} has neither an answer option nor a numeric answer")
+    return format_number(task.answer.numeric_answer, task.answer.unit)
+
+
 def tasks_to_frame(
     tasks: list[GeneratedTask],
     facts: SceneFacts,
@@ -166,9 +175,7 @@ def tasks_to_frame(
                 "question": answer.question,
                 "options": task.options,
                 "answer_index": task.answer_index,
-                "answer": LETTERS[task.answer_index]
-                if task.answer_index is not None
-                else format_number(answer.numeric_answer, answer.unit),
+                "answer": _answer_text(task),
                 "numeric_answer": answer.numeric_answer,
                 "unit": answer.unit,
                 "facts": facts_json,
