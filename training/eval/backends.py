@@ -288,7 +288,7 @@ def local_model_folder(model: str | Path) -> Path | None:
 
 def copy_processor_files(source: Path | None, target: Path) -> list[str]:
     """Copy the tokenizer, processor, chat-template and generation files of a model folder; returns their names."""
-    copied = []
+    copied: list[str] = []
     if source is None:
         return copied
     for name in PROCESSOR_FILES:
@@ -376,7 +376,8 @@ class TransformersBackend:
         attn_implementation: str | None = None,
     ):
         import torch
-        from transformers import AutoModelForImageTextToText
+        from peft import PeftModel
+        from transformers import AutoModelForImageTextToText, PreTrainedModel
 
         from training.models import detect_family, load_processor
 
@@ -391,17 +392,17 @@ class TransformersBackend:
             kwargs["attn_implementation"] = attn_implementation
         self.processor = load_processor(model, self.family)
         self.tokenizer = self.processor.tokenizer
-        loaded = AutoModelForImageTextToText.from_pretrained(model, **kwargs)
+        base = AutoModelForImageTextToText.from_pretrained(model, **kwargs)
+        loaded: PreTrainedModel | PeftModel = base
         if adapter:
-            from peft import PeftModel
-
-            loaded = PeftModel.from_pretrained(loaded, adapter)
+            loaded = PeftModel.from_pretrained(base, adapter)
             if lora_b_is_zero(loaded):
                 raise AdapterNotAppliedError(
                     f"adapter {adapter} has only zero LoRA B weights: it does not change the model"
                 )
             logger.info("applied adapter %s to %s", adapter, model)
-        self.model = loaded.to(self.device).eval()
+        # transformers wraps `PreTrainedModel.to` with `functools.wraps`: mypy reads it as unbound
+        self.model = loaded.to(self.device).eval()  # type: ignore[arg-type]
         generation_config = getattr(self.model, "generation_config", None)
         eos = getattr(generation_config, "eos_token_id", None)
         eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
@@ -440,7 +441,7 @@ class TransformersBackend:
 
         results: list[Generation] = []
         settings = self.settings
-        sampling = {"do_sample": False}
+        sampling: dict[str, bool | float] = {"do_sample": False}
         if settings.temperature > 0:
             sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
             torch.manual_seed(settings.seed)
@@ -586,6 +587,7 @@ class VllmBackend:
         if self.adapter_mode == "merge":
             if not merged_dir:
                 raise ValueError("merging the adapter needs merged_dir")
+            assert adapter is not None  # `resolve_adapter_mode` merges only an adapter that is given
             model_path = str(merge_adapter(model, adapter, merged_dir))
         engine_kwargs: dict[str, Any] = {
             "model": model_path,
