@@ -37,13 +37,17 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 from tqdm.auto import tqdm
 
 from data_contracts.images import decode_image, image_sha256
 from training.eval.predictions import content_hash
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -376,8 +380,7 @@ class TransformersBackend:
         attn_implementation: str | None = None,
     ):
         import torch
-        from peft import PeftModel
-        from transformers import AutoModelForImageTextToText, PreTrainedModel
+        from transformers import AutoModelForImageTextToText
 
         from training.models import detect_family, load_processor
 
@@ -395,6 +398,8 @@ class TransformersBackend:
         base = AutoModelForImageTextToText.from_pretrained(model, **kwargs)
         loaded: PreTrainedModel | PeftModel = base
         if adapter:
+            from peft import PeftModel
+
             loaded = PeftModel.from_pretrained(base, adapter)
             if lora_b_is_zero(loaded):
                 raise AdapterNotAppliedError(
