@@ -444,10 +444,18 @@ def shape_from_config(config: dict, name: str, source: str, preprocessor: dict |
 
 
 def image_rule_from_preprocessor(preprocessor: dict) -> ImageRule:
-    """The resize rule of a Qwen-VL `preprocessor_config.json` (`size` edges or `min/max_pixels`)."""
+    """The resize rule of a Qwen-VL `preprocessor_config.json` (`size` edges or `min/max_pixels`).
+
+    Raises:
+        `UnknownArchitectureError`: when the config gives no pixel budget (`max_pixels` or `size.longest_edge`).
+    """
     size = preprocessor.get("size") or {}
     min_pixels = preprocessor.get("min_pixels") or size.get("shortest_edge")
     max_pixels = preprocessor.get("max_pixels") or size.get("longest_edge")
+    if max_pixels is None:
+        raise UnknownArchitectureError(
+            "the preprocessor config gives no max_pixels or size.longest_edge: the preflight cannot size its images"
+        )
     factor = int(preprocessor.get("patch_size", 14)) * int(preprocessor.get("merge_size", 2))
     return ImageRule(factor=factor, min_pixels=int(min_pixels or factor * factor), max_pixels=int(max_pixels))
 

@@ -142,9 +142,9 @@ def make_grpo_parser():
     from training.config import SpatialGRPOArguments
     from training.models import SpatialModelConfig
 
-    return _accept_auto(
-        TrlParser((SpatialGRPOArguments, GRPOConfig, SpatialModelConfig), prog="spatial-train grpo")
-    )
+    # TRL types its dataclasses as `NewType("DataClassType", Any)`, which no class matches without a wrapper call
+    dataclasses = (SpatialGRPOArguments, GRPOConfig, SpatialModelConfig)
+    return _accept_auto(TrlParser(dataclasses, prog="spatial-train grpo"))  # type: ignore[arg-type]
 
 
 def make_sft_parser():
@@ -154,7 +154,9 @@ def make_sft_parser():
     from training.models import SpatialModelConfig
     from training.sft import SpatialSFTArguments
 
-    return TrlParser((SpatialSFTArguments, SFTConfig, SpatialModelConfig), prog="spatial-train sft")
+    # TRL types its dataclasses as `NewType("DataClassType", Any)`, which no class matches without a wrapper call
+    dataclasses = (SpatialSFTArguments, SFTConfig, SpatialModelConfig)
+    return TrlParser(dataclasses, prog="spatial-train sft")  # type: ignore[arg-type]
 
 
 def build_reward_funcs(script_args) -> list:

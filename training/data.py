@@ -27,7 +27,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 import pyarrow as pa
@@ -256,12 +256,12 @@ def load_training_data(
     if include_task_types:
         needed += (task_type_column,)
     check_columns(table, [c for c in arrow.column_names if c != SOURCE_FILE_COLUMN], needed)
-    frame = pl.from_arrow(arrow)
+    frame = cast(pl.DataFrame, pl.from_arrow(arrow))  # a table (not an array) gives a frame
     if split is not None and "split" in frame.columns:
         frame = frame.filter(pl.col("split") == split)
     if include_task_types:
         frame = frame.filter(pl.col(task_type_column).is_in(list(include_task_types)))
-    image_columns = [name for name in ("image", "images") if name in frame.columns]
+    image_columns: list[str] = [name for name in ("image", "images") if name in frame.columns]
     for name in image_columns:
         dtype = frame.schema[name]
         expected = IMAGE_DTYPE if name == "image" else pl.List(IMAGE_DTYPE)

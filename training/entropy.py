@@ -40,9 +40,11 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from itertools import accumulate
+from typing import Protocol, cast
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from training.rewards.parsing import parse_spatialcore
 
@@ -217,6 +219,17 @@ def scatter_entropies(length: int, positions: Sequence[int], values: Sequence[fl
     return result
 
 
+class _WithOutputHead(Protocol):
+    """A transformers model (or a wrapper that forwards to one): it names its output head."""
+
+    def get_output_embeddings(self) -> nn.Module | None: ...
+
+
+def _output_head(model: nn.Module) -> nn.Module | None:
+    """`model.get_output_embeddings()`, which transformers' models define and torch's `Module` does not declare."""
+    return cast(_WithOutputHead, model).get_output_embeddings()
+
+
 class GenerationEntropyRecorder:
     """Record each generation step's entropy of the untempered next-token distribution.
 
@@ -231,12 +244,12 @@ class GenerationEntropyRecorder:
     """
 
     def __init__(self, model: nn.Module):
-        head = model.get_output_embeddings()
+        head = _output_head(model)
         if head is None:
             raise ValueError("the model has no output head to record entropies from")
         self._head = head
         self._steps: list[torch.Tensor] = []
-        self._handle = None
+        self._handle: RemovableHandle | None = None
 
     def _hook(self, module: nn.Module, inputs, output) -> None:
         logits = output[0] if isinstance(output, tuple) else output
@@ -300,11 +313,16 @@ def dropout_disabled(model: nn.Module) -> Iterator[int]:
 
 
 def _backbone_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    """The decoder backbone (hidden states, no logits) and the output head of a possibly PEFT-wrapped model."""
+    get_base_model = getattr(model, "get_base_model", None)  # a PEFT model's
+    base: nn.Module = get_base_model() if get_base_model is not None else model
     backbone = getattr(base, "base_model", None)
     if backbone is None or backbone is base:
-        backbone = base.model
-    return backbone, base.get_output_embeddings()
+        backbone = cast(nn.Module, base.model)  # transformers' models keep their decoder as `model`
+    head = _output_head(base)
+    if head is None:
+        raise ValueError("the model has no output head to compute entropies with")
+    return backbone, head
 
 
 @torch.no_grad()

@@ -41,13 +41,15 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from accelerate.utils import gather_object
-from transformers.trainer_utils import get_last_checkpoint
-from trl import GRPOTrainer
+from datasets import Dataset
+from torch import nn
+from transformers.trainer_utils import TrainOutput, get_last_checkpoint
+from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import pad
 
@@ -137,6 +139,8 @@ class SpatialGRPOTrainer(GRPOTrainer):
         task_type_column (`str`, *optional*, defaults to `"task_type"`): column holding the task type.
     """
 
+    args: GRPOConfig  # TRL builds the trainer from its GRPOConfig
+
     def __init__(
         self,
         *args,
@@ -170,20 +174,38 @@ class SpatialGRPOTrainer(GRPOTrainer):
         logger.info("box entropies for the rewards: %s", self.entropy_source)
         self.task_sampler: TaskAdaptiveSampler | None = None
         if task_scheduler is not None:
+            num_generations, generation_batch = self.num_generations, self.args.generation_batch_size
+            assert num_generations is not None and generation_batch is not None  # GRPOConfig resolves both
             self.task_sampler = TaskAdaptiveSampler(
-                task_types_of(self.train_dataset, task_type_column),
+                task_types_of(self._training_rows(), task_type_column),
                 task_scheduler,
-                mini_repeat_count=self.num_generations,
-                batch_size=self.args.generation_batch_size // self.num_generations,
-                repeat_count=self.num_iterations * self.args.steps_per_generation,
+                mini_repeat_count=num_generations,
+                batch_size=generation_batch // num_generations,
+                repeat_count=self.num_iterations * self._steps_per_generation(),
                 seed=self.args.seed,
             )
             self.add_callback(TaskSchedulerCallback(task_scheduler, lambda: self.chunks_consumed))
 
     # ------------------------------------------------------------------ set-up
 
+    def _steps_per_generation(self) -> int:
+        """`steps_per_generation` of the config (`GRPOConfig.__post_init__` resolves its `None`)."""
+        steps = self.args.steps_per_generation
+        assert steps is not None
+        return steps
+
+    def _training_rows(self) -> Dataset:
+        """`train_dataset`, a `datasets.Dataset` of rows (what the task scheduler draws from by index)."""
+        return cast(Dataset, self.train_dataset)
+
+    def _policy(self) -> nn.Module:
+        """The model being trained (`Trainer` sets it when built; its type also allows `None`)."""
+        if self.model is None:
+            raise RuntimeError("the trainer has no model")
+        return self.model
+
     def _old_logprob_pass_runs(self) -> bool:
-        generate_every = self.args.steps_per_generation * self.num_iterations
+        generate_every = self._steps_per_generation() * self.num_iterations
         return self.args.gradient_accumulation_steps % generate_every != 0 or (
             self.use_vllm and self.vllm_importance_sampling_correction
         )
@@ -222,7 +244,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
         """
         if self.task_sampler is None:
             return super().get_train_dataloader()
-        dataset = self.train_dataset
+        dataset = self._training_rows()
         self.train_dataset = ScheduledSlots(len(dataset))
         try:
             return super().get_train_dataloader()
@@ -243,7 +265,13 @@ class SpatialGRPOTrainer(GRPOTrainer):
             return self.task_sampler
         return super()._get_train_sampler(dataset)
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+    def train(
+        self,
+        resume_from_checkpoint: str | bool | None = None,
+        trial: Any | dict[str, Any] | None = None,
+        ignore_keys_for_eval: list[str] | None = None,
+        **kwargs: Any,
+    ) -> TrainOutput:
         """Train; `resume_from_checkpoint` is a checkpoint folder, or `True` / `"last"` for the newest one.
 
         Extends transformers' `Trainer.train`: the aliases `True`, `"last"` and `"latest"` resolve to the
@@ -254,7 +282,9 @@ class SpatialGRPOTrainer(GRPOTrainer):
         if resume_from_checkpoint is True:
             resume_from_checkpoint = "last"
         if isinstance(resume_from_checkpoint, str):
-            resume_from_checkpoint = resolve_checkpoint(self.args.output_dir, resume_from_checkpoint)
+            output_dir = self.args.output_dir
+            assert output_dir is not None  # TrainingArguments defaults it to "trainer_output"
+            resume_from_checkpoint = resolve_checkpoint(output_dir, resume_from_checkpoint)
         if resume_from_checkpoint and self.task_scheduler is not None:
             consumed = load_task_scheduler_state(resume_from_checkpoint, self.task_scheduler)
             if consumed is None:
@@ -266,7 +296,12 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 logger.info(
                     "restored the task scheduler from %s (%d batches drawn)", resume_from_checkpoint, consumed
                 )
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        return super().train(
+            resume_from_checkpoint=resume_from_checkpoint,
+            trial=trial,
+            ignore_keys_for_eval=ignore_keys_for_eval,
+            **kwargs,
+        )
 
     # ------------------------------------------------------------------ capture hooks
 
@@ -299,7 +334,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
         recorder = GenerationEntropyRecorder(self.accelerator.unwrap_model(self.model))
-        with recorder, dropout_disabled(self.model):
+        with recorder, dropout_disabled(self._policy()):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
@@ -348,9 +383,9 @@ class SpatialGRPOTrainer(GRPOTrainer):
         the log-prob capture for the `logprob_pass` source, and clears the captured entropies and
         prompts afterwards, also when TRL raises.
         """
-        if self.model.training:
+        if self._policy().training:
             if self.task_sampler is not None and is_slot_batch(inputs):
-                inputs = self._scheduled_rows(inputs, self.chunks_consumed)
+                inputs = self._scheduled_rows(self.task_sampler, inputs, self.chunks_consumed)
             self.chunks_consumed += 1
         self._generation_entropies = None
         self._logprob_pass_entropies = None
@@ -363,10 +398,13 @@ class SpatialGRPOTrainer(GRPOTrainer):
             self._logprob_pass_entropies = None
             self._last_prompt_batch = None
 
-    def _scheduled_rows(self, slots: list[dict], chunk_index: int) -> list[dict]:
+    def _scheduled_rows(
+        self, sampler: TaskAdaptiveSampler, slots: list[dict], chunk_index: int
+    ) -> list[dict]:
         """The training rows that the task sampler draws for the slots of generation batch `chunk_index`."""
-        rows = self.task_sampler.rows_of_chunk(chunk_index)
-        return [self.train_dataset[rows[slot[SLOT_KEY]]] for slot in slots]
+        rows = sampler.rows_of_chunk(chunk_index)
+        dataset = self._training_rows()
+        return [dataset[rows[slot[SLOT_KEY]]] for slot in slots]
 
     # ------------------------------------------------------------------ box entropies
 
@@ -422,7 +460,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 forward_kwargs["mm_token_type_ids"] = torch.cat(
                     [row_types, torch.zeros_like(padded_completions)], dim=1
                 ).to(device)
-            if pixel_values is not None and grids is not None:
+            if pixel_values is not None and grids is not None and patch_offsets is not None:
                 image_slices = [range(image_offsets[row], image_offsets[row + 1]) for row in rows]
                 image_indices = [index for indices in image_slices for index in indices]
                 if image_indices:
@@ -431,9 +469,12 @@ class SpatialGRPOTrainer(GRPOTrainer):
                         [pixel_values[patch_offsets[i] : patch_offsets[i + 1]] for i in image_indices]
                     ).to(device)
             targets = [[prompt_length + position for position in positions[row]] for row in rows]
+            checkpointing_kwargs = self.args.gradient_checkpointing_kwargs
+            assert not isinstance(checkpointing_kwargs, str)  # TrainingArguments parses its JSON form
             with (
                 self.accelerator.autocast(),
-                disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+                # TRL annotates PreTrainedModel; a PEFT model forwards the checkpointing calls (TRL passes it too)
+                disable_gradient_checkpointing(self._policy(), checkpointing_kwargs),  # type: ignore[arg-type]
                 dropout_disabled(model),
             ):
                 values = selective_entropy_pass(model, input_ids, attention_mask, targets, forward_kwargs)
@@ -555,13 +596,15 @@ class SpatialGRPOTrainer(GRPOTrainer):
                 values.append(math.nan)
         return values
 
-    def _update_task_scheduler(self, mode: str, inputs: list[dict], accuracy: list[float]) -> None:
+    def _update_task_scheduler(
+        self, scheduler: TaskScheduler, mode: str, inputs: list[dict], accuracy: list[float]
+    ) -> None:
         local = [
             (str(row[self.task_type_column]), value) for row, value in zip(inputs, accuracy, strict=True)
         ]
         for task_type, value in gather_object(local):
-            self.task_scheduler.update(task_type, value)
-        for task_type, weight in self.task_scheduler.weights().items():
+            scheduler.update(task_type, value)
+        for task_type, weight in scheduler.weights().items():
             self._metrics[mode][f"scheduler/weight/{task_type}"].append(weight)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -574,7 +617,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
         length stops and their rewards (`truncation/*`) and, in training with the scheduler, the
         accuracies update the `TaskScheduler`. TRL's rewards are returned as is.
         """
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self._policy().training else "eval"
         texts = [completion_text(completion) for completion in completions]
         box_entropies = self._box_entropies(texts, completion_ids_list)
         for row, entry in zip(inputs, box_entropies, strict=True):
@@ -584,7 +627,7 @@ class SpatialGRPOTrainer(GRPOTrainer):
         self._log_grounding_metrics(mode, box_entropies, accuracy)
         self._log_length_stops(mode, completion_ids_list, rewards_per_func)
         if self.task_scheduler is not None and mode == "train":
-            self._update_task_scheduler(mode, inputs, accuracy)
+            self._update_task_scheduler(self.task_scheduler, mode, inputs, accuracy)
         return rewards_per_func
 
 

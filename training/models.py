@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
 from peft.utils import load_peft_weights
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel
 from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
@@ -172,6 +172,8 @@ def load_model(model_args: ModelConfig) -> PreTrainedModel:
     kwargs = {"dtype": dtype, "revision": model_args.model_revision}
     if model_args.attn_implementation is not None:
         kwargs["attn_implementation"] = model_args.attn_implementation
+    if model_args.model_name_or_path is None:
+        raise ValueError("the recipe names no model (model_name_or_path)")
     return AutoModelForImageTextToText.from_pretrained(model_args.model_name_or_path, **kwargs)
 
 
@@ -192,7 +194,8 @@ def linear_layer_patterns(model: torch.nn.Module) -> tuple[list[str], list[str]]
         for name, module in modules.items()
         if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head")
     ]
-    language, vision = set(), set()
+    language: set[str] = set()
+    vision: set[str] = set()
     only_linear: dict[str, bool] = {}
     for name in linear:
         pattern = r"\.".join(r"\d+" if part.isdigit() else re.escape(part) for part in name.split("."))
@@ -248,7 +251,7 @@ def build_lora_config(model: torch.nn.Module, model_args: SpatialModelConfig) ->
 
 def prepare_policy(
     model: PreTrainedModel, model_args: SpatialModelConfig
-) -> tuple[PreTrainedModel, LoraConfig | None]:
+) -> tuple[PreTrainedModel | PeftModel, LoraConfig | None]:
     """Build the policy: LoRA config for the trainer, or a PEFT model initialised from an adapter.
 
     With `init_adapter_path` (the SFT cold start), the run's full LoRA set-up is created (language
@@ -267,6 +270,7 @@ def prepare_policy(
         if not model_args.use_peft:
             raise ValueError("init_adapter_path needs use_peft: the adapter is trained further as LoRA")
         lora_config = build_lora_config(model, model_args)
+        assert lora_config is not None  # use_peft is on
         peft_model = get_peft_model(model, lora_config)
         adapter_weights = load_peft_weights(model_args.init_adapter_path)
         try:

@@ -57,6 +57,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from data_contracts.boxes import UnknownModelFamilyError
 from training.architectures import (
@@ -490,7 +491,7 @@ def scan_prompts(
         raise PreflightError(f"table {table!r} has no row the recipe can build a prompt from")
     counter = _TokenCounter(tokenizer) if tokenizer is not None else None
     candidates.sort(key=lambda item: item[0] + item[1], reverse=True)
-    best = None
+    best: tuple[int, int, int] | None = None
     for bound, image_tokens, messages, _, row_sizes in candidates:
         if counter is None:
             best = (bound, image_tokens, len(row_sizes))
@@ -500,6 +501,7 @@ def scan_prompts(
         text = counter.prompt(messages, len(row_sizes))
         if best is None or text + image_tokens > best[0] + best[1]:
             best = (text, image_tokens, len(row_sizes))
+    assert best is not None  # `candidates` is not empty: its first item always sets `best`
     longest_target = None
     if recipe.kind == "sft":
         longest_target = _longest_target(rows, family, counter)
@@ -629,6 +631,26 @@ def memory_budget(
     engine's share.
     """
     gpus, dtype_bytes = machine.gpus, _dtype_bytes(recipe)
+    lines = _weight_lines(recipe, shape, gpus, zero_stage, dtype_bytes)
+    lines.append(_trainable_state_line(recipe, shape, gpus, zero_stage))
+    if zero_stage >= 3:
+        gathered = 2 * shape.largest_layer_parameters() * dtype_bytes
+        lines.append(
+            BudgetLine("ZeRO-3 gathered parameters", gathered / GIB, "the largest unit in use + prefetched")
+        )
+    lines.append(_activation_line(recipe, shape, context, image_tokens))
+    lines.append(BudgetLine("CUDA context, NCCL, allocator", RUNTIME_RESERVE_GIB, "fixed allowance"))
+    engine_lines: list[BudgetLine] = []
+    engine: dict = {}
+    if recipe["use_vllm"] and recipe["vllm_mode"] == "colocate" and machine.gpu_memory_gib:
+        engine_lines, engine = _colocated_engine_lines(recipe, shape, machine, machine.gpu_memory_gib, lines)
+    return lines, engine_lines, engine
+
+
+def _weight_lines(
+    recipe: Recipe, shape: ModelShape, gpus: int, zero_stage: int, dtype_bytes: int
+) -> list[BudgetLine]:
+    """Budget lines of the policy weights and of the reference model (a frozen copy only with KL and no LoRA)."""
     parameters = shape.parameter_count()
     shard = gpus if zero_stage >= 3 else 1
     lines = [
@@ -656,6 +678,11 @@ def memory_budget(
                 "LoRA: the base model with the adapter off" if beta > 0 else "beta 0: none",
             )
         )
+    return lines
+
+
+def _trainable_state_line(recipe: Recipe, shape: ModelShape, gpus: int, zero_stage: int) -> BudgetLine:
+    """Budget line of the trainable parameters' weights, gradients and optimizer moments, as ZeRO shards them."""
     trainable = _trainable_parameters(recipe, shape)
     if recipe["use_peft"]:
         weight_bytes, gradient_bytes, optimizer_bytes = 4, 4, 8
@@ -672,19 +699,16 @@ def memory_budget(
         + optimizer_bytes * trainable / (gpus if zero_stage >= 1 else 1)
     )
     per_parameter = weight_bytes + gradient_bytes + optimizer_bytes
-    lines.append(
-        BudgetLine(
-            "trainable state",
-            state / GIB,
-            f"{_count(trainable)} trainable x {per_parameter} B ({what})"
-            + (f", ZeRO-{zero_stage} sharded" if zero_stage else ""),
-        )
+    return BudgetLine(
+        "trainable state",
+        state / GIB,
+        f"{_count(trainable)} trainable x {per_parameter} B ({what})"
+        + (f", ZeRO-{zero_stage} sharded" if zero_stage else ""),
     )
-    if zero_stage >= 3:
-        gathered = 2 * shape.largest_layer_parameters() * dtype_bytes
-        lines.append(
-            BudgetLine("ZeRO-3 gathered parameters", gathered / GIB, "the largest unit in use + prefetched")
-        )
+
+
+def _activation_line(recipe: Recipe, shape: ModelShape, context: int, image_tokens: int) -> BudgetLine:
+    """Budget line of the activations of one micro-batch (`activation_parts`), with its parts spelled out."""
     batch = int(recipe["per_device_train_batch_size"])
     completion = int(recipe["max_completion_length"]) if recipe.kind == "grpo" else context
     parts = activation_parts(
@@ -702,55 +726,55 @@ def memory_budget(
         f"vision {parts['vision'] / GIB:.2f}"
         + ("" if recipe["gradient_checkpointing"] else " (no gradient checkpointing)")
     )
-    lines.append(BudgetLine("activations", sum(parts.values()) / GIB, how))
-    lines.append(BudgetLine("CUDA context, NCCL, allocator", RUNTIME_RESERVE_GIB, "fixed allowance"))
-    engine_lines: list[BudgetLine] = []
-    engine: dict = {}
-    if recipe["use_vllm"] and recipe["vllm_mode"] == "colocate" and machine.gpu_memory_gib:
-        utilization = float(recipe["vllm_gpu_memory_utilization"])
-        tensor_parallel = int(recipe["vllm_tensor_parallel_size"] or 1)
-        engine = vllm_engine(
-            shape,
-            utilization * machine.gpu_memory_gib,
-            tensor_parallel,
-            dtype_bytes=2,
-            max_sequences=_engine_max_sequences(recipe, machine),
+    return BudgetLine("activations", sum(parts.values()) / GIB, how)
+
+
+def _colocated_engine_lines(
+    recipe: Recipe, shape: ModelShape, machine: Machine, gpu_memory_gib: float, lines: list[BudgetLine]
+) -> tuple[list[BudgetLine], dict]:
+    """The colocated vLLM engine: appends its share to `lines`; returns its own lines and `vllm_engine`'s parts."""
+    utilization = float(recipe["vllm_gpu_memory_utilization"])
+    tensor_parallel = int(recipe["vllm_tensor_parallel_size"] or 1)
+    engine = vllm_engine(
+        shape,
+        utilization * gpu_memory_gib,
+        tensor_parallel,
+        dtype_bytes=2,
+        max_sequences=_engine_max_sequences(recipe, machine),
+    )
+    sleep = bool(recipe["vllm_enable_sleep_mode"])
+    share_how = f"vllm_gpu_memory_utilization {utilization:g} x {gpu_memory_gib:g} GiB"
+    lines.append(
+        BudgetLine(
+            "vLLM engine (colocate)",
+            0.0 if sleep else engine["share_gib"],
+            f"{share_how}; asleep while training (vllm_enable_sleep_mode), awake while generating"
+            if sleep
+            else share_how,
         )
-        sleep = bool(recipe["vllm_enable_sleep_mode"])
-        share_how = f"vllm_gpu_memory_utilization {utilization:g} x {machine.gpu_memory_gib:g} GiB"
-        lines.append(
-            BudgetLine(
-                "vLLM engine (colocate)",
-                0.0 if sleep else engine["share_gib"],
-                f"{share_how}; asleep while training (vllm_enable_sleep_mode), awake while generating"
-                if sleep
-                else share_how,
-            )
+    )
+    if sleep:
+        engine["generation_gib"] = (
+            sum(line.gib for line in lines if line.label != "activations") + engine["share_gib"]
         )
-        if sleep:
-            engine["generation_gib"] = (
-                sum(line.gib for line in lines if line.label != "activations") + engine["share_gib"]
-            )
-        profile = engine["profile"]
-        engine_lines = [
-            BudgetLine("engine weights", engine["weights_gib"], f"bf16, tensor parallel {tensor_parallel}"),
-            BudgetLine(
-                "engine profiling run",
-                engine["profile_gib"],
-                f"the larger of: the vision encoder on a largest image ({profile['image_tokens']:,} tokens) "
-                f"{profile['vision'] / GIB:.2f}, the language model on {VLLM_BATCHED_TOKENS:,} batched tokens "
-                f"and the sampler {profile['language'] / GIB:.2f}",
-            ),
-            BudgetLine(
-                "engine runtime", VLLM_RUNTIME_GIB, "CUDA graphs, sampler buffers, memory outside torch"
-            ),
-            BudgetLine(
-                "KV cache",
-                max(engine["kv_gib"], 0.0),
-                f"{engine['kv_per_token'] / 1024:g} KiB per token: {max(engine['kv_tokens'], 0):,} tokens",
-            ),
-        ]
-    return lines, engine_lines, engine
+    profile = engine["profile"]
+    engine_lines = [
+        BudgetLine("engine weights", engine["weights_gib"], f"bf16, tensor parallel {tensor_parallel}"),
+        BudgetLine(
+            "engine profiling run",
+            engine["profile_gib"],
+            f"the larger of: the vision encoder on a largest image ({profile['image_tokens']:,} tokens) "
+            f"{profile['vision'] / GIB:.2f}, the language model on {VLLM_BATCHED_TOKENS:,} batched tokens "
+            f"and the sampler {profile['language'] / GIB:.2f}",
+        ),
+        BudgetLine("engine runtime", VLLM_RUNTIME_GIB, "CUDA graphs, sampler buffers, memory outside torch"),
+        BudgetLine(
+            "KV cache",
+            max(engine["kv_gib"], 0.0),
+            f"{engine['kv_per_token'] / 1024:g} KiB per token: {max(engine['kv_tokens'], 0):,} tokens",
+        ),
+    ]
+    return engine_lines, engine
 
 
 def _engine_max_sequences(recipe: Recipe, machine: Machine) -> int:
@@ -990,7 +1014,7 @@ def trl_config_problem(recipe: Recipe, processes: int) -> str | None:
     from trl import GRPOConfig
 
     names = {item.name for item in dataclasses.fields(GRPOConfig) if item.init}
-    values = {key: value for key, value in recipe.values.items() if key in names}
+    values: dict[str, Any] = {key: value for key, value in recipe.values.items() if key in names}
     values.update(TRL_CONFIG_NEUTRAL)
     values["per_device_train_batch_size"] = int(recipe["per_device_train_batch_size"]) * processes
     values["per_device_eval_batch_size"] = int(recipe["per_device_eval_batch_size"]) * processes
@@ -1185,13 +1209,13 @@ def _vision_lora_checks(report: Report, engine: dict) -> list[Check]:
     shape = report.shape
     checks: list[Check] = []
     if recipe["use_peft"] and recipe["vision_lora"]:
-        ok = shape.vision is not None
+        vision = shape.vision
         checks.append(
             Check(
                 "vision LoRA",
-                ok,
-                f"{shape.name} has a vision encoder ({shape.vision.depth} blocks)"
-                if ok
+                vision is not None,
+                f"{shape.name} has a vision encoder ({vision.depth} blocks)"
+                if vision is not None
                 else f"vision_lora is on, but {shape.name} has no vision encoder; set vision_lora: false.",
             )
         )
@@ -1332,7 +1356,11 @@ def run_preflight(
         if tokenizer is None:
             tokenizer = load_tokenizer(str(model))
         scan = scan_prompts(recipe, shape, data_root, tokenizer)
-    longest = scan.longest_prompt if scan is not None else int(prompt_tokens)
+    if scan is not None:
+        longest = scan.longest_prompt
+    else:
+        assert prompt_tokens is not None  # without either, the table was scanned above
+        longest = int(prompt_tokens)
     context = needed_context(recipe, longest, scan.longest_target if scan else None)
     zero_stage = machine.zero_stage if machine.zero_stage is not None else _default_zero_stage(recipe)
     engine_context = resolved_max_model_length(recipe, context) if recipe["use_vllm"] else None

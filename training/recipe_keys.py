@@ -6,8 +6,10 @@ classes, TRL's ``GRPOConfig`` / ``SFTConfig`` / ``ModelConfig`` and transformers
 Each field has its ``help`` text and, when the dataclass gives a literal one, its ``default``.
 """
 
+from typing import Any
+
 # fmt: off
-RECIPE_KEYS = {'grpo': ({'class': 'SpatialGRPOArguments',
+RECIPE_KEYS: dict[str, tuple[dict[str, Any], ...]] = {'grpo': ({'class': 'SpatialGRPOArguments',
            'module': 'training.config',
            'fields': ({'key': 'data_root', 'help': 'Storage root of the Parquet caches.', 'default': None},
                       {'key': 'dataset_table',

@@ -30,8 +30,10 @@ classes, TRL's ``GRPOConfig`` / ``SFTConfig`` / ``ModelConfig`` and transformers
 Each field has its ``help`` text and, when the dataclass gives a literal one, its ``default``.
 """
 
+from typing import Any
+
 # fmt: off
-RECIPE_KEYS = '''
+RECIPE_KEYS: dict[str, tuple[dict[str, Any], ...]] = '''
 
 
 def root_classes(kind: str) -> tuple[type, ...]:
@@ -68,7 +70,10 @@ def literal_default(item: dataclasses.Field) -> tuple[bool, Any]:
     """(True, default) when the field has a literal default (or a lambda returning one), else (False, None)."""
     if item.default is not dataclasses.MISSING:
         value = item.default
-    elif item.default_factory is not dataclasses.MISSING and item.default_factory.__name__ == "<lambda>":
+    elif (
+        item.default_factory is not dataclasses.MISSING
+        and getattr(item.default_factory, "__name__", None) == "<lambda>"
+    ):
         value = item.default_factory()
     else:
         return False, None

@@ -29,7 +29,7 @@ import argparse
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -70,8 +70,14 @@ def _flag_options(field: FieldInfo) -> dict[str, Any]:
     return options
 
 
+class ArgumentAdder(Protocol):
+    """An argparse parser or an argument group of it: what takes `add_argument`."""
+
+    def add_argument(self, *name_or_flags: str, **kwargs: Any) -> argparse.Action: ...
+
+
 def add_settings_flags(
-    parser: argparse.ArgumentParser,
+    parser: ArgumentAdder,
     model: type[BaseModel],
     renamed: Mapping[str, str] | None = None,
     skip: Iterable[str] = (),

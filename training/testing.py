@@ -19,8 +19,10 @@ import importlib.util
 import json
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypedDict, cast
+from unittest import mock
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -117,9 +119,10 @@ def _train_byte_level_bpe(vocab_size: int) -> tuple[dict[str, int], list[tuple[s
     )
     tokenizer.train_from_iterator(list(_CORPUS_LINES) * 4, trainer=trainer)
     model_state = json.loads(tokenizer.to_str())["model"]
-    merges = [
-        tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge) for merge in model_state["merges"]
-    ]
+    merges: list[tuple[str, str]] = []
+    for merge in model_state["merges"]:
+        first, second = merge.split(" ") if isinstance(merge, str) else merge
+        merges.append((first, second))
     return model_state["vocab"], merges
 
 
@@ -153,8 +156,8 @@ def build_tiny_tokenizer(
             vocab[f"\u0120tok{index}"] = index
     tokenizer = Qwen2Tokenizer(
         vocab=vocab,
-        merges=merges,
-        unk_token=None,
+        merges=merges,  # type: ignore[arg-type]  # the stub says list[str]; tokenizers' BPE takes (a, b) pairs
+        unk_token=None,  # type: ignore[arg-type]  # the stub says str; None is a BPE without an unknown token
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         errors="replace",
@@ -197,17 +200,31 @@ def _round_up(value: int, multiple: int) -> int:
     return (value + multiple - 1) // multiple * multiple
 
 
+class _VisionTokenIds(TypedDict):
+    """The ids of the vision special tokens, as the Qwen-VL configs take them."""
+
+    image_token_id: int
+    video_token_id: int
+    vision_start_token_id: int
+    vision_end_token_id: int
+
+
+def _token_id(tokenizer: Qwen2Tokenizer, token: str) -> int:
+    """The id of one token (`convert_tokens_to_ids` of a single token is one id)."""
+    return cast(int, tokenizer.convert_tokens_to_ids(token))
+
+
 def build_tiny_model_config(family: str, tokenizer: Qwen2Tokenizer) -> Qwen3VLConfig | Qwen2_5_VLConfig:
     """A 2-layer, 64-wide config of `family` whose special token ids match `tokenizer`."""
     vocab_size = _round_up(len(tokenizer), 64)
-    token_ids = {
-        "image_token_id": tokenizer.convert_tokens_to_ids("<|image_pad|>"),
-        "video_token_id": tokenizer.convert_tokens_to_ids("<|video_pad|>"),
-        "vision_start_token_id": tokenizer.convert_tokens_to_ids("<|vision_start|>"),
-        "vision_end_token_id": tokenizer.convert_tokens_to_ids("<|vision_end|>"),
-    }
-    eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    pad_token_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    token_ids = _VisionTokenIds(
+        image_token_id=_token_id(tokenizer, "<|image_pad|>"),
+        video_token_id=_token_id(tokenizer, "<|video_pad|>"),
+        vision_start_token_id=_token_id(tokenizer, "<|vision_start|>"),
+        vision_end_token_id=_token_id(tokenizer, "<|vision_end|>"),
+    )
+    eos_token_id = _token_id(tokenizer, "<|im_end|>")
+    pad_token_id = _token_id(tokenizer, "<|endoftext|>")
     if family == "qwen3_vl":
         text_config = {
             "vocab_size": vocab_size,
@@ -445,87 +462,98 @@ def tiny_training_frames(rows: int = 8, seed: int = 0, image_size: tuple[int, in
     for index in range(rows):
         boxes = [(box, colour) for _, colour, box in _OBJECTS]
         image = encode_image(_scene_image(width, height, boxes), path=f"scene_{index}.png")
-        options = ["left of the lamp", "right of the lamp", "behind the lamp", "on the lamp"]
-        answer_index = generator.randrange(len(options))
-        spatialcore.append(
-            {
-                "question_id": f"q{index}",
-                "image": image,
-                "image_sha256": image_sha256(image),
-                "image_width": width,
-                "image_height": height,
-                "question": "Where is the red chair relative to the blue lamp?",
-                "options": options,
-                "answer_index": answer_index,
-                "answer": "ABCD"[answer_index],
-                "task_type": SPATIALCORE_TASK_TYPES[index % 2],
-                "sub_task_type": ("Localization", "Allocentric")[index % 2],
-                "pseudo_gt": [
-                    {"bbox_2d": box, "label": label, "validity": 0.5 + 0.1 * position}
-                    for position, (label, _, box) in enumerate(_OBJECTS[:2])
-                ],
-                "split": "train",
-                "source": "tiny",
-                "origin": "sample_world",
-            }
-        )
-        question_with_options = "Is the red chair left of the blue lamp?\nOptions:\n(A) yes\n(B) no"
-        stvqa.append(
-            {
-                "image_id": f"img{index}",
-                "images": [image],
-                "problem": f"<image> Observe, write the scene graph, think, answer.\n\n"
-                f"Image size: ({width} x {height})\n\nQ. {question_with_options}",
-                "question_only": "Is the red chair left of the blue lamp?",
-                "question_with_options": question_with_options,
-                "options": ["yes", "no"],
-                "answer": "A",
-                "answer_only": "A",
-                "answer_text": "yes",
-                "answer_option_text": "(A) yes",
-                "category": STVQA_CATEGORIES[index % 2],
-                "level": "easy",
-                "rating": 8,
-                "image_width": width,
-                "image_height": height,
-                "gt_scene": {
-                    "objects": [
-                        {"id": "chair.1", "bbox_2d": _OBJECTS[0][2]},
-                        {"id": "lamp.1", "bbox_2d": _OBJECTS[1][2]},
-                    ],
-                    "relationships": [{"subject": "chair.1", "predicate": "left of", "object": "lamp.1"}],
-                },
-                "split": "train",
-                "origin": "sample_world",
-            }
-        )
-        numeric = index % 2 == 1
-        dge.append(
-            {
-                "task_id": f"t{index}",
-                "scene_id": "scene0000_00",
-                "task_type": DGE_TASK_TYPES[index % 2],
-                "images": [image, image],
-                "frame_indices": [0, 10],
-                "question": "How far is the chair from the lamp?"
-                if numeric
-                else "Is the chair left or right?",
-                "options": [] if numeric else ["left", "right"],
-                "answer_index": None if numeric else 0,
-                "answer": "1.5" if numeric else "A",
-                "numeric_answer": 1.5 if numeric else None,
-                "unit": "m" if numeric else None,
-                "facts": "{}",
-                "geometry_source": "scanned",
-                "split": "train",
-                "origin": "sample_world",
-                "dataset": "scannet",
-            }
-        )
+        spatialcore.append(_spatialcore_row(index, image, image_sha256(image), image_size, generator))
+        stvqa.append(_stvqa_row(index, image, image_size))
+        dge.append(_dge_row(index, image))
     return {  # typed by the contracts themselves
         "spatialcore_train": SpatialcoreTrain.cast(pl.DataFrame(spatialcore)),
         "stvqa": Stvqa.cast(pl.DataFrame(stvqa)),
         "dge_tasks": DgeTasks.cast(pl.DataFrame(dge)),
+    }
+
+
+def _spatialcore_row(
+    index: int, image: dict, sha256: str, image_size: tuple[int, int], generator: random.Random
+) -> dict:
+    """Row `index` of the tiny `spatialcore_train` frame (its answer drawn from `generator`)."""
+    width, height = image_size
+    options = ["left of the lamp", "right of the lamp", "behind the lamp", "on the lamp"]
+    answer_index = generator.randrange(len(options))
+    return {
+        "question_id": f"q{index}",
+        "image": image,
+        "image_sha256": sha256,
+        "image_width": width,
+        "image_height": height,
+        "question": "Where is the red chair relative to the blue lamp?",
+        "options": options,
+        "answer_index": answer_index,
+        "answer": "ABCD"[answer_index],
+        "task_type": SPATIALCORE_TASK_TYPES[index % 2],
+        "sub_task_type": ("Localization", "Allocentric")[index % 2],
+        "pseudo_gt": [
+            {"bbox_2d": box, "label": label, "validity": 0.5 + 0.1 * position}
+            for position, (label, _, box) in enumerate(_OBJECTS[:2])
+        ],
+        "split": "train",
+        "source": "tiny",
+        "origin": "sample_world",
+    }
+
+
+def _stvqa_row(index: int, image: dict, image_size: tuple[int, int]) -> dict:
+    """Row `index` of the tiny `stvqa` frame: a yes/no relation question with its scene graph."""
+    width, height = image_size
+    question_with_options = "Is the red chair left of the blue lamp?\nOptions:\n(A) yes\n(B) no"
+    return {
+        "image_id": f"img{index}",
+        "images": [image],
+        "problem": f"<image> Observe, write the scene graph, think, answer.\n\n"
+        f"Image size: ({width} x {height})\n\nQ. {question_with_options}",
+        "question_only": "Is the red chair left of the blue lamp?",
+        "question_with_options": question_with_options,
+        "options": ["yes", "no"],
+        "answer": "A",
+        "answer_only": "A",
+        "answer_text": "yes",
+        "answer_option_text": "(A) yes",
+        "category": STVQA_CATEGORIES[index % 2],
+        "level": "easy",
+        "rating": 8,
+        "image_width": width,
+        "image_height": height,
+        "gt_scene": {
+            "objects": [
+                {"id": "chair.1", "bbox_2d": _OBJECTS[0][2]},
+                {"id": "lamp.1", "bbox_2d": _OBJECTS[1][2]},
+            ],
+            "relationships": [{"subject": "chair.1", "predicate": "left of", "object": "lamp.1"}],
+        },
+        "split": "train",
+        "origin": "sample_world",
+    }
+
+
+def _dge_row(index: int, image: dict) -> dict:
+    """Row `index` of the tiny `dge_tasks` frame: multiple choice on even rows, numeric (1.5 m) on odd rows."""
+    numeric = index % 2 == 1
+    return {
+        "task_id": f"t{index}",
+        "scene_id": "scene0000_00",
+        "task_type": DGE_TASK_TYPES[index % 2],
+        "images": [image, image],
+        "frame_indices": [0, 10],
+        "question": "How far is the chair from the lamp?" if numeric else "Is the chair left or right?",
+        "options": [] if numeric else ["left", "right"],
+        "answer_index": None if numeric else 0,
+        "answer": "1.5" if numeric else "A",
+        "numeric_answer": 1.5 if numeric else None,
+        "unit": "m" if numeric else None,
+        "facts": "{}",
+        "geometry_source": "scanned",
+        "split": "train",
+        "origin": "sample_world",
+        "dataset": "scannet",
     }
 
 
@@ -560,7 +588,7 @@ class ScriptedTokens(LogitsProcessor):
         forced[
             torch.arange(scores.shape[0], device=scores.device), torch.tensor(allowed, device=scores.device)
         ] = 0.0
-        return forced
+        return cast(torch.FloatTensor, forced)  # a float tensor like `scores`
 
 
 @contextlib.contextmanager
@@ -573,22 +601,21 @@ def scripted_generation(tokenizer, completions: Sequence[str], seed: int = 0):
     generator = random.Random(seed)
     encoded = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in completions]
     eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    original = GenerationMixin.generate
+    original: Callable[..., Any] = GenerationMixin.generate
     calls: list[list[list[int]]] = []
 
     def generate(self, *args, **kwargs):
         input_ids = kwargs.get("input_ids", args[0] if args else None)
+        if input_ids is None:
+            raise ValueError("scripted_generation needs the prompt ids (input_ids) of each generate call")
         targets = [encoded[generator.randrange(len(encoded))] for _ in range(input_ids.shape[0])]
         calls.append(targets)
         processors = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
         processors.append(ScriptedTokens(targets, input_ids.shape[1], eos_token_id))
         return original(self, *args, logits_processor=processors, **kwargs)
 
-    GenerationMixin.generate = generate
-    try:
+    with mock.patch.object(GenerationMixin, "generate", generate):
         yield calls
-    finally:
-        GenerationMixin.generate = original
 
 
 SPATIALCORE_COMPLETIONS = (

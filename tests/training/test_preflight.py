@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.architectures import PUBLISHED_CONFIGS, ImageRule, published_shape
+from training.architectures import (
+    PUBLISHED_CONFIGS,
+    ImageRule,
+    UnknownArchitectureError,
+    image_rule_from_preprocessor,
+    published_shape,
+)
 from training.preflight import (
     GIB,
     GPU_MEMORY_GIB,
@@ -441,6 +447,16 @@ def test_sleep_mode_passes_where_the_awake_engine_fits(realistic_tables):
     )
     assert report.passed, report.format()
     assert report.generation_gib < report.training_gib <= report.total_gib
+
+
+def test_a_preprocessor_config_without_a_pixel_budget_is_refused_by_name():
+    """`max_pixels` (or `size.longest_edge`) bounds every image: without it the preflight says so instead of
+    failing on `int(None)`; a missing minimum falls back to one merged patch."""
+    assert image_rule_from_preprocessor({"size": {"longest_edge": 4096}, "patch_size": 16}) == ImageRule(
+        32, 1024, 4096
+    )
+    with pytest.raises(UnknownArchitectureError, match="max_pixels or size.longest_edge"):
+        image_rule_from_preprocessor({"size": {"shortest_edge": 3136}, "patch_size": 14})
 
 
 def test_the_engine_budgets_its_profiling_run_on_a_largest_image():

@@ -37,13 +37,17 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 from tqdm.auto import tqdm
 
 from data_contracts.images import decode_image, image_sha256
 from training.eval.predictions import content_hash
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +292,7 @@ def local_model_folder(model: str | Path) -> Path | None:
 
 def copy_processor_files(source: Path | None, target: Path) -> list[str]:
     """Copy the tokenizer, processor, chat-template and generation files of a model folder; returns their names."""
-    copied = []
+    copied: list[str] = []
     if source is None:
         return copied
     for name in PROCESSOR_FILES:
@@ -391,17 +395,19 @@ class TransformersBackend:
             kwargs["attn_implementation"] = attn_implementation
         self.processor = load_processor(model, self.family)
         self.tokenizer = self.processor.tokenizer
-        loaded = AutoModelForImageTextToText.from_pretrained(model, **kwargs)
+        base = AutoModelForImageTextToText.from_pretrained(model, **kwargs)
+        loaded: PreTrainedModel | PeftModel = base
         if adapter:
             from peft import PeftModel
 
-            loaded = PeftModel.from_pretrained(loaded, adapter)
+            loaded = PeftModel.from_pretrained(base, adapter)
             if lora_b_is_zero(loaded):
                 raise AdapterNotAppliedError(
                     f"adapter {adapter} has only zero LoRA B weights: it does not change the model"
                 )
             logger.info("applied adapter %s to %s", adapter, model)
-        self.model = loaded.to(self.device).eval()
+        # transformers wraps `PreTrainedModel.to` with `functools.wraps`: mypy reads it as unbound
+        self.model = loaded.to(self.device).eval()  # type: ignore[arg-type]
         generation_config = getattr(self.model, "generation_config", None)
         eos = getattr(generation_config, "eos_token_id", None)
         eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
@@ -440,7 +446,7 @@ class TransformersBackend:
 
         results: list[Generation] = []
         settings = self.settings
-        sampling = {"do_sample": False}
+        sampling: dict[str, bool | float] = {"do_sample": False}
         if settings.temperature > 0:
             sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
             torch.manual_seed(settings.seed)
@@ -586,6 +592,7 @@ class VllmBackend:
         if self.adapter_mode == "merge":
             if not merged_dir:
                 raise ValueError("merging the adapter needs merged_dir")
+            assert adapter is not None  # `resolve_adapter_mode` merges only an adapter that is given
             model_path = str(merge_adapter(model, adapter, merged_dir))
         engine_kwargs: dict[str, Any] = {
             "model": model_path,

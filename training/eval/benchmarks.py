@@ -342,7 +342,7 @@ def eval_items_from_mcq(
         pl.col("split"),
         (pl.col("origin").fill_null(REAL) if "origin" in frame.columns else pl.lit(REAL)).alias("origin"),
     )
-    return items.cast(dict(polars_schema(EvalItems)))
+    return items.cast(polars_schema(EvalItems))
 
 
 def load_omnispatial(
@@ -553,7 +553,7 @@ def load_3dsrbench(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog]:
     csv.field_size_limit(sys.maxsize)
     with file.open(newline="", encoding=TEXT_ENCODING) as handle:
         reader = csv.DictReader(handle, delimiter="\t")
-        problem = column_problem(reader.fieldnames or [], THREEDSR_COLUMNS)
+        problem: str | None = column_problem(reader.fieldnames or [], THREEDSR_COLUMNS)
         records = [] if problem else list(reader)
     if problem:
         log.add(file.name, problem, source_file=str(file))
@@ -673,7 +673,7 @@ def load_blink(
     if not files:
         log.add(str(location), f"no Parquet files for subsets {list(subsets)}", source_file=str(location))
     for file, subset in files:
-        problem = column_problem(pl.read_parquet_schema(file), BLINK_COLUMNS)
+        problem: str | None = column_problem(pl.read_parquet_schema(file), BLINK_COLUMNS)
         if problem:
             log.add(file.name, problem, source_file=str(file))
             continue
@@ -1184,8 +1184,8 @@ def _graph_table_origin(location: Path, source_table: str) -> str:
             "%s has no %s with an origin beside it: its items are taken as real", location, source.name
         )
         return REAL
-    origins = pl.read_parquet(source, columns=["origin"])["origin"].unique().to_list()
-    return SAMPLE_WORLD if origins == [SAMPLE_WORLD] else REAL
+    source_origins = pl.read_parquet(source, columns=["origin"])["origin"].unique().to_list()
+    return SAMPLE_WORLD if source_origins == [SAMPLE_WORLD] else REAL
 
 
 _GRAPH_TABLES = {"stvqa_val": ("stvqa",), "dge_heldout": ("dge_tasks",)}

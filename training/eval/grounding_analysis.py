@@ -44,15 +44,15 @@ logger = logging.getLogger(__name__)
 
 QUARTILES = 4
 BOX_COLUMNS = {
-    "run_name": pl.String,
-    "item_id": pl.String,
-    "box_index": pl.Int64,
-    "label": pl.String,
-    "bbox_2d": pl.List(pl.Int64),
-    "uncertainty": pl.Float64,
-    "matched_iou": pl.Float64,
-    "best_iou": pl.Float64,
-    "score": pl.Float64,
+    "run_name": pl.String(),
+    "item_id": pl.String(),
+    "box_index": pl.Int64(),
+    "label": pl.String(),
+    "bbox_2d": pl.List(pl.Int64()),
+    "uncertainty": pl.Float64(),
+    "matched_iou": pl.Float64(),
+    "best_iou": pl.Float64(),
+    "score": pl.Float64(),
 }
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -117,7 +117,7 @@ def _originals(scores: pl.DataFrame) -> pl.DataFrame:
 
 
 def _mean_percent(frame: pl.DataFrame) -> float | None:
-    return float(frame["score"].mean() * 100.0) if frame.height else None
+    return float(cast(float, frame["score"].mean()) * 100.0) if frame.height else None  # a float column
 
 
 def fill_by_category(
@@ -579,9 +579,9 @@ def report_markdown(report: Report) -> str:
     for table in report.tables:
         parts += [table_markdown(table), ""]
     parts += ["## Benchmarks", "", _summary_markdown(report.benchmarks), ""]
-    for run, per_benchmark in report.benchmarks.items():
+    for run_name, per_benchmark in report.benchmarks.items():
         for benchmark, summary in per_benchmark.items():
-            parts += [_category_markdown(run, benchmark, summary), ""]
+            parts += [_category_markdown(run_name, benchmark, summary), ""]
     if report.grounding:
         parts += ["## Grounding analysis", "", report.grounding.get("markdown", ""), ""]
     return "\n".join(parts).rstrip() + "\n"

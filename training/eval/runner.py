@@ -59,17 +59,17 @@ from training.prompts import build_messages
 logger = logging.getLogger(__name__)
 
 GROUNDING_INPUT_SCHEMA = {
-    "run_name": pl.String,
-    "item_id": pl.String,
-    "benchmark": pl.String,
-    "prompt_format": pl.String,
-    "family": pl.String,
-    "completion": pl.String,
-    "score": pl.Float64,
-    "image_width": pl.Int64,
-    "image_height": pl.Int64,
+    "run_name": pl.String(),
+    "item_id": pl.String(),
+    "benchmark": pl.String(),
+    "prompt_format": pl.String(),
+    "family": pl.String(),
+    "completion": pl.String(),
+    "score": pl.Float64(),
+    "image_width": pl.Int64(),
+    "image_height": pl.Int64(),
     "reference_boxes": polars_schema(EvalItems)["reference_boxes"],
-    "box_uncertainties": pl.List(pl.Float64),
+    "box_uncertainties": pl.List(pl.Float64()),
 }
 
 
@@ -365,7 +365,7 @@ def add_box_columns(scores: pl.DataFrame, grounding_inputs: pl.DataFrame) -> pl.
     joined = scores.join(per_item, on=["run_name", "item_id"], how="left").with_columns(
         pl.col("n_boxes").fill_null(0)
     )
-    return joined.select(list(polars_schema(EvalReport))).cast(dict(polars_schema(EvalReport)))
+    return joined.select(list(polars_schema(EvalReport))).cast(polars_schema(EvalReport))
 
 
 def attach_box_entropies(
@@ -453,14 +453,7 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
     prompt_format = resolve_prompt_format(config, family)
     if prompt_format not in OUTPUT_FORMATS:
         raise ValueError(f"unknown prompt format {prompt_format!r}")
-    if items is None:
-        items, quarantine = load_benchmarks(config.benchmarks, config.sources)
-    else:
-        items, quarantine = (
-            items.filter(pl.col("benchmark").is_in(list(config.benchmarks))),
-            QuarantineLog("eval_items"),
-        )
-    items = limit_items(items, config.limit)
+    items, quarantine = _run_items(config, items)
     logger.info(
         "run %s: %d items from %s (%d quarantined)",
         run_name,
@@ -498,17 +491,7 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
     scores = add_box_columns(scores, grounding_inputs)
 
     run_folder = output / "runs" / slug(run_name, 120)
-    run_folder.mkdir(parents=True, exist_ok=True)
-    merged_scores = merge_run_table(run_folder / "scores.parquet", scores, ["benchmark", "item_id"])
-    merged_scores.write_parquet(run_folder / "scores.parquet")
-    merge_run_table(
-        run_folder / "grounding_inputs.parquet", grounding_inputs, ["benchmark", "item_id"]
-    ).write_parquet(run_folder / "grounding_inputs.parquet")
-    quarantine_frame = quarantine.to_frame()
-    quarantine_keys = [c for c in ("record_id", "source_file", "reason") if c in quarantine_frame.columns]
-    merge_run_table(run_folder / "quarantine.parquet", quarantine_frame, quarantine_keys).write_parquet(
-        run_folder / "quarantine.parquet"
-    )
+    merged_scores, quarantine_frame = _write_run_tables(run_folder, scores, grounding_inputs, quarantine)
     run_meta = {
         "run_name": run_name,
         "model": config.model,
@@ -528,16 +511,57 @@ def run_evaluation(config: EvalRunConfig, items: pl.DataFrame | None = None) -> 
     run_meta = _merged_meta(run_folder / "run.json", run_meta, merged_scores)
     (run_folder / "run.json").write_text(json.dumps(run_meta, indent=2, default=str), encoding="utf-8")
 
-    all_scores = collect_runs(output, "scores.parquet")
-    all_meta = [json.loads(path.read_text()) for path in sorted((output / "runs").glob("*/run.json"))]
-    grounding = None
-    if config.grounding_analysis:
-        all_inputs = collect_runs(output, "grounding_inputs.parquet")
-        grounding = analyse_grounding(all_inputs, output / "grounding")
-    report = build_report(all_scores, all_meta, grounding.as_json() if grounding else None)
+    report, grounding = _report_of_every_run(output, config.grounding_analysis)
     paths = write_report(report, output)
     logger.info("run %s done in %.1f s: %s", run_name, time.time() - started, paths["markdown"])
     return EvalRunResult(run_name, scores, quarantine_frame, report, paths, grounding, output)
+
+
+def _run_items(config: EvalRunConfig, items: pl.DataFrame | None) -> tuple[pl.DataFrame, QuarantineLog]:
+    """The items of the configured benchmarks (given `items`, else loaded from the sources), limited, and their quarantine."""
+    if items is None:
+        items, quarantine = load_benchmarks(config.benchmarks, config.sources)
+    else:
+        items, quarantine = (
+            items.filter(pl.col("benchmark").is_in(list(config.benchmarks))),
+            QuarantineLog("eval_items"),
+        )
+    return limit_items(items, config.limit), quarantine
+
+
+def _write_run_tables(
+    run_folder: Path, scores: pl.DataFrame, grounding_inputs: pl.DataFrame, quarantine: QuarantineLog
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Merge this run's scores, grounding inputs and quarantine into its folder; returns (all its scores, quarantine)."""
+    run_folder.mkdir(parents=True, exist_ok=True)
+    merged_scores = merge_run_table(run_folder / "scores.parquet", scores, ["benchmark", "item_id"])
+    merged_scores.write_parquet(run_folder / "scores.parquet")
+    merge_run_table(
+        run_folder / "grounding_inputs.parquet", grounding_inputs, ["benchmark", "item_id"]
+    ).write_parquet(run_folder / "grounding_inputs.parquet")
+    quarantine_frame = quarantine.to_frame()
+    quarantine_keys: list[str] = [
+        c for c in ("record_id", "source_file", "reason") if c in quarantine_frame.columns
+    ]
+    merge_run_table(run_folder / "quarantine.parquet", quarantine_frame, quarantine_keys).write_parquet(
+        run_folder / "quarantine.parquet"
+    )
+    return merged_scores, quarantine_frame
+
+
+def _report_of_every_run(output: Path, grounding_analysis: bool) -> tuple[Report, GroundingResult | None]:
+    """The report over every run of the output folder (and the grounding analysis of their boxes when asked)."""
+    all_scores = collect_runs(output, "scores.parquet")
+    if all_scores is None:
+        raise FileNotFoundError(f"no runs/*/scores.parquet under {output}")
+    all_meta = [json.loads(path.read_text()) for path in sorted((output / "runs").glob("*/run.json"))]
+    grounding = None
+    if grounding_analysis:
+        all_inputs = collect_runs(output, "grounding_inputs.parquet")
+        if all_inputs is None:
+            raise FileNotFoundError(f"no runs/*/grounding_inputs.parquet under {output}")
+        grounding = analyse_grounding(all_inputs, output / "grounding")
+    return build_report(all_scores, all_meta, grounding.as_json() if grounding else None), grounding
 
 
 def _entropy_pass(

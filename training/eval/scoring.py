@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -230,7 +230,7 @@ def accuracy_summary(scores: pl.DataFrame) -> dict[str, Any]:
     counts = dict(scores.group_by("status").len().iter_rows()) if n else {}
     return {
         "n": n,
-        "accuracy": float(scores["score"].mean() * 100.0) if n else math.nan,
+        "accuracy": float(cast(float, scores["score"].mean()) * 100.0) if n else math.nan,  # a float column
         **{
             status: int(counts.get(status, 0))
             for status in ("correct", "wrong", "unparseable", "truncated", "error")
@@ -248,7 +248,7 @@ def circular_scores(scores: pl.DataFrame) -> pl.DataFrame:
     A rotation that is unparseable, truncated or failed fails the whole question. Questions without
     rotations keep their single score.
     """
-    keys = [
+    keys: list[str] = [
         column for column in ("run_name", "benchmark", "question_key", "flipped") if column in scores.columns
     ]
     return _group_all_correct(scores, keys)
@@ -259,7 +259,9 @@ def flip_scores(scores: pl.DataFrame) -> pl.DataFrame:
 
     A question without a flipped counterpart counts with its own rotations only.
     """
-    keys = [column for column in ("run_name", "benchmark", "question_key") if column in scores.columns]
+    keys: list[str] = [
+        column for column in ("run_name", "benchmark", "question_key") if column in scores.columns
+    ]
     return _group_all_correct(scores, keys)
 
 

@@ -82,7 +82,8 @@ def box_uncertainties(tokens: list[str], entropies: list[float]) -> list[float]:
     n_tokens = len(ends)
     result = []
     for box in boxes:
-        coordinate_means: list[float] | None = []
+        coordinate_means: list[float] = []
+        every_coordinate_read = True
         for start, end in box.coord_spans:
             index = bisect.bisect_right(ends, start)
             total, count = 0.0, 0
@@ -93,10 +94,10 @@ def box_uncertainties(tokens: list[str], entropies: list[float]) -> list[float]:
                     count += 1
                 index += 1
             if count == 0:
-                coordinate_means = None
+                every_coordinate_read = False
                 break
             coordinate_means.append(total / count)
-        if coordinate_means is None:
+        if not every_coordinate_read:
             result.append(UNKNOWN_UNCERTAINTY)
             continue
         uncertainty = sum(coordinate_means) / (len(coordinate_means) * LOG_NUM_DIGITS)

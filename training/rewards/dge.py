@@ -318,7 +318,13 @@ def score_dge(
         )
         gold_text = str(option_list["ABCDEFGHIJKLMNOPQRSTUVWXYZ".index(gold)])
         correct = letter is not None and choice_answer_matches(read, gold, gold_text)
-        if letter is not None and read.option_text is not None and not correct and letter == gold:
+        if (
+            read is not None
+            and letter is not None
+            and read.option_text is not None
+            and not correct
+            and letter == gold
+        ):
             problems.append("the option text after the letter is not that option's text")
         accuracy = 1.0 if correct else 0.0
         has_answer = letter is not None
@@ -331,10 +337,12 @@ def score_dge(
         quantity = parse_quantity(parse.answer_text)
         value = None
         if quantity is not None:
-            value = convert(quantity[0], quantity[1], target_unit)
+            answer_unit = quantity[1]
+            value = convert(quantity[0], answer_unit, target_unit)
             if value is None:
+                assert answer_unit is not None and target_unit is not None  # `convert` gives None only then
                 problems.append(
-                    f"answer unit {quantity[1].name} does not measure the row's {target_unit.name}"
+                    f"answer unit {answer_unit.name} does not measure the row's {target_unit.name}"
                 )
         accuracy = mean_relative_accuracy(value, gold_value) if value is not None else 0.0
         has_answer = value is not None

@@ -41,7 +41,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def allowed_letters(n_options: int) -> str:
     return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: min(count, 26)]
 
 
-def is_allowed_letter(letter: Any, n_options: int) -> bool:
+def is_allowed_letter(letter: Any, n_options: int) -> TypeGuard[str]:
     """Whether ``letter`` is one option letter among ``n_options`` (A-D when ``0``).
 
     >>> is_allowed_letter("B", 2), is_allowed_letter("C", 2), is_allowed_letter(None, 2), is_allowed_letter("AB", 4)

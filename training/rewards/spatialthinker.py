@@ -186,7 +186,7 @@ def read_gt_scene(gt_scene: Any, image_size: tuple[float, float]) -> SceneTruth:
             continue
         object_id = item.get("id")
         try:
-            box = grid_to_pixels(list(item.get("bbox_2d")), round(width), round(height))
+            box = grid_to_pixels(list(item.get("bbox_2d") or ()), round(width), round(height))
         except (BoxError, TypeError, ValueError):
             logger.debug("skipping ground-truth object with an unreadable box: %r", item)
             continue
