@@ -9,6 +9,8 @@ code never imports ``tests`` or ``benchmarks``. Every import counts, including t
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -252,3 +254,19 @@ def test_the_cycle_finder_names_the_cycle_and_skips_type_checking_imports(tmp_pa
     assert import_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
     graph["pkg.c"] = set()
     assert import_cycles(graph) == []
+
+
+HEAVY_LIBRARIES = ("matplotlib", "open3d", "torch", "transformers", "trl", "vllm")
+"""Libraries that only some steps use: loading the Dagster definitions (every `dagster dev` code server,
+`spatial-build` and run worker does) imports none of them."""
+
+
+def test_loading_the_definitions_imports_no_library_that_only_some_steps_use():
+    probe = (
+        "import sys, pipelines.definitions; "
+        f"print(' '.join(name for name in {HEAVY_LIBRARIES!r} if name in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPOSITORY_ROOT
+    )
+    assert result.stdout.split() == [], f"loading the definitions imported {result.stdout.strip()}"

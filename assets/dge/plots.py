@@ -9,26 +9,34 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import cast
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import ListedColormap
 from PIL import Image
 
 from assets.dge.objects import ObjectGeometry
 
-_TAB20 = cast(ListedColormap, plt.get_cmap("tab20"))  # a listed colour map: its 20 colours
-_COLOURS = cast("tuple[tuple[float, float, float], ...]", _TAB20.colors)
 _MARGINS = {"left": 0.13, "right": 0.97, "bottom": 0.1, "top": 0.93}
 """Fixed margins (a fraction of the figure) that fit the axis labels and the title: one draw of the
 figure, where a fitted layout (``tight_layout``) draws it twice."""
+
+
+@functools.cache
+def _object_colours() -> tuple[tuple[float, float, float], ...]:
+    """The 20 colours of matplotlib's ``tab20`` map, one per object in turn.
+
+    matplotlib is imported here, at the first plot, not with the module: the Dagster definitions import
+    this module, and every process that loads them would pay for it.
+    """
+    import matplotlib
+    from matplotlib.colors import ListedColormap
+
+    return cast(
+        "tuple[tuple[float, float, float], ...]", cast(ListedColormap, matplotlib.colormaps["tab20"]).colors
+    )
 
 
 def obb_footprint(center: np.ndarray, extents: np.ndarray, yaw: float) -> np.ndarray:
@@ -70,60 +78,61 @@ def top_down_plot(
         title (`str`, *optional*): the plot's title.
         cloud_points (`np.ndarray`, *optional*): fused cloud, drawn as light grey dots (a seeded subsample).
     """
-    figure, axes = plt.subplots(figsize=(size_inches, size_inches), dpi=dpi)
-    try:
-        if cloud_points is not None and len(cloud_points):
-            points = cloud_points
-            if len(points) > max_cloud_points:
-                rng = np.random.default_rng(0)
-                points = points[rng.choice(len(points), size=max_cloud_points, replace=False)]
-            axes.scatter(points[:, 0], points[:, 1], s=0.2, c="#bbbbbb", linewidths=0)
-        if len(room_footprint) >= 3:
-            closed = np.vstack([room_footprint, room_footprint[:1]])
-            axes.plot(closed[:, 0], closed[:, 1], color="black", linewidth=1.2)
-        for index, obj in enumerate(objects):
-            colour = _COLOURS[index % len(_COLOURS)]
-            corners = obb_footprint(obj.obb_center, obj.obb_extents, obj.obb_yaw)
-            axes.fill(
-                corners[:, 0], corners[:, 1], color=colour, alpha=0.55, linewidth=0.8, edgecolor="black"
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # A figure of its own on the Agg canvas, not pyplot's: no global figure registry to close, safe in threads.
+    figure = Figure(figsize=(size_inches, size_inches), dpi=dpi)
+    canvas = FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    if cloud_points is not None and len(cloud_points):
+        points = cloud_points
+        if len(points) > max_cloud_points:
+            rng = np.random.default_rng(0)
+            points = points[rng.choice(len(points), size=max_cloud_points, replace=False)]
+        axes.scatter(points[:, 0], points[:, 1], s=0.2, c="#bbbbbb", linewidths=0)
+    if len(room_footprint) >= 3:
+        closed = np.vstack([room_footprint, room_footprint[:1]])
+        axes.plot(closed[:, 0], closed[:, 1], color="black", linewidth=1.2)
+    colours = _object_colours()
+    for index, obj in enumerate(objects):
+        colour = colours[index % len(colours)]
+        corners = obb_footprint(obj.obb_center, obj.obb_extents, obj.obb_yaw)
+        axes.fill(corners[:, 0], corners[:, 1], color=colour, alpha=0.55, linewidth=0.8, edgecolor="black")
+        axes.annotate(
+            f"{obj.object_id}:{obj.label}",
+            (float(obj.centroid[0]), float(obj.centroid[1])),
+            fontsize=6,
+            ha="center",
+            va="center",
+        )
+    for number, (position, heading) in enumerate(cameras):
+        axes.plot(position[0], position[1], marker="o", markersize=3, color="tab:red")
+        if heading is not None:
+            axes.arrow(
+                position[0],
+                position[1],
+                0.35 * heading[0],
+                0.35 * heading[1],
+                head_width=0.08,
+                color="tab:red",
+                length_includes_head=True,
             )
+        if number % max(1, len(cameras) // 10) == 0:
             axes.annotate(
-                f"{obj.object_id}:{obj.label}",
-                (float(obj.centroid[0]), float(obj.centroid[1])),
-                fontsize=6,
-                ha="center",
-                va="center",
+                str(number),
+                (float(position[0]), float(position[1])),
+                fontsize=5,
+                color="tab:red",
+                xytext=(2, 2),
+                textcoords="offset points",
             )
-        for number, (position, heading) in enumerate(cameras):
-            axes.plot(position[0], position[1], marker="o", markersize=3, color="tab:red")
-            if heading is not None:
-                axes.arrow(
-                    position[0],
-                    position[1],
-                    0.35 * heading[0],
-                    0.35 * heading[1],
-                    head_width=0.08,
-                    color="tab:red",
-                    length_includes_head=True,
-                )
-            if number % max(1, len(cameras) // 10) == 0:
-                axes.annotate(
-                    str(number),
-                    (float(position[0]), float(position[1])),
-                    fontsize=5,
-                    color="tab:red",
-                    xytext=(2, 2),
-                    textcoords="offset points",
-                )
-        axes.set_aspect("equal")
-        axes.set_xlabel("x (m)")
-        axes.set_ylabel("y (m)")
-        axes.set_title(title, fontsize=9)
-        axes.grid(True, linewidth=0.3)
-        figure.subplots_adjust(**_MARGINS)
-        canvas = cast(FigureCanvasAgg, figure.canvas)  # the Agg backend, selected above
-        canvas.draw()
-        image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
-    finally:
-        plt.close(figure)
+    axes.set_aspect("equal")
+    axes.set_xlabel("x (m)")
+    axes.set_ylabel("y (m)")
+    axes.set_title(title, fontsize=9)
+    axes.grid(True, linewidth=0.3)
+    figure.subplots_adjust(**_MARGINS)
+    canvas.draw()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
     return image.convert("RGB")
