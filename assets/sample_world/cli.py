@@ -15,74 +15,47 @@ from pathlib import Path
 
 from assets.sample_world.config import (
     CAMERA_PATHS,
-    DEFAULT_WORLD_ARKITSCENES_VIDEOS,
-    DEFAULT_WORLD_SCANNETPP_SCENES,
+    SCAN_REALISMS,
     SampleWorldConfig,
     default_root,
+    setting_default,
+    setting_help,
 )
 from assets.sample_world.generator import generate_sample_world
 
 logger = logging.getLogger(__name__)
 
 
+FLAGS = {
+    "--scenes": "num_scenes",
+    "--views": "views_per_scene",
+    "--seed": "seed",
+    "--width": "width",
+    "--height": "height",
+    "--depth-downsample": "depth_downsample",
+    "--min-objects": "min_objects",
+    "--max-objects": "max_objects",
+    "--camera-path": "camera_path",
+    "--arkitscenes-videos": "arkitscenes_videos",
+    "--scannetpp-scenes": "scannetpp_scenes",
+    "--scan-realism": "scan_realism",
+}
+"""Flag -> the :class:`SampleWorldConfig` field it sets (its default and help are the field's)."""
+CHOICES = {"camera_path": CAMERA_PATHS, "scan_realism": SCAN_REALISMS}
+
+
 def make_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser of `spatial-sample-world`."""
-    defaults = SampleWorldConfig(root=Path("."))
+    """The argument parser of `spatial-sample-world`: one flag per field of :data:`FLAGS`, and the output's."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    # Output
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="Output folder (default: $SPATIAL_DATA_ROOT/sample_world, else data/sample_world).",
-    )
-    # World size
-    parser.add_argument("--scenes", type=int, default=defaults.num_scenes, help="Number of rooms.")
-    parser.add_argument("--views", type=int, default=defaults.views_per_scene, help="Camera views per room.")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="Random seed.")
-    parser.add_argument("--width", type=int, default=defaults.width, help="Colour image width.")
-    parser.add_argument("--height", type=int, default=defaults.height, help="Colour image height.")
-    parser.add_argument(
-        "--depth-downsample",
-        type=int,
-        default=defaults.depth_downsample,
-        help="Depth image = colour size / this.",
-    )
-    parser.add_argument(
-        "--min-objects", type=int, default=defaults.min_objects, help="Fewest objects per room."
-    )
-    parser.add_argument(
-        "--max-objects", type=int, default=defaults.max_objects, help="Most objects per room."
-    )
-    parser.add_argument(
-        "--camera-path",
-        choices=CAMERA_PATHS,
-        default=defaults.camera_path,
-        help="'mixed' (default): the rooms take the other four paths in turn; 'loop': once around the room looking "
-        "inward; 'handheld': walks and pans in place, so cameras stand behind each other and turn; 'partial': the "
-        "loop's first third, a capture of part of the room; 'lookaround': turns once around on the spot "
-        "(SampleWorldConfig.camera_path).",
-    )
-    parser.add_argument(
-        "--arkitscenes-videos",
-        type=int,
-        default=DEFAULT_WORLD_ARKITSCENES_VIDEOS,
-        help="Further rooms written as ARKitScenes 3dod videos (SampleWorldConfig.arkitscenes_videos).",
-    )
-    parser.add_argument(
-        "--scannetpp-scenes",
-        type=int,
-        default=DEFAULT_WORLD_SCANNETPP_SCENES,
-        help="Further rooms written as ScanNet++ scenes (SampleWorldConfig.scannetpp_scenes; needs a 4:3 size).",
-    )
-    parser.add_argument(
-        "--scan-realism",
-        choices=("realistic", "exact"),
-        default=defaults.scan_realism,
-        help="'realistic': Kinect-like depth noise, holes, pose errors and an over-segmented mesh; 'exact': "
-        "the generator's exact geometry (SampleWorldConfig.scan_realism).",
-    )
-    # Output details
+    parser.add_argument("--out", type=Path, default=None, help=setting_help("root"))
+    for flag, name in FLAGS.items():
+        default = setting_default(name)
+        if name in CHOICES:
+            parser.add_argument(
+                flag, dest=name, choices=CHOICES[name], default=default, help=setting_help(name)
+            )
+        else:
+            parser.add_argument(flag, dest=name, type=type(default), default=default, help=setting_help(name))
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
     parser.add_argument("--json", action="store_true", help="Print the summary as JSON.")
     parser.add_argument("--verbose", "-v", action="store_true", help="Log at INFO level.")
@@ -105,19 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = SampleWorldConfig(
             root=args.out if args.out is not None else default_root(),
-            seed=args.seed,
-            num_scenes=args.scenes,
-            views_per_scene=args.views,
-            width=args.width,
-            height=args.height,
-            depth_downsample=args.depth_downsample,
-            min_objects=args.min_objects,
-            max_objects=args.max_objects,
-            camera_path=args.camera_path,
-            arkitscenes_videos=args.arkitscenes_videos,
-            scannetpp_scenes=args.scannetpp_scenes,
-            scan_realism=args.scan_realism,
             show_progress=not args.no_progress,
+            **{name: getattr(args, name) for name in FLAGS.values()},
         )
     except ValueError as error:
         sys.stderr.write(f"spatial-sample-world: {error}\n")

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 GENERATOR_VERSION = "1.2"
 """Bumped whenever the same config would produce different files (used as the asset's code version)."""
 CAMERA_PATHS = ("loop", "handheld", "partial", "lookaround", "mixed")
 """Values of `SampleWorldConfig.camera_path`."""
+SCAN_REALISMS = ("realistic", "exact")
+"""Values of `SampleWorldConfig.scan_realism`."""
 DEFAULT_WORLD_CAMERA_PATH = "mixed"
 """The camera path of the default world: `SampleWorldConfig.camera_path`'s default, which the `sample_world` asset and
 `spatial-sample-world` take too."""
@@ -32,6 +35,11 @@ def default_root() -> Path:
     return Path(os.environ.get("SPATIAL_DATA_ROOT", "data")) / "sample_world"
 
 
+def _setting(default: object, help: str) -> Any:
+    """A field of :class:`SampleWorldConfig` with its one description (``metadata["help"]``)."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class SampleWorldConfig:
     """Everything that decides what the sample world contains.
@@ -40,108 +48,95 @@ class SampleWorldConfig:
     the same config write byte-identical files. Scene `i` depends only on `seed` and `i`, so a world
     with more scenes starts with the same scenes as a smaller one.
 
-    Args:
-        root (`Path`, *optional*, defaults to `data/sample_world`):
-            Output folder. Replaced as a whole on success (it is built beside it first).
-        seed (`int`, *optional*, defaults to 0):
-            Seed of every random choice (numpy `Generator`s seeded with `(seed, scene_index)`).
-        num_scenes (`int`, *optional*, defaults to 12):
-            Number of ScanNet-like rooms (with their Visual Genome, OmniSpatial, SpatiaLab and COCO images);
-            0 for a world of ARKitScenes videos or ScanNet++ scenes only.
-        views_per_scene (`int`, *optional*, defaults to 6):
-            Camera views (ScanNet frames) per room. Consecutive views move around the room along
-            one loop, at heights that rise and fall, so long sequences (50 frames) are smooth.
-        width, height (`int`, *optional*, defaults to 320 x 240):
-            Colour image size in pixels.
-        depth_downsample (`int`, *optional*, defaults to 2):
-            Depth images are `width / depth_downsample` x `height / depth_downsample` (smaller than
-            colour, as in ScanNet), with their own intrinsics. Must divide width and height.
-        horizontal_fov_degrees (`float`, *optional*, defaults to 65.0):
-            Horizontal field of view of the colour camera (fx = fy).
-        min_objects, max_objects (`int`, *optional*, defaults to 4 and 12):
-            Number of objects per room, drawn uniformly in this range.
-        room_width_range, room_depth_range, room_height_range (`tuple[float, float]`):
-            Room size ranges in metres (x, y, z).
-        object_wall_margin (`float`, *optional*, defaults to 0.8):
-            Floor objects keep this distance from the walls; cameras move in the free band.
-        camera_wall_margin (`float`, *optional*, defaults to 0.35):
-            Distance of the camera path from the walls.
-        camera_height_range (`tuple[float, float]`, *optional*, defaults to (0.9, 2.1)):
-            Camera heights above the floor.
-        camera_path (`str`, *optional*, defaults to `"mixed"`, `DEFAULT_WORLD_CAMERA_PATH`):
-            `"loop"`: the camera walks once around the room near the walls, looking inward. `"handheld"`:
-            like a hand-held ScanNet capture, the camera walks toward or across the room (looking where
-            it goes, so a later camera stands behind an earlier one, or sideways looking at the room),
-            and pans in place between walks (consecutive frames at one position turning 30-60
-            degrees). `"partial"`: a capture of part of the room, the loop's first third (its frames
-            never see the walls behind the cameras). `"lookaround"`: the camera stands near the room's
-            centre and turns once around on the spot (an object of the first frame is behind the camera
-            halfway round). `"mixed"`: the scenes take the loop, the hand-held, the partial and the
-            look-around paths in turn (`MIXED_CAMERA_PATHS`), so one world asks every answer value
-            (the default world of the `sample_world` asset and of `spatial-sample-world`). All keep
-            `CAMERA_OBJECT_CLEARANCE` from every object.
-        omnispatial_questions_per_image (`int`, *optional*, defaults to 2):
-            Most questions asked about one OmniSpatial-like image (they share the image).
-        spatialab_questions_per_image (`int`, *optional*, defaults to 1):
-            Most questions asked about one SpatiaLab-like image.
-        max_relationships_per_image (`int`, *optional*, defaults to 15):
-            Most Visual-Genome-like relationships per image.
-        min_object_pixels (`int`, *optional*, defaults to 20):
-            Least visible pixels for an object to be annotated (Visual Genome, COCO).
-        min_question_pixels (`int`, *optional*, defaults to 60):
-            Least visible pixels for an object to be named in a question.
-        min_question_visibility (`float`, *optional*, defaults to 0.4):
-            Least visible/unoccluded pixel ratio for an object to be named in a question.
-        jpeg_quality (`int`, *optional*, defaults to 95):
-            Quality of the JPEG files (ScanNet colour frames and Visual Genome images).
-        truncation_stride (`int`, *optional*, defaults to 4):
-            Pixel stride of the extended image plane on which truncation is measured.
-        arkitscenes_videos (`int`, *optional*, defaults to 0):
-            Further rooms (after the `num_scenes` ScanNet-like ones) written as ARKitScenes 3dod videos
-            (`arkitscenes/3dod/`: 256x192 frames stored rotated by their sky direction, world-to-camera
-            trajectory, oriented-box annotation; :mod:`assets.sample_world.scan_layouts`).
-        scannetpp_scenes (`int`, *optional*, defaults to 0):
-            Further rooms (after those) written as ScanNet++ scenes (`scannetpp/data/`: the iPhone stream as
-            the toolkit extracts it, the aligned mesh and its segment annotation); needs a 4:3 image size.
-        scan_realism (`str`, *optional*, defaults to `"realistic"`):
-            `"realistic"`: the scans carry Kinect-like depth noise and holes, small pose registration
-            errors, an over-segmented mesh (each object the union of several segments) with annotated
-            floor, walls and ceiling, and loose annotated boxes (:mod:`assets.sample_world.realism`);
-            `"exact"`: the generator's exact depth, poses, boxes and one segment per object part. Other
-            formats and the truth file are the same in both modes.
-        show_progress (`bool`, *optional*, defaults to True):
-            Show a tqdm bar over scenes.
+    Each field says what it does in its ``help`` (:func:`setting_help`): `spatial-sample-world --help` and the
+    `sample_world` asset's run config show the same text.
     """
 
-    root: Path = field(default_factory=default_root)
-    seed: int = 0
-    num_scenes: int = 12
-    views_per_scene: int = 6
-    width: int = 320
-    height: int = 240
-    depth_downsample: int = 2
-    horizontal_fov_degrees: float = 65.0
-    min_objects: int = 4
-    max_objects: int = 12
-    room_width_range: tuple[float, float] = (4.5, 7.0)
-    room_depth_range: tuple[float, float] = (4.5, 7.0)
-    room_height_range: tuple[float, float] = (2.5, 3.0)
-    object_wall_margin: float = 0.8
-    camera_wall_margin: float = 0.35
-    camera_height_range: tuple[float, float] = (0.9, 2.1)
-    camera_path: str = DEFAULT_WORLD_CAMERA_PATH
-    omnispatial_questions_per_image: int = 2
-    spatialab_questions_per_image: int = 1
-    max_relationships_per_image: int = 15
-    min_object_pixels: int = 20
-    min_question_pixels: int = 60
-    min_question_visibility: float = 0.4
-    jpeg_quality: int = 95
-    truncation_stride: int = 4
-    arkitscenes_videos: int = 0
-    scannetpp_scenes: int = 0
-    scan_realism: str = "realistic"
-    show_progress: bool = True
+    root: Path = field(
+        default_factory=default_root,
+        metadata={
+            "help": "Output folder (default: $SPATIAL_DATA_ROOT/sample_world, else data/sample_world). Replaced as "
+            "a whole on success (it is built beside it first)."
+        },
+    )
+    seed: int = _setting(0, "Seed of every random choice (numpy Generators seeded with (seed, scene index)).")
+    num_scenes: int = _setting(
+        12,
+        "Number of ScanNet-like rooms (with their Visual Genome, OmniSpatial, SpatiaLab and COCO images); 0 for a "
+        "world of ARKitScenes videos or ScanNet++ scenes only.",
+    )
+    views_per_scene: int = _setting(
+        6,
+        "Camera views (RGB-D frames) per room. Consecutive views move along the camera path at heights that rise "
+        "and fall, so long sequences (50 frames) are smooth.",
+    )
+    width: int = _setting(320, "Colour image width in pixels.")
+    height: int = _setting(240, "Colour image height in pixels.")
+    depth_downsample: int = _setting(
+        2,
+        "Depth images are width / this x height / this (smaller than colour, as in ScanNet), with their own "
+        "intrinsics. Must divide width and height.",
+    )
+    horizontal_fov_degrees: float = _setting(65.0, "Horizontal field of view of the colour camera (fx = fy).")
+    min_objects: int = _setting(4, "Fewest objects per room (drawn uniformly up to max_objects).")
+    max_objects: int = _setting(12, "Most objects per room.")
+    room_width_range: tuple[float, float] = _setting((4.5, 7.0), "Room width range in metres (x).")
+    room_depth_range: tuple[float, float] = _setting((4.5, 7.0), "Room depth range in metres (y).")
+    room_height_range: tuple[float, float] = _setting((2.5, 3.0), "Room height range in metres (z).")
+    object_wall_margin: float = _setting(
+        0.8, "Floor objects keep this distance (m) from the walls; cameras move in the free band."
+    )
+    camera_wall_margin: float = _setting(0.35, "Distance (m) of the camera path from the walls.")
+    camera_height_range: tuple[float, float] = _setting((0.9, 2.1), "Camera heights (m) above the floor.")
+    camera_path: str = _setting(
+        DEFAULT_WORLD_CAMERA_PATH,
+        "'mixed' (the default world): the rooms take the four other paths in turn (MIXED_CAMERA_PATHS), so the "
+        "DGE asks every task type and answer value; 'loop': the camera walks once around the room near the "
+        "walls, looking inward; 'handheld': like a hand-held ScanNet capture, it walks toward or across the room "
+        "and pans in place between walks (30-60 degrees), so cameras stand behind each other and turn "
+        "(camera_motion asks 'turned left/right', camera_camera_position 'behind'); 'partial': the loop's first "
+        "third, a capture of part of the room (room_size is then withheld: the walls behind the cameras are "
+        "never seen); 'lookaround': the camera turns once around on the spot near the room's centre "
+        "(camera_object_position asks 'behind'). Every path keeps CAMERA_OBJECT_CLEARANCE from every object.",
+    )
+    omnispatial_questions_per_image: int = _setting(
+        2, "Most questions asked about one OmniSpatial-like image."
+    )
+    spatialab_questions_per_image: int = _setting(1, "Most questions asked about one SpatiaLab-like image.")
+    max_relationships_per_image: int = _setting(15, "Most Visual-Genome-like relationships per image.")
+    min_object_pixels: int = _setting(
+        20, "Least visible pixels for an object to be annotated (Visual Genome, COCO)."
+    )
+    min_question_pixels: int = _setting(60, "Least visible pixels for an object to be named in a question.")
+    min_question_visibility: float = _setting(
+        0.4, "Least visible/unoccluded pixel ratio for an object to be named in a question."
+    )
+    jpeg_quality: int = _setting(
+        95, "Quality of the JPEG files (ScanNet colour frames, Visual Genome images)."
+    )
+    truncation_stride: int = _setting(
+        4, "Pixel stride of the extended image plane on which truncation is measured."
+    )
+    arkitscenes_videos: int = _setting(
+        0,
+        "Further rooms (after the ScanNet-like ones) written as ARKitScenes 3dod videos (arkitscenes/3dod/: "
+        "256x192 frames stored rotated by their sky direction, a world-to-camera trajectory, oriented-box "
+        "annotations). The default world writes DEFAULT_WORLD_ARKITSCENES_VIDEOS.",
+    )
+    scannetpp_scenes: int = _setting(
+        0,
+        "Further rooms (after those) written as ScanNet++ scenes (scannetpp/data/: the iPhone stream as the "
+        "toolkit extracts it, the aligned mesh and its segment annotation); needs a 4:3 image size. The default "
+        "world writes DEFAULT_WORLD_SCANNETPP_SCENES.",
+    )
+    scan_realism: str = _setting(
+        "realistic",
+        "'realistic': the scans carry Kinect-like depth noise and holes, small pose registration errors, an "
+        "over-segmented mesh (each object the union of several segments) with annotated floor, walls and "
+        "ceiling, and loose annotated boxes; 'exact': the generator's exact depth, poses, boxes and one segment "
+        "per object part. Other formats and the truth file are the same in both modes.",
+    )
+    show_progress: bool = _setting(True, "Show a progress bar over scenes.")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -175,7 +170,7 @@ class SampleWorldConfig:
             raise ValueError("jpeg_quality must be in 1..100.")
         if not 0.0 <= self.min_question_visibility <= 1.0:
             raise ValueError("min_question_visibility must be in [0, 1].")
-        if self.scan_realism not in ("realistic", "exact"):
+        if self.scan_realism not in SCAN_REALISMS:
             raise ValueError(f"scan_realism={self.scan_realism!r} must be 'realistic' or 'exact'.")
         if self.camera_path not in CAMERA_PATHS:
             raise ValueError(
@@ -205,3 +200,27 @@ class SampleWorldConfig:
     def depth_height(self) -> int:
         """Depth image height in pixels."""
         return self.height // self.depth_downsample
+
+
+def setting_help(name: str) -> str:
+    """The description of the :class:`SampleWorldConfig` field ``name``.
+
+    >>> setting_help("width")
+    'Colour image width in pixels.'
+    """
+    return SampleWorldConfig.__dataclass_fields__[name].metadata["help"]
+
+
+def setting_default(name: str) -> Any:
+    """The default of the :class:`SampleWorldConfig` field ``name`` (the default world's, for the other layouts).
+
+    >>> setting_default("camera_path"), setting_default("arkitscenes_videos")
+    ('mixed', 1)
+    """
+    defaults_of_the_default_world = {
+        "arkitscenes_videos": DEFAULT_WORLD_ARKITSCENES_VIDEOS,
+        "scannetpp_scenes": DEFAULT_WORLD_SCANNETPP_SCENES,
+    }
+    if name in defaults_of_the_default_world:
+        return defaults_of_the_default_world[name]
+    return SampleWorldConfig.__dataclass_fields__[name].default
