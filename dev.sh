@@ -76,6 +76,7 @@ case "$command" in
     install test
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
+    "$VENV/bin/mypy"
     exec "$VENV/bin/python" -m pytest "$@" ;;
   # `dagster dev`, not `dg dev`: dagster-dg-cli pins an older Dagster than this project's, so its
   # notice that `dagster dev` is superseded is not shown.
