@@ -25,7 +25,7 @@ def _floats(size: int, description: str) -> dy.List:
     )
 
 
-BOX_FIELDS = {
+BOX_FIELDS: dict[str, dy.Column] = {
     "centroid": _floats(3, "Box centre in the scan's world frame, metres."),
     "axes": _floats(9, "The box's three unit axes as the rows of a 3x3 row-major matrix (world frame)."),
     "lengths": _floats(3, "Full length of the box along each axis (row of axes), metres."),

@@ -31,7 +31,7 @@ OBJECT_FIELDS = {
     "bbox": grid_box_column(),
     "bbox_px": pixel_box_column(),
 }
-RELATION_FIELDS = {
+RELATION_FIELDS: dict[str, dy.Column] = {
     "subject_id": dy.String(nullable=False),
     "predicate": dy.String(nullable=False, min_length=1),
     "object_id": dy.String(nullable=False),

@@ -105,7 +105,7 @@ def split_valid(
     if missing:
         raise ValueError(f"frame for {contract.__name__} lacks columns {missing}")
     try:
-        selected = frame.select(list(polars_schema(contract))).cast(dict(polars_schema(contract)))
+        selected = frame.select(list(polars_schema(contract))).cast(polars_schema(contract))
     except InvalidOperationError as error:
         raise ValueError(f"frame for {contract.__name__} has columns of the wrong type: {error}") from error
     valid, failures = contract.filter(selected)

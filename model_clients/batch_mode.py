@@ -287,7 +287,7 @@ class BatchRun:
                 )
                 continue
             known.add(match.batch_id)
-            intent_keys = self.cache.intent_keys(intent.intent_key)
+            request_keys = self.cache.intent_keys(intent.intent_key)
             job = BatchJob(
                 match.batch_id,
                 self.config.provider,
@@ -298,8 +298,8 @@ class BatchRun:
                 None,
                 None,
             )
-            self.cache.record_batch(job, intent_keys, intent.intent_key)
-            adopted[match.batch_id] = set(intent_keys) & self.unresolved
+            self.cache.record_batch(job, request_keys, intent.intent_key)
+            adopted[match.batch_id] = set(request_keys) & self.unresolved
             self.log.warning(
                 "%s: found batch %s (%d requests) that an earlier run created and did not record; polling it "
                 "instead of submitting its requests again",
@@ -515,15 +515,16 @@ class BatchRun:
         if not states:
             return
         jobs = {batch_id: self.cache.batch_job(batch_id) for batch_id in states}
+        recorded = {batch_id: job for batch_id, job in jobs.items() if job is not None}
         total = sum(
-            state.total or (jobs[batch_id].requests if jobs[batch_id] else 0)
+            state.total or (recorded[batch_id].requests if batch_id in recorded else 0)
             for batch_id, state in states.items()
         )
         completed = sum(state.completed for state in states.values())
         failed = sum(state.failed for state in states.values())
         now = time.time()
         started = min(
-            (state.created_at or (jobs[batch_id].submitted_at if jobs[batch_id] else now))
+            (state.created_at or (recorded[batch_id].submitted_at if batch_id in recorded else now))
             for batch_id, state in states.items()
         )
         done = completed + failed

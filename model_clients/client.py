@@ -531,7 +531,7 @@ class LLMClient:
         """Cache keys of a batch, serialising the default parameters and each distinct schema object once."""
         default_parameters = self.config.default_parameters()
         default_parameters_json = canonical_json(default_parameters)
-        schema_texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        schema_texts: dict[int, tuple[Mapping[str, Any], str | None]] = {}
         keys = []
         for request in requests:
             schema_json = None

@@ -141,10 +141,10 @@ def openai_image_tokens(width: int, height: int, detail: str, model: str) -> int
     if detail == "low":
         return base
     scale = min(1.0, 2048 / max(width, height, 1))
-    width, height = width * scale, height * scale
-    scale = min(1.0, 768 / max(min(width, height), 1))
-    width, height = width * scale, height * scale
-    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    fitted_width, fitted_height = width * scale, height * scale
+    scale = min(1.0, 768 / max(min(fitted_width, fitted_height), 1))
+    fitted_width, fitted_height = fitted_width * scale, fitted_height * scale
+    tiles = math.ceil(fitted_width / 512) * math.ceil(fitted_height / 512)
     return base + per_tile * tiles
 
 

@@ -63,7 +63,9 @@ class ModelPrice:
     def per_million(self, batch: bool = False) -> tuple[float, float]:
         """(input, output) USD per million tokens at the standard or the batch price."""
         if batch:
-            return float(self.batch_input_usd_per_million), float(self.batch_output_usd_per_million)
+            batch_input, batch_output = self.batch_input_usd_per_million, self.batch_output_usd_per_million
+            assert batch_input is not None and batch_output is not None  # __post_init__ fills both
+            return float(batch_input), float(batch_output)
         return self.input_usd_per_million, self.output_usd_per_million
 
 

@@ -201,7 +201,7 @@ def json_instruction(schema: Mapping[str, Any] | None) -> str:
     )
 
 
-def _error_message(error: Exception) -> str:
+def _error_message(error: object) -> str:
     """The provider's own error text (`error.type: error.message` from the JSON body) when there is one."""
     body = getattr(error, "body", None)
     details = body.get("error") if isinstance(body, Mapping) else None
@@ -514,6 +514,7 @@ class AnthropicMessagesProvider:
         if system:
             body["system"] = system
         if self.uses_tool(request):
+            assert request.schema is not None  # only a request with a schema is answered by a tool call
             body["tools"] = [
                 {
                     "name": request.schema_name,

@@ -13,8 +13,18 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["TokenBucket", "backoff_delay"]
+
+
+class _RandomSource(Protocol):
+    """What backoff jitter draws from: a `random.Random` or the `random` module itself."""
+
+    def random(self) -> float: ...
+
+    def uniform(self, a: float, b: float) -> float: ...
+
 
 _TOKEN_EPSILON = 1e-9  # float tolerance: a refill that reaches 0.999999999 counts as a whole token
 
@@ -101,9 +111,9 @@ def backoff_delay(
         >>> 2.0 <= backoff_delay(3, base_s=1.0, max_s=30.0, retry_after_s=2.0) <= 2.2
         True
     """
-    rng = rng or random
+    source: _RandomSource = rng or random
     if retry_after_s is not None and retry_after_s >= 0:
         hinted = min(retry_after_s, max_retry_after_s)
-        return hinted * (1.0 + 0.1 * rng.random())
+        return hinted * (1.0 + 0.1 * source.random())
     exponential = min(max_s, base_s * 2 ** max(retry_number - 1, 0))
-    return exponential / 2 + rng.uniform(0, exponential / 2)
+    return exponential / 2 + source.uniform(0, exponential / 2)

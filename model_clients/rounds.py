@@ -49,6 +49,7 @@ STAGE_FIGURES = (
 """Figures of a stage run together (its batches, its estimate) that no one shard owns."""
 
 _Value = TypeVar("_Value")
+_Value_co = TypeVar("_Value_co", covariant=True)
 _Key = TypeVar("_Key")
 
 
@@ -64,14 +65,14 @@ Rounds = Generator[RequestRound, list[LLMResult], _Value]
 """A task's rounds: yields a round's requests, receives their results (in order), returns the task's value."""
 
 
-class RoundsTask(Protocol[_Value]):
+class RoundsTask(Protocol[_Value_co]):
     """A shard's work in rounds, with what it may ask at most."""
 
     def planned_requests(self) -> tuple[Sequence[LLMRequest], Sequence[LLMRequest]]:
         """The requests of the first round, and those of the later rounds at most (for the budget)."""
         ...
 
-    def rounds(self) -> Rounds[_Value]:
+    def rounds(self) -> Rounds[_Value_co]:
         """The task's rounds (see :data:`Rounds`)."""
         ...
 
@@ -92,6 +93,12 @@ class _Running(Generic[_Value]):
     current: RequestRound | None = None
     asked: int = 0
     results: list[LLMResult] = field(default_factory=list)
+
+    @property
+    def asking(self) -> RequestRound:
+        """The round the task asks now: set by its first step, before it is among the running tasks."""
+        assert self.current is not None, "a running task has asked its first round"
+        return self.current
 
 
 def run_offline(rounds: Rounds[_Value]) -> _Value:
@@ -153,14 +160,14 @@ def run_rounds(
     while running:
         number += 1
         states = list(running.items())
-        requests = [request for _, state in states for request in state.current.requests]
-        names = sorted({state.current.label for _, state in states})
+        requests = [request for _, state in states for request in state.asking.requests]
+        names = sorted({state.asking.label for _, state in states})
         description = ", ".join(names) + (f" ({len(states)} shards)" if len(states) > 1 else "")
         results = client.run_batch(requests, progress=progress, description=description) if requests else []
         logger.debug("%s: call %d, %d requests of %d tasks", label, number, len(requests), len(states))
         offset = 0
         for key, state in states:
-            count = len(state.current.requests)
+            count = len(state.asking.requests)
             answered = results[offset : offset + count]
             offset += count
             for result in answered:

@@ -203,7 +203,12 @@ _WORDING: dict[str, Callable[[Any, Any], str]] = {
 def _describe(error: ValidationError, validator: Any) -> list[str]:
     """One error of `jsonschema` as problems ``"<path>: <what was expected>"``; keywords not worded here keep
     the library's message."""
-    path, value, expected = json_path(error), error.instance, error.validator_value
+    # An error that a validator reports carries the failing value, the keyword's value and the schema;
+    # jsonschema types them with its `Unset` sentinel too, which only an error built by hand holds.
+    path = json_path(error)
+    value: Any = error.instance
+    expected: Any = error.validator_value
+    schema: Any = error.schema
     keyword = error.validator
     if keyword is None:  # the schema is `false`
         return [f"{path}: no value is allowed here"]
@@ -213,9 +218,7 @@ def _describe(error: ValidationError, validator: Any) -> list[str]:
     if keyword == "required":
         return [f"{path}: missing required property {name!r}" for name in expected if name not in value]
     if keyword == "additionalProperties" and expected is False:
-        return [
-            f"{path}: unexpected property {name!r}" for name in _unexpected_properties(value, error.schema)
-        ]
+        return [f"{path}: unexpected property {name!r}" for name in _unexpected_properties(value, schema)]
     if keyword in ("anyOf", "oneOf"):
         matching = sum(1 for option in expected if validator.evolve(schema=option).is_valid(value))
         return [f"{path}: matches {matching} of the {keyword} alternatives"]

@@ -111,13 +111,15 @@ def error_line(error: SerializableErrorInfo | None) -> str:
         return "no error recorded"
     innermost = _innermost(error)
     first = next((line.strip() for line in innermost.message.splitlines() if line.strip()), "")
-    return first if first.startswith(innermost.cls_name) else f"{innermost.cls_name}: {first}"
+    if innermost.cls_name is None or first.startswith(innermost.cls_name):  # no class recorded: the message
+        return first
+    return f"{innermost.cls_name}: {first}"
 
 
 def failure_sentences(
     run_id: str,
     job_name: str,
-    step_failures: Iterable[tuple[str, SerializableErrorInfo | None]],
+    step_failures: Iterable[tuple[str | None, SerializableErrorInfo | None]],
     partition: str | None,
     log_file: Path | None,
 ) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Sequence
+from typing import TypeVar
 
 import dagster as dg
 
@@ -126,9 +127,11 @@ def _attributes(name: str, group: str | None) -> tuple[set[str], dict[str, str]]
     return kinds, {METHOD_TAG: method, STAGE_TAG: stage}
 
 
-def with_catalog(
-    assets: Sequence[dg.AssetsDefinition | dg.SourceAsset],
-) -> list[dg.AssetsDefinition | dg.SourceAsset]:
+_Assets = TypeVar("_Assets", dg.AssetsDefinition, dg.AssetsDefinition | dg.SourceAsset)
+"""Asset definitions, or those mixed with source assets: what :func:`with_catalog` returns is what it takes."""
+
+
+def with_catalog(assets: Sequence[_Assets]) -> list[_Assets]:
     """``assets`` with kinds, owners, the method and stage tags and, for the source tables, the freshness
     policy of ``$SPATIAL_SOURCE_FRESHNESS_DAYS`` on every asset spec (see the module docstring).
 

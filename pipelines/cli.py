@@ -260,8 +260,8 @@ class Build:
     partitions_ok: int = 0
     sample_world_seconds: float = 0.0
     failed_partitions: list[str] = field(default_factory=list)
-    succeeded_steps: set[str] = field(default_factory=set)
-    """The steps that succeeded in the latest run."""
+    succeeded_steps: set[str | None] = field(default_factory=set)
+    """The steps that succeeded in the latest run (Dagster types an event's step key as optional)."""
 
     def launch(self, job_name: str, **kwargs) -> dg.ExecuteInProcessResult:
         """Execute ``job_name`` in this process (keyword arguments: those of ``execute_in_process``), its events
@@ -308,7 +308,7 @@ class Build:
         ]
         if not failures and not result.success:  # the run failed outside its steps
             failures = [
-                ("(run)", event.event_specific_data.error if event.event_specific_data else None)
+                ("(run)", event.job_failure_data.error if event.event_specific_data else None)
                 for event in result.all_events
                 if event.event_type == dg.DagsterEventType.RUN_FAILURE
             ]
@@ -357,6 +357,7 @@ class Build:
         from pipelines.automation import OBSERVE_RAW_FILES_JOB
 
         resources = self.defs.resources
+        assert resources is not None  # build_definitions gives the build its resources
         scenes = scan_folders(resources["sources"], resources["storage"])
         for _ in range(3):  # a concurrent build may add some of them first: then read them again
             known = set(self.instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME))

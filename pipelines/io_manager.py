@@ -141,7 +141,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
 
     def load_input(
         self, context: dg.InputContext
-    ) -> pl.DataFrame | dict[str, pl.DataFrame] | dict[str, Path]:
+    ) -> pl.DataFrame | dict[str, pl.DataFrame] | dict[str, Path] | Path:
         name = _table_name(context)
         root = resolve_storage_root(self.root)
         if not context.has_asset_partitions:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -30,7 +32,8 @@ class TaggingRunCoordinator(dg.QueuedRunCoordinator):
 
     def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         run = context.dagster_run
-        root = run.run_config.get("resources", {}).get("io_manager", {}).get("config", {}).get("root")
+        run_config: Mapping[str, Any] = run.run_config  # the run's config: nested JSON-like mappings
+        root = run_config.get("resources", {}).get("io_manager", {}).get("config", {}).get("root")
         try:
             tag_automation_run(context.workspace.instance, run, resolve_storage_root(root))
         except (OSError, ValueError, sqlite3.Error, json.JSONDecodeError) as error:  # the run starts untagged

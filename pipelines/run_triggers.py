@@ -23,7 +23,7 @@ the run is rewritten.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -41,7 +41,7 @@ _SHOWN_FILES = 5
 _RAW_NAMES = {key.to_user_string() for key in RAW_FILE_KEYS}
 
 
-def run_partitions(tags: dict[str, str]) -> list[str | None]:
+def run_partitions(tags: dict[str, str]) -> Sequence[str | None]:
     """The partitions of a run whose files say what the run rebuilds: its partition, or the first and last
     of its range; ``[None]`` for an unpartitioned run."""
     if PARTITION_TAG in tags:
@@ -51,7 +51,10 @@ def run_partitions(tags: dict[str, str]) -> list[str | None]:
 
 
 def trigger_tags(
-    instance: dg.DagsterInstance, asset_keys: Iterable[dg.AssetKey], partitions: list[str | None], root: Path
+    instance: dg.DagsterInstance,
+    asset_keys: Iterable[dg.AssetKey],
+    partitions: Sequence[str | None],
+    root: Path,
 ) -> dict[str, str]:
     """The two tags of a run of ``asset_keys`` over ``partitions``: the inputs whose version differs between
     what the run's files recorded and what a file built now would record (see the module docstring)."""

@@ -57,9 +57,23 @@ Verdict = Callable[[Comparison], tuple[bool, dict]]
 def _figures(record: dg.EventLogRecord | None) -> dict[str, float]:
     if record is None:
         return {}
-    metadata = record.asset_materialization.metadata
+    materialization = record.asset_materialization
+    assert materialization is not None  # a record that fetch_materializations read
     numbers = (dg.IntMetadataValue, dg.FloatMetadataValue)
-    return {name: value.value for name, value in metadata.items() if isinstance(value, numbers)}
+    return {
+        name: value.value
+        for name, value in materialization.metadata.items()
+        if isinstance(value, numbers) and value.value is not None
+    }
+
+
+def _now(comparison: Comparison) -> Mapping[str, float]:
+    """This run's figures: a verdict only judges a partition that the run materialized (:func:`signal_result`)."""
+    if comparison.now is None:
+        raise ValueError(
+            f"partition {comparison.partition} was not materialized by this run: nothing to judge"
+        )
+    return comparison.now
 
 
 def quarantine_share(figures: Mapping[str, float]) -> float | None:
@@ -75,10 +89,11 @@ def _rounded(value: float | None) -> float | None:
 
 
 def quarantine_verdict(comparison: Comparison) -> tuple[bool, dict]:
-    share = quarantine_share(comparison.now)
+    now = _now(comparison)
+    share = quarantine_share(now)
     entry = {
-        "rows": comparison.now.get(ROW_COUNT),
-        "quarantined": comparison.now.get(QUARANTINED),
+        "rows": now.get(ROW_COUNT),
+        "quarantined": now.get(QUARANTINED),
         "share": _rounded(share),
         "previous_share": _rounded(quarantine_share(comparison.previous)),
         "max_share": MAX_QUARANTINE_SHARE,
@@ -90,7 +105,7 @@ def drop_verdict(figure: str, label: str, min_ratio: float) -> Verdict:
     """The verdict that warns when ``figure`` falls below ``min_ratio`` of before; nothing to compare passes."""
 
     def verdict(comparison: Comparison) -> tuple[bool, dict]:
-        now, previous = comparison.now.get(figure), comparison.previous.get(figure)
+        now, previous = _now(comparison).get(figure), comparison.previous.get(figure)
         ratio = None if now is None or not previous else round(now / previous, 4)
         entry = {label: now, f"previous_{label}": previous, "ratio": ratio, "min_ratio": min_ratio}
         return ratio is None or ratio >= min_ratio, entry
@@ -98,7 +113,9 @@ def drop_verdict(figure: str, label: str, min_ratio: float) -> Verdict:
     return verdict
 
 
-def _comparison(partition: str | None, current, previous) -> Comparison:
+def _comparison(
+    partition: str | None, current: dg.EventLogRecord | None, previous: dg.EventLogRecord | None
+) -> Comparison:
     if current is None:
         return Comparison(partition, None, {})
     return Comparison(
@@ -120,17 +137,17 @@ def compare(
         latest = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=asset_key), limit=_LOOKBACK
         ).records
-        current = next((record for record in latest if record.run_id == run_id), None)
+        this_run = next((record for record in latest if record.run_id == run_id), None)
         before = (
             instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=asset_key, before_storage_id=current.storage_id), limit=1
+                dg.AssetRecordsFilter(asset_key=asset_key, before_storage_id=this_run.storage_id), limit=1
             ).records
-            if current is not None
+            if this_run is not None
             else []
         )
-        return [_comparison(None, current, before[0] if before else None)]
-    current: dict[str, dg.EventLogRecord] = {}
-    previous: dict[str, dg.EventLogRecord] = {}
+        return [_comparison(None, this_run, before[0] if before else None)]
+    current: dict[str | None, dg.EventLogRecord] = {}
+    previous: dict[str | None, dg.EventLogRecord] = {}
     seen: dict[str, int] = {}
     keys = [partition for partition in partitions if partition is not None]
     for start in range(0, len(keys), _QUERY_CHUNK):
@@ -146,6 +163,7 @@ def compare(
             )
             for record in page.records:  # newest first
                 key = record.partition_key
+                assert key is not None  # the query asked for these partitions
                 seen[key] = seen.get(key, 0) + 1
                 if key in current:
                     previous.setdefault(key, record)

@@ -27,9 +27,10 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import Any, TypeAlias
 
 import psutil
 
@@ -54,6 +55,9 @@ RELAY_WAIT_S = 5.0
 """How long the test seam waits for its signal to arrive."""
 END_GRACE_S = 5.0
 """How long the processes a stopped build started get to end after SIGTERM before they are killed."""
+
+_SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+"""What `signal.signal` takes and returns: a function, SIG_DFL/SIG_IGN, or None for a handler not set from Python."""
 
 _ACTIVE_WAKEUP_FD: list[int] = []  # the pipe of the block in force, reset in a forked child
 
@@ -107,7 +111,7 @@ class StopSignals:
         self.signal_at = signal_at
         self.received: signal.Signals | None = None
         self._pipe: tuple[int, int] | None = None
-        self._previous_handlers: dict[int, object] = {}
+        self._previous_handlers: dict[int, _SignalHandler] = {}
         self._previous_wakeup_fd = -1
         self._previous_mask: set[int] | None = None
         self._relay: threading.Thread | None = None
@@ -124,14 +128,16 @@ class StopSignals:
         self._previous_handlers[WAKE_SIGNAL] = signal.signal(WAKE_SIGNAL, _note_only)
         self._previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         self._relay_done.clear()
-        self._relay = threading.Thread(target=self._relay_sigint, name="spatial-build-sigint", daemon=True)
+        self._relay = threading.Thread(
+            target=self._relay_sigint, args=(read_end,), name="spatial-build-sigint", daemon=True
+        )
         self._relay.start()
         return self
 
-    def _relay_sigint(self) -> None:
+    def _relay_sigint(self, read_end: int) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a thread that takes it
         main_thread = threading.main_thread().ident
-        read_end = self._pipe[0]
+        assert main_thread is not None  # the main thread is running: it entered the block
         while not self._relay_done.is_set():
             readable, _, _ = select.select([read_end], [], [], RELAY_POLL_S)
             if readable and signal.SIGINT in self._read():

@@ -147,7 +147,7 @@ def front_matter(repo_id: str, manifest: Mapping[str, Any]) -> dict:
     }
 
 
-def _type(feature: object) -> str:
+def _type(feature: str | list[Mapping[str, Any]] | Mapping[str, Any]) -> str:
     """A feature's type in words: ``string``, ``image``, ``list of int64``, ``struct {a, b}``."""
     if isinstance(feature, str):
         return feature

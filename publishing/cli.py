@@ -71,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         disable_progress_bars()
     root = resolve_storage_root(args.storage_root)
-    folder = args.dry_run_folder or root / "published" / args.repo.replace("/", "__")
     try:
         result = publish(
             args.tables.split(","),
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             accept_source_terms=args.accept_source_terms.split(","),
             force=args.force,
             max_shard_bytes=int(args.max_shard_mb * (1 << 20)),
-            dry_run_folder=folder,
+            dry_run_folder=args.dry_run_folder,
         )
     except PublishError as error:
         sys.stderr.write(f"spatial-publish: {error}\n")

@@ -171,7 +171,7 @@ def _settings(root: Path, name: str) -> list[str]:
 
 
 def _stage_versions(root: Path, stages: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    versions = {}
+    versions: dict[str, dict[str, str]] = {}
     for stage in stages:
         files = _files(root, stage)
         if files:

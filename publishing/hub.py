@@ -171,6 +171,62 @@ def _sources(root: Path, local: LocalTable, accepted: set[str]) -> tuple[list[st
     return sorted(sources), check_terms(local.name, sources, accepted)
 
 
+def _requested_names(tables: Iterable[str], repo_id: str) -> list[str]:
+    """The distinct table names asked for, in order; refuses none at all and a repo id that is not OWNER/NAME."""
+    names = list(dict.fromkeys(name.strip() for name in tables if name.strip()))
+    if not names:
+        raise PublishError("no table named: give --tables, for example --tables stvqa,spatialcore_train.")
+    if not REPO_ID.match(repo_id):
+        raise PublishError(f"{repo_id!r} is not a repo id: write OWNER/NAME.")
+    return names
+
+
+def _already_published(
+    repo_id: str, repo_url: str, local: list[LocalTable], published: dict[str, Any]
+) -> PublishResult | None:
+    """The result of committing nothing when the repo holds every table's data version already, else None."""
+    recorded = {name: entry.get("data_version") for name, entry in (published.get("tables") or {}).items()}
+    if not all(recorded.get(table.name) == table.data_version for table in local):
+        return None
+    logger.info("%s already holds these data versions: nothing to commit", repo_id)
+    return PublishResult(
+        repo_id,
+        repo_url,
+        False,
+        f"{repo_id} already holds {', '.join(f'{t.name} (data {t.data_version})' for t in local)}: "
+        "nothing to commit.",
+        {table.name: table.data_version for table in local},
+        render_card(repo_id, published),
+    )
+
+
+def _write_repo_folder(
+    work: Path,
+    root: Path,
+    repo_id: str,
+    local: list[LocalTable],
+    terms: dict[str, tuple[list[str], list[str]]],
+    published: dict[str, Any],
+    max_shard_bytes: int,
+) -> tuple[dict[str, Any], list[tuple[str, Path]], str]:
+    """Write the tables' shards, the card and ``provenance.json`` under ``work``: the manifest's table entries,
+    the uploads (path in the repo, local file) and the card."""
+    work.mkdir(parents=True, exist_ok=True)
+    entries: dict[str, Any] = {}
+    uploads: list[tuple[str, Path]] = []
+    for table in local:
+        shards = write_shards(table, work, max_shard_bytes)
+        sources, accepted_here = terms[table.name]
+        entries[table.name] = table_entry(table_facts(root, table), shards, accepted_here, sources)
+        uploads += [(shard.path_in_repo, shard.local_path) for shard in shards]
+    manifest = new_manifest(published, entries, llm_uses(root))
+    card = render_card(repo_id, manifest)
+    (work / "README.md").write_text(card, encoding="utf-8")
+    (work / MANIFEST_PATH).write_bytes(manifest_json(manifest))
+    uploads += [("README.md", work / "README.md"), (MANIFEST_PATH, work / MANIFEST_PATH)]
+    return entries, uploads, card
+
+
 def publish(
     tables: Iterable[str],
     repo_id: str,
@@ -189,14 +245,12 @@ def publish(
 ) -> PublishResult:
     """Publish ``tables`` of the storage root to dataset repo ``repo_id`` (see the module docstring).
 
+    A dry run writes the repo folder to ``dry_run_folder`` (default ``<storage root>/published/OWNER__NAME``).
+
     Raises:
         PublishError: one sentence saying why nothing was published.
     """
-    names = list(dict.fromkeys(name.strip() for name in tables if name.strip()))
-    if not names:
-        raise PublishError("no table named: give --tables, for example --tables stvqa,spatialcore_train.")
-    if not REPO_ID.match(repo_id):
-        raise PublishError(f"{repo_id!r} is not a repo id: write OWNER/NAME.")
+    names = _requested_names(tables, repo_id)
     root = resolve_storage_root(storage_root)
     api = None if dry_run else _hub_api(endpoint, token)
     if api is not None:
@@ -213,36 +267,19 @@ def publish(
         exists, base = _head(api, repo_id, revision)
         published = read_published_manifest(api, repo_id, revision) if base else {}
         check_contracts(local, published, force)
-        recorded = {
-            name: entry.get("data_version") for name, entry in (published.get("tables") or {}).items()
-        }
-        if all(recorded.get(table.name) == table.data_version for table in local):
-            logger.info("%s already holds these data versions: nothing to commit", repo_id)
-            return PublishResult(
-                repo_id,
-                repo_url,
-                False,
-                f"{repo_id} already holds {', '.join(f'{t.name} (data {t.data_version})' for t in local)}: "
-                "nothing to commit.",
-                {table.name: table.data_version for table in local},
-                render_card(repo_id, published),
-            )
-    work = Path(dry_run_folder) if dry_run else Path(tempfile.mkdtemp(prefix="spatial-publish-"))
+        unchanged = _already_published(repo_id, repo_url, local, published)
+        if unchanged is not None:
+            return unchanged
+    if dry_run:
+        work = Path(dry_run_folder) if dry_run_folder else root / "published" / repo_id.replace("/", "__")
+    else:
+        work = Path(tempfile.mkdtemp(prefix="spatial-publish-"))
     try:
         if dry_run and work.exists():
             shutil.rmtree(work)
-        work.mkdir(parents=True, exist_ok=True)
-        entries, uploads = {}, []
-        for table in local:
-            shards = write_shards(table, work, max_shard_bytes)
-            sources, accepted_here = terms[table.name]
-            entries[table.name] = table_entry(table_facts(root, table), shards, accepted_here, sources)
-            uploads += [(shard.path_in_repo, shard.local_path) for shard in shards]
-        manifest = new_manifest(published, entries, llm_uses(root))
-        card = render_card(repo_id, manifest)
-        (work / "README.md").write_text(card, encoding="utf-8")
-        (work / MANIFEST_PATH).write_bytes(manifest_json(manifest))
-        uploads += [("README.md", work / "README.md"), (MANIFEST_PATH, work / MANIFEST_PATH)]
+        entries, uploads, card = _write_repo_folder(
+            work, root, repo_id, local, terms, published, max_shard_bytes
+        )
         files = [(path, local_path.stat().st_size) for path, local_path in uploads]
         message = commit_message(local)
         if api is None:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import dataframely as dy
 import polars as pl
@@ -250,7 +250,8 @@ def iter_row_groups(
         with path.open("rb") as handle:
             parquet = pq.ParquetFile(handle)
             for index in range(parquet.num_row_groups):
-                yield pl.from_arrow(parquet.read_row_group(index, columns=columns))
+                # polars makes a DataFrame of an Arrow table (a Series only of an Arrow array)
+                yield cast(pl.DataFrame, pl.from_arrow(parquet.read_row_group(index, columns=columns)))
 
 
 @dataclass(frozen=True)
@@ -291,31 +292,30 @@ class _SplitWriter:
     def __init__(self, folder: Path, split: str, schema: pa.Schema, limit: int):
         self.folder, self.split, self.schema, self.limit = folder, split, schema, limit
         self.done: list[tuple[Path, int]] = []
-        self._handle: BinaryIO | None = None
-        self._writer: pq.ParquetWriter | None = None
+        self._shard: tuple[BinaryIO, pq.ParquetWriter] | None = None  # the open shard's file and writer
         self._rows = 0
 
     def write(self, frame: pl.DataFrame) -> None:
-        if self._writer is None:
+        if self._shard is None:
             path = self.folder / f".{self.split}-{len(self.done):05d}.partial"
-            self._handle = path.open("wb")
-            self._writer = pq.ParquetWriter(self._handle, self.schema, compression="zstd")
+            opened = path.open("wb")
+            self._shard = (opened, pq.ParquetWriter(opened, self.schema, compression="zstd"))
             self._rows = 0
+        handle, writer = self._shard
         table = to_huggingface_arrow(frame).cast(self.schema)
         row_bytes = max(1, table.nbytes // max(1, table.num_rows))
-        self._writer.write_table(
-            table, row_group_size=max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // row_bytes))
-        )
+        writer.write_table(table, row_group_size=max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // row_bytes)))
         self._rows += table.num_rows
-        if self._handle.tell() >= self.limit:
+        if handle.tell() >= self.limit:
             self.close()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._handle.close()
-            self.done.append((Path(self._handle.name), self._rows))
-            self._writer = self._handle = None
+        if self._shard is not None:
+            handle, writer = self._shard
+            writer.close()
+            handle.close()
+            self.done.append((Path(handle.name), self._rows))
+            self._shard = None
 
 
 def _as_contract_types(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:

@@ -365,20 +365,16 @@ def _required(path: Path, what: str, video_id: str) -> Path:
     return path
 
 
-def read_arkitscenes_video(
-    video: VideoFolder, source: str = ARKITSCENES
-) -> tuple[list[dict], dict | None, QuarantineLog]:
-    """Read one video folder into frame rows and a scene row (None when no frame is usable).
+_Candidate = tuple[int, Path, Path, np.ndarray]
+"""A frame with its depth image and a rigid pose: ``(timestamp ms, colour, depth, camera-to-world pose)``."""
+
+
+def _frame_layout(video_id: str, frames_folder: Path) -> FrameLayout:
+    """The layout of the video's frames folder (the released one or the older sample one).
 
     Raises:
-        MissingInputError: when the annotation, the frames folder or the trajectory is missing, or the
-            annotation or trajectory cannot be parsed (one sentence naming the file).
+        MissingInputError: when neither layout's colour folder is there.
     """
-    video_id, folder = video.video_id, video.folder
-    scene_id = scene_id_of(video_id)
-    log = QuarantineLog("rgbd_frames")
-    annotation = _required(folder / f"{video_id}_3dod_annotation.json", "annotation", video_id)
-    frames_folder = folder / f"{video_id}_frames"
     layout = next((item for item in FRAME_LAYOUTS if (frames_folder / item.colour).is_dir()), None)
     if layout is None:
         raise MissingInputError(
@@ -387,14 +383,29 @@ def read_arkitscenes_video(
             location=frames_folder,
             config_field=CONFIG_FIELD,
         )
-    trajectory_path = _required(frames_folder / layout.trajectory, "trajectory", video_id)
+    return layout
+
+
+def _read_trajectory(path: Path) -> Trajectory:
+    """The video's trajectory; :class:`MissingInputError` naming the file when it cannot be parsed."""
     try:
-        trajectory = Trajectory.read(trajectory_path)
+        return Trajectory.read(path)
     except ValueError as error:
         raise MissingInputError(
-            f"ARKitScenes trajectory unusable: {error}.", location=trajectory_path, config_field=CONFIG_FIELD
+            f"ARKitScenes trajectory unusable: {error}.", location=path, config_field=CONFIG_FIELD
         ) from error
-    objects = _read_objects(annotation, scene_id, log)
+
+
+def _posed_frames(
+    scene_id: str,
+    frames_folder: Path,
+    layout: FrameLayout,
+    trajectory: Trajectory,
+    trajectory_path: Path,
+    log: QuarantineLog,
+) -> list[_Candidate]:
+    """The colour frames, in timestamp order, that have a depth image and a rigid pose within tolerance; the
+    others are quarantined."""
     colours = _frame_files(frames_folder / layout.colour)
     depths = _frame_files(frames_folder / layout.depth)
     candidates = []
@@ -422,8 +433,12 @@ def read_arkitscenes_video(
             log.add(record_id, problem, source_file=str(trajectory_path), payload=pose.tolist())
             continue
         candidates.append((stamp, colour, depth, pose))
-    metadata = dict(video.metadata)
-    sky = metadata.get("sky_direction", "")
+    return candidates
+
+
+def _sky_direction(video: VideoFolder, scene_id: str, candidates: list[_Candidate]) -> str:
+    """The video's ``sky_direction``: the metadata's when it is a known one, else what the poses say."""
+    sky = dict(video.metadata).get("sky_direction", "")
     if sky not in SKY_DIRECTION_TURNS:
         inferred = sky_direction_from_poses([pose for *_, pose in candidates])
         if sky:
@@ -431,41 +446,76 @@ def read_arkitscenes_video(
                 "%s: unknown sky_direction %r in the metadata; the poses say %s", scene_id, sky, inferred
             )
         sky = inferred
+    return sky
+
+
+def _frame_camera(
+    record_id: str, stamp: int, colour: Path, depth: Path, intrinsics_folder: Path, log: QuarantineLog
+) -> tuple[np.ndarray, tuple[int, int], tuple[int, int]] | None:
+    """The frame's colour intrinsics and its colour and depth image sizes; None (quarantined) when the
+    intrinsics are missing or unreadable, an image is unreadable, or the intrinsics are for another size."""
+    pincam = _pincam_path(intrinsics_folder, colour, stamp)
+    if pincam is None:
+        expected = intrinsics_folder / f"{colour.stem}.pincam"
+        log.add(
+            record_id,
+            f"missing file: frame lacks its intrinsics {expected} (also tried 1 ms either side)",
+            source_file=str(expected),
+        )
+        return None
+    try:
+        pincam_size, intrinsics = read_pincam(pincam)
+    except (OSError, ValueError) as error:
+        log.add(record_id, f"bad intrinsics: {error}", source_file=str(pincam))
+        return None
+    colour_size, problem = image_size(colour)
+    if colour_size is None:
+        log.add(record_id, problem, source_file=str(colour))
+        return None
+    depth_size, problem = image_size(depth)
+    if depth_size is None:
+        log.add(record_id, problem, source_file=str(depth))
+        return None
+    if pincam_size != colour_size:
+        log.add(
+            record_id,
+            f"intrinsics are for {pincam_size[0]}x{pincam_size[1]} but the image is "
+            f"{colour_size[0]}x{colour_size[1]}",
+            source_file=str(pincam),
+        )
+        return None
+    return intrinsics, colour_size, depth_size
+
+
+def read_arkitscenes_video(
+    video: VideoFolder, source: str = ARKITSCENES
+) -> tuple[list[dict], dict | None, QuarantineLog]:
+    """Read one video folder into frame rows and a scene row (None when no frame is usable).
+
+    Raises:
+        MissingInputError: when the annotation, the frames folder or the trajectory is missing, or the
+            annotation or trajectory cannot be parsed (one sentence naming the file).
+    """
+    video_id, folder = video.video_id, video.folder
+    scene_id = scene_id_of(video_id)
+    log = QuarantineLog("rgbd_frames")
+    annotation = _required(folder / f"{video_id}_3dod_annotation.json", "annotation", video_id)
+    frames_folder = folder / f"{video_id}_frames"
+    layout = _frame_layout(video_id, frames_folder)
+    trajectory_path = _required(frames_folder / layout.trajectory, "trajectory", video_id)
+    trajectory = _read_trajectory(trajectory_path)
+    objects = _read_objects(annotation, scene_id, log)
+    candidates = _posed_frames(scene_id, frames_folder, layout, trajectory, trajectory_path, log)
+    sky = _sky_direction(video, scene_id, candidates)
     turns = SKY_DIRECTION_TURNS[sky]
     frames = []
     sizes: tuple[tuple[int, int], tuple[int, int]] | None = None
     for stamp, colour, depth, pose in candidates:
         record_id = f"{scene_id}/{stamp}"
-        pincam = _pincam_path(frames_folder / layout.intrinsics, colour, stamp)
-        if pincam is None:
-            expected = frames_folder / layout.intrinsics / f"{colour.stem}.pincam"
-            log.add(
-                record_id,
-                f"missing file: frame lacks its intrinsics {expected} (also tried 1 ms either side)",
-                source_file=str(expected),
-            )
+        camera = _frame_camera(record_id, stamp, colour, depth, frames_folder / layout.intrinsics, log)
+        if camera is None:
             continue
-        try:
-            pincam_size, intrinsics = read_pincam(pincam)
-        except (OSError, ValueError) as error:
-            log.add(record_id, f"bad intrinsics: {error}", source_file=str(pincam))
-            continue
-        colour_size, problem = image_size(colour)
-        if colour_size is None:
-            log.add(record_id, problem, source_file=str(colour))
-            continue
-        depth_size, problem = image_size(depth)
-        if depth_size is None:
-            log.add(record_id, problem, source_file=str(depth))
-            continue
-        if pincam_size != colour_size:
-            log.add(
-                record_id,
-                f"intrinsics are for {pincam_size[0]}x{pincam_size[1]} but the image is "
-                f"{colour_size[0]}x{colour_size[1]}",
-                source_file=str(pincam),
-            )
-            continue
+        intrinsics, colour_size, depth_size = camera
         if sizes is not None and sizes != (colour_size, depth_size):
             log.add(record_id, "image size differs from the scene's other frames", source_file=str(colour))
             continue

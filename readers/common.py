@@ -190,7 +190,7 @@ def resolve_location(location: str | Path, config_field: str) -> Path:
         raise MissingInputError(
             f"Hub dataset {hub} could not be fetched or found in the local Hub cache ({reason}): "
             f"check the config field `{config_field}`, the network or HF_HUB_OFFLINE, and the token.",
-            location=hub,
+            location=str(hub),
             config_field=config_field,
         ) from error
     local = snapshot / hub.path_in_repo if hub.path_in_repo else snapshot
@@ -198,7 +198,7 @@ def resolve_location(location: str | Path, config_field: str) -> Path:
         raise MissingInputError(
             f"{hub.path_in_repo} is not in Hub dataset {hub.repo_id} (snapshot {snapshot}): "
             f"fix the path in the config field `{config_field}`.",
-            location=hub,
+            location=str(hub),
             config_field=config_field,
         )
     logger.info("Hub dataset %s resolved to %s", hub, local)

@@ -156,7 +156,7 @@ class ImageIndex:
 
 def question_frame(rows: list[dict]) -> pl.DataFrame:
     """Question rows as a frame under the ``mcq_questions`` contract, with each image's ``image_path``."""
-    schema = {**polars_schema(mcq_questions.McqQuestions), "image_path": pl.String}
+    schema = {**polars_schema(mcq_questions.McqQuestions), "image_path": pl.String()}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -315,6 +315,7 @@ def omnispatial_questions(
                 f"{task_type}/{record_id}", problem, source_file=str(image_path or data_file), payload=record
             )
             continue
+        assert image_path is not None  # an image was read from it
         row_split = stable_split(record_id.split("_")[0], test_fraction) if split == "hash" else split
         rows.append(
             _mcq_row(

@@ -106,6 +106,46 @@ def _expected_file(scene_dir: Path, name: str, index: int) -> Path:
     return scene_dir / folder / f"{index}{suffix}"
 
 
+def _posed_sizes(
+    record_id: str, colour: Path, depth: Path, pose_file: Path, log: QuarantineLog
+) -> tuple[np.ndarray, tuple[int, int], tuple[int, int]] | None:
+    """A frame's camera-to-world pose and its colour and depth image sizes; None (quarantined) when the pose
+    is unreadable or not rigid, or an image is unreadable."""
+    try:
+        pose = read_matrix(pose_file, 4)
+    except ValueError as error:
+        log.add(record_id, f"bad pose: {error}", source_file=str(pose_file))
+        return None
+    problem = rigid_pose_problem(pose)
+    if problem:
+        log.add(record_id, problem, source_file=str(pose_file), payload=pose.tolist())
+        return None
+    color_size, problem = image_size(colour)
+    if color_size is None:
+        log.add(record_id, problem, source_file=str(colour))
+        return None
+    depth_size, problem = image_size(depth)
+    if depth_size is None:
+        log.add(record_id, problem, source_file=str(depth))
+        return None
+    return pose, color_size, depth_size
+
+
+def _aggregation_objects(aggregation: Path, log: QuarantineLog) -> list[dict]:
+    """The labelled objects ``{object_id, label}`` of the scan's aggregation file (none when it is missing)."""
+    objects = []
+    if aggregation.exists():
+        data = load_json(aggregation, log)
+        for group in (data or {}).get("segGroups", []):
+            objects.append(
+                {
+                    "object_id": int(group.get("objectId", group.get("id"))),
+                    "label": str(group.get("label", "")),
+                }
+            )
+    return objects
+
+
 def read_scannet_scene(
     scene_dir: Path, *, source: str = SCANNET, depth_scale: float = 1000.0
 ) -> tuple[list[dict], dict | None, QuarantineLog]:
@@ -145,23 +185,10 @@ def read_scannet_scene(
                 source_file=str(expected[0]),
             )
             continue
-        try:
-            pose = read_matrix(poses[index], 4)
-        except ValueError as error:
-            log.add(record_id, f"bad pose: {error}", source_file=str(poses[index]))
+        checked = _posed_sizes(record_id, colors[index], depths[index], poses[index], log)
+        if checked is None:
             continue
-        problem = rigid_pose_problem(pose)
-        if problem:
-            log.add(record_id, problem, source_file=str(poses[index]), payload=pose.tolist())
-            continue
-        color_size, problem = image_size(colors[index])
-        if color_size is None:
-            log.add(record_id, problem, source_file=str(colors[index]))
-            continue
-        depth_size, problem = image_size(depths[index])
-        if depth_size is None:
-            log.add(record_id, problem, source_file=str(depths[index]))
-            continue
+        pose, color_size, depth_size = checked
         if sizes and (sizes["color"] != color_size or sizes["depth"] != depth_size):
             log.add(
                 record_id, "image size differs from the scene's other frames", source_file=str(colors[index])
@@ -188,16 +215,7 @@ def read_scannet_scene(
         log.add(scene_id, "scene has no usable frame", source_file=str(scene_dir))
         return [], None, log
     aggregation = scene_dir / f"{scene_id}.aggregation.json"
-    objects = []
-    if aggregation.exists():
-        data = load_json(aggregation, log)
-        for group in (data or {}).get("segGroups", []):
-            objects.append(
-                {
-                    "object_id": int(group.get("objectId", group.get("id"))),
-                    "label": str(group.get("label", "")),
-                }
-            )
+    objects = _aggregation_objects(aggregation, log)
     mesh = scene_dir / f"{scene_id}_vh_clean_2.ply"
     segs = scene_dir / f"{scene_id}_vh_clean_2.0.010000.segs.json"
     alignment = read_axis_alignment(scene_dir / f"{scene_id}.txt")

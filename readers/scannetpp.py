@@ -213,6 +213,56 @@ def _required(folder: Path, role: str, scene_name: str) -> Path:
     return path
 
 
+def _pose_and_intrinsics(
+    record_id: str, name: str, entries: dict[str, dict], poses_path: Path, log: QuarantineLog
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The frame's rigid camera-to-world pose and its video intrinsics from the pose file's entry ``name``;
+    None (quarantined) when the entry, its pose or its intrinsics are missing, or the pose is not rigid."""
+    entry = entries.get(name)
+    if entry is None:
+        log.add(record_id, f"no pose: {poses_path} has no entry {name}", source_file=str(poses_path))
+        return None
+    pose = _matrix(entry.get("aligned_pose"), 4)
+    intrinsics = _matrix(entry.get("intrinsic"), 3)
+    if pose is None or intrinsics is None:
+        missing = "aligned_pose" if pose is None else "intrinsic"
+        log.add(
+            record_id,
+            f"no pose: {name} in {poses_path} has no 4x4 {missing}",
+            source_file=str(poses_path),
+        )
+        return None
+    problem = rigid_pose_problem(pose)
+    if problem:
+        log.add(record_id, problem, source_file=str(poses_path), payload=pose.tolist())
+        return None
+    return pose, intrinsics
+
+
+def _image_sizes(
+    record_id: str, colour: Path, depth: Path, log: QuarantineLog
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The frame's colour and depth image sizes; None (quarantined) when an image is unreadable or the colour
+    image is not 4:3 like the video its intrinsics are given for."""
+    colour_size, problem = image_size(colour)
+    if colour_size is None:
+        log.add(record_id, problem, source_file=str(colour))
+        return None
+    depth_size, problem = image_size(depth)
+    if depth_size is None:
+        log.add(record_id, problem, source_file=str(depth))
+        return None
+    if colour_size[0] * IPHONE_VIDEO_SIZE[1] != colour_size[1] * IPHONE_VIDEO_SIZE[0]:
+        log.add(
+            record_id,
+            f"colour image is {colour_size[0]}x{colour_size[1]}, not 4:3 like the 1920x1440 video its "
+            "intrinsics are given for",
+            source_file=str(colour),
+        )
+        return None
+    return colour_size, depth_size
+
+
 def read_scannetpp_scene(
     folder: Path, source: str = SCANNETPP
 ) -> tuple[list[dict], dict | None, QuarantineLog]:
@@ -251,40 +301,14 @@ def read_scannetpp_scene(
                 record_id, f"missing file: frame lacks its depth image {expected}", source_file=str(expected)
             )
             continue
-        entry = entries.get(name)
-        if entry is None:
-            log.add(record_id, f"no pose: {poses_path} has no entry {name}", source_file=str(poses_path))
+        camera = _pose_and_intrinsics(record_id, name, entries, poses_path, log)
+        if camera is None:
             continue
-        pose = _matrix(entry.get("aligned_pose"), 4)
-        intrinsics = _matrix(entry.get("intrinsic"), 3)
-        if pose is None or intrinsics is None:
-            missing = "aligned_pose" if pose is None else "intrinsic"
-            log.add(
-                record_id,
-                f"no pose: {name} in {poses_path} has no 4x4 {missing}",
-                source_file=str(poses_path),
-            )
+        pose, intrinsics = camera
+        frame_sizes = _image_sizes(record_id, colour, depth, log)
+        if frame_sizes is None:
             continue
-        problem = rigid_pose_problem(pose)
-        if problem:
-            log.add(record_id, problem, source_file=str(poses_path), payload=pose.tolist())
-            continue
-        colour_size, problem = image_size(colour)
-        if colour_size is None:
-            log.add(record_id, problem, source_file=str(colour))
-            continue
-        depth_size, problem = image_size(depth)
-        if depth_size is None:
-            log.add(record_id, problem, source_file=str(depth))
-            continue
-        if colour_size[0] * IPHONE_VIDEO_SIZE[1] != colour_size[1] * IPHONE_VIDEO_SIZE[0]:
-            log.add(
-                record_id,
-                f"colour image is {colour_size[0]}x{colour_size[1]}, not 4:3 like the 1920x1440 video its "
-                "intrinsics are given for",
-                source_file=str(colour),
-            )
-            continue
+        colour_size, depth_size = frame_sizes
         if sizes is not None and sizes != (colour_size, depth_size):
             log.add(record_id, "image size differs from the scene's other frames", source_file=str(colour))
             continue

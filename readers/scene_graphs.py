@@ -452,6 +452,137 @@ def _vg150_split_labels(h5: Any, count: int, log: QuarantineLog, h5_path: Path) 
     return labels + [None] * (count - len(labels))
 
 
+@dataclass(frozen=True)
+class _Vg150Graphs:
+    """The VG150 h5 file's arrays (one row per image, box and relation) with the dictionaries' names."""
+
+    h5_path: Path
+    boxes: np.ndarray
+    labels: np.ndarray
+    attributes: np.ndarray
+    first_box: np.ndarray
+    last_box: np.ndarray
+    first_rel: np.ndarray
+    last_rel: np.ndarray
+    relationships: np.ndarray
+    predicates: np.ndarray
+    split_labels: list[str | None]
+    label_names: dict[int, str]
+    predicate_names: dict[int, str]
+    attribute_names: dict[int, str]
+
+
+def _vg150_names(dicts: dict) -> tuple[dict[int, str], dict[int, str], dict[int, str]]:
+    """The dictionaries' object label, predicate and attribute names by index."""
+    label_names = {int(k): v for k, v in dicts.get("idx_to_label", {}).items()}
+    predicate_names = {int(k): v for k, v in dicts.get("idx_to_predicate", {}).items()}
+    attribute_names = {int(k): v for k, v in dicts.get("idx_to_attribute", {}).items()}
+    return label_names, predicate_names, attribute_names
+
+
+def _read_vg150_h5(
+    h5_path: Path,
+    box_scale: int,
+    names: tuple[dict[int, str], dict[int, str], dict[int, str]],
+    log: QuarantineLog,
+) -> _Vg150Graphs:
+    """The arrays of the h5 file, read whole (boxes at ``box_scale``), with ``names`` (:func:`_vg150_names`)."""
+    import h5py
+
+    label_names, predicate_names, attribute_names = names
+    with h5py.File(h5_path, "r") as h5:
+        boxes = h5[f"boxes_{box_scale}"][:]
+        labels = h5["labels"][:].reshape(-1)
+        attributes = h5["attributes"][:] if "attributes" in h5 else np.zeros((len(labels), 0), dtype=int)
+        first_box, last_box = h5["img_to_first_box"][:], h5["img_to_last_box"][:]
+        first_rel, last_rel = h5["img_to_first_rel"][:], h5["img_to_last_rel"][:]
+        relationships = h5["relationships"][:]
+        predicates = h5["predicates"][:].reshape(-1)
+        split_labels = _vg150_split_labels(h5, len(first_box), log, h5_path)
+    return _Vg150Graphs(
+        h5_path=h5_path,
+        boxes=boxes,
+        labels=labels,
+        attributes=attributes,
+        first_box=first_box,
+        last_box=last_box,
+        first_rel=first_rel,
+        last_rel=last_rel,
+        relationships=relationships,
+        predicates=predicates,
+        split_labels=split_labels,
+        label_names=label_names,
+        predicate_names=predicate_names,
+        attribute_names=attribute_names,
+    )
+
+
+def _vg150_objects(
+    graphs: _Vg150Graphs,
+    index: int,
+    image_id: str,
+    width: int,
+    height: int,
+    box_scale: int,
+    log: QuarantineLog,
+) -> dict[int, dict]:
+    """The objects of image row ``index`` by h5 box row, their boxes scaled to the image's ``width`` x
+    ``height``; a box that is not usable is quarantined."""
+    scale = max(width, height) / box_scale
+    objects: dict[int, dict] = {}
+    if graphs.first_box[index] < 0:
+        return objects
+    for box_index in range(int(graphs.first_box[index]), int(graphs.last_box[index]) + 1):
+        name = graphs.label_names.get(int(graphs.labels[box_index]), "object")
+        object_id = f"{name}.{box_index - int(graphs.first_box[index]) + 1}"
+        try:
+            box_px = [v * scale for v in cxcywh_to_xyxy(graphs.boxes[box_index].tolist())]
+            box = pixels_to_grid(box_px, width, height)
+        except BoxError as error:
+            log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(graphs.h5_path))
+            continue
+        objects[box_index] = {
+            "object_id": object_id,
+            "name": name,
+            "names": [name],
+            "attributes": [
+                graphs.attribute_names[a]
+                for a in graphs.attributes[box_index].tolist()
+                if a in graphs.attribute_names
+            ],
+            "bbox": box,
+            "bbox_px": [
+                max(0.0, box_px[0]),
+                max(0.0, box_px[1]),
+                min(width, box_px[2]),
+                min(height, box_px[3]),
+            ],
+        }
+    return objects
+
+
+def _vg150_relations(
+    graphs: _Vg150Graphs, index: int, image_id: str, objects: dict[int, dict], log: QuarantineLog
+) -> list[dict]:
+    """The relations of image row ``index`` between its kept ``objects``; one to a dropped box is quarantined."""
+    relations: list[dict] = []
+    if graphs.first_rel[index] < 0:
+        return relations
+    for rel_index in range(int(graphs.first_rel[index]), int(graphs.last_rel[index]) + 1):
+        subject_index, object_index = (int(v) for v in graphs.relationships[rel_index])
+        if subject_index not in objects or object_index not in objects:
+            log.add(f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range")
+            continue
+        relations.append(
+            {
+                "subject_id": objects[subject_index]["object_id"],
+                "predicate": graphs.predicate_names.get(int(graphs.predicates[rel_index]), "related to"),
+                "object_id": objects[object_index]["object_id"],
+            }
+        )
+    return relations
+
+
 def iter_vg150(
     root: str | Path,
     log: QuarantineLog,
@@ -472,8 +603,6 @@ def iter_vg150(
     h5 ``split`` array (0 train, 2 test) becomes the ``split`` column; with ``splits`` given, images of
     other splits are skipped before their image file is read and counted in ``excluded``.
     """
-    import h5py
-
     folder = require_path(root, config_field, "VG150 folder")
     image_folders = vg_image_folders(folder, images_dir)
     image_root = image_folders[0] if images_dir else folder  # where every image must stay
@@ -481,19 +610,9 @@ def iter_vg150(
     image_data_path = require_path(folder / "image_data.json", config_field, "VG150 image_data.json")
     if dicts is None:
         return
-    label_names = {int(k): v for k, v in dicts.get("idx_to_label", {}).items()}
-    predicate_names = {int(k): v for k, v in dicts.get("idx_to_predicate", {}).items()}
-    attribute_names = {int(k): v for k, v in dicts.get("idx_to_attribute", {}).items()}
+    names = _vg150_names(dicts)
     h5_path = require_path(folder / VG150_H5, config_field, "VG150 h5 file")
-    with h5py.File(h5_path, "r") as h5:
-        boxes = h5[f"boxes_{box_scale}"][:]
-        labels = h5["labels"][:].reshape(-1)
-        attributes = h5["attributes"][:] if "attributes" in h5 else np.zeros((len(labels), 0), dtype=int)
-        first_box, last_box = h5["img_to_first_box"][:], h5["img_to_last_box"][:]
-        first_rel, last_rel = h5["img_to_first_rel"][:], h5["img_to_last_rel"][:]
-        relationships = h5["relationships"][:]
-        predicates = h5["predicates"][:].reshape(-1)
-        split_labels = _vg150_split_labels(h5, len(first_box), log, h5_path)
+    graphs = _read_vg150_h5(h5_path, box_scale, names, log)
     images = (
         info
         for info in iter_json_array(image_data_path, config_field)
@@ -502,10 +621,10 @@ def iter_vg150(
     count = 0
     for index, info in enumerate(images):
         count = index + 1
-        if index >= len(first_box):
+        if index >= len(graphs.first_box):
             continue  # counted for the misalignment record below
         image_id = str(_image_key(info))
-        split = split_labels[index]
+        split = graphs.split_labels[index]
         if split is None:
             log.add(image_id, "unknown split code in the h5 'split' array", source_file=str(h5_path))
             continue
@@ -519,63 +638,21 @@ def iter_vg150(
             continue
         cell, file_width, file_height = image
         width, height = int(info.get("width") or file_width), int(info.get("height") or file_height)
-        scale = max(width, height) / box_scale
-        objects: dict[int, dict] = {}
-        if first_box[index] >= 0:
-            for box_index in range(int(first_box[index]), int(last_box[index]) + 1):
-                name = label_names.get(int(labels[box_index]), "object")
-                object_id = f"{name}.{box_index - int(first_box[index]) + 1}"
-                try:
-                    box_px = [v * scale for v in cxcywh_to_xyxy(boxes[box_index].tolist())]
-                    box = pixels_to_grid(box_px, width, height)
-                except BoxError as error:
-                    log.add(f"{image_id}/{object_id}", f"bad box: {error}", source_file=str(h5_path))
-                    continue
-                objects[box_index] = {
-                    "object_id": object_id,
-                    "name": name,
-                    "names": [name],
-                    "attributes": [
-                        attribute_names[a] for a in attributes[box_index].tolist() if a in attribute_names
-                    ],
-                    "bbox": box,
-                    "bbox_px": [
-                        max(0.0, box_px[0]),
-                        max(0.0, box_px[1]),
-                        min(width, box_px[2]),
-                        min(height, box_px[3]),
-                    ],
-                }
-        relations = []
-        if first_rel[index] >= 0:
-            for rel_index in range(int(first_rel[index]), int(last_rel[index]) + 1):
-                subject_index, object_index = (int(v) for v in relationships[rel_index])
-                if subject_index not in objects or object_index not in objects:
-                    log.add(
-                        f"{image_id}/rel{rel_index}", "dangling relation: box was dropped or out of range"
-                    )
-                    continue
-                relations.append(
-                    {
-                        "subject_id": objects[subject_index]["object_id"],
-                        "predicate": predicate_names.get(int(predicates[rel_index]), "related to"),
-                        "object_id": objects[object_index]["object_id"],
-                    }
-                )
+        objects = _vg150_objects(graphs, index, image_id, width, height, box_scale, log)
         yield {
             "image_id": image_id,
             "image": cell,
             "image_width": width,
             "image_height": height,
             "objects": list(objects.values()),
-            "relationships": relations,
+            "relationships": _vg150_relations(graphs, index, image_id, objects, log),
             "source": source,
             "split": split,
         }
-    if count != len(first_box):
+    if count != len(graphs.first_box):
         log.add(
             "vg150",
-            f"misaligned: {len(first_box)} h5 rows vs {count} images after dropping corrupted ones",
+            f"misaligned: {len(graphs.first_box)} h5 rows vs {count} images after dropping corrupted ones",
             source_file=str(h5_path),
         )
     if excluded:

@@ -25,7 +25,7 @@ import pytest
 from dagster_shared.error import SerializableErrorInfo
 
 import pipelines.cli
-from pipelines.build_log import DAGSTER_LOGGER_NAME, dagster_logger, open_log_file
+from pipelines.build_log import DAGSTER_LOGGER_NAME, dagster_logger, error_line, open_log_file
 from pipelines.cli import EXIT_STORAGE_ROOT_FULL, INSTANCE_LOCK_FILE, build_waves
 from pipelines.dagster_home import DagsterHomeUnwritable, StorageRootFull, check_storage_root
 from pipelines.definitions import ALL_ASSETS
@@ -132,6 +132,15 @@ def test_a_full_disk_is_blamed_on_the_storage_root_only_when_it_is_there(tmp_pat
     no_path = SerializableErrorInfo("OSError: [Errno 28] No space left on device\n", [], "OSError")
     assert check_storage_root(no_path, root) is None  # this root has room: the probe is written
     assert check_storage_root(SerializableErrorInfo("ValueError: bad row\n", [], "ValueError"), root) is None
+
+
+def test_a_failure_whose_error_records_no_class_is_worded_by_its_message():
+    """Dagster's error info may hold no class name: the sentence is then the message's first line."""
+    inner = SerializableErrorInfo("the worker pool broke\nmore\n", [], None)
+    outer = SerializableErrorInfo("Error occurred while executing op x:", [], "StepError", inner)
+
+    assert error_line(outer) == "the worker pool broke"
+    assert error_line(SerializableErrorInfo("ValueError: row 3\n", [], "ValueError")) == "ValueError: row 3"
 
 
 def _full_disk(path: str) -> SerializableErrorInfo:

@@ -347,6 +347,18 @@ def test_dry_run_writes_the_repo_folder_and_pushes_nothing(dev_build, hub_here, 
     assert len(hub_here.requests) == requests
 
 
+def test_a_dry_run_without_a_folder_writes_the_repo_folder_under_the_storage_root(dev_build, tmp_path):
+    root = tmp_path / "root"
+    write_in_row_groups(
+        read_table(dev_build.storage, "stvqa"), root / "stvqa.parquet", 2, {"data_version": "v1"}
+    )
+
+    result = publish(["stvqa"], "alice/dry", storage_root=root, dry_run=True)
+
+    assert result.folder == root / "published" / "alice__dry" and not result.committed
+    assert (result.folder / "README.md").is_file() and (result.folder / "provenance.json").is_file()
+
+
 def test_training_and_evaluation_read_a_hub_id_offline_once_fetched(dev_build, hub_here, monkeypatch):
     from huggingface_hub import constants
 
