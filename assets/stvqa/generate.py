@@ -421,6 +421,9 @@ class ModelProposer:
         """Ask the model for every scene; returns the proposals and every item as generated."""
         proposals: list[Proposal] = []
         generated: list[dict[str, Any]] = []
+        chunks: list[
+            tuple[list[tuple[Scene, dict[str, Any]]], list[str] | None]
+        ]  # scenes, planned balance texts
         if self.planned:
             texts = self._balance_texts(len(scenes), balance)
             chunks = [(list(scenes), texts)] if scenes else []
@@ -562,7 +565,7 @@ def _count_checked(
     if item.category != "count":
         return item, None
     check = check_count(scene, item.question, item.options, item.answer)
-    if check.rejected:
+    if check.answer is None:  # rejected
         log.quarantine.add(
             proposal.image_id,
             f"count check: {check.note}",
