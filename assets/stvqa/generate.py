@@ -421,9 +421,8 @@ class ModelProposer:
         """Ask the model for every scene; returns the proposals and every item as generated."""
         proposals: list[Proposal] = []
         generated: list[dict[str, Any]] = []
-        chunks: list[
-            tuple[list[tuple[Scene, dict[str, Any]]], list[str] | None]
-        ]  # scenes, planned balance texts
+        # each chunk: its scenes and, when the balance is planned, their balance texts
+        chunks: list[tuple[list[tuple[Scene, dict[str, Any]]], list[str] | None]]
         if self.planned:
             texts = self._balance_texts(len(scenes), balance)
             chunks = [(list(scenes), texts)] if scenes else []

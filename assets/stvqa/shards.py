@@ -89,8 +89,9 @@ def _read_matching(path: str | Path, wanted: Callable[[str], bool]) -> pl.DataFr
             if matching:
                 groups.append(index)
                 ids.extend(matching)
+        # pl.from_arrow of a table is a frame (its annotation, pyarrow being untyped, also allows a series)
         if not groups:
-            return cast(pl.DataFrame, pl.from_arrow(parquet.schema_arrow.empty_table()))  # a table's frame
+            return cast(pl.DataFrame, pl.from_arrow(parquet.schema_arrow.empty_table()))
         table = cast(pl.DataFrame, pl.from_arrow(parquet.read_row_groups(groups)))
     return table.filter(pl.col("image_id").is_in(ids))
 
