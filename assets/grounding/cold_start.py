@@ -176,6 +176,7 @@ def build_cold_start(
         selected = selected.filter(pl.col("question_id").is_in(list(traces)))
 
         def llm_trace(row: dict, kept: Sequence[dict]) -> str:
+            """The model's reasoning trace of ``row`` (the examples already kept play no part)."""
             return traces[row["question_id"]]
 
         reasoning_fn: ReasoningFunction | None = llm_trace
