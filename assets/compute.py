@@ -108,7 +108,10 @@ def _exit_when_ended(sentinel: int) -> None:
 def _start_worker() -> None:
     """A local worker: one thread for open3d, and an exit as soon as the process that started the pool ends."""
     limit_threads(1)
-    sentinel = multiprocessing.parent_process().sentinel
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        raise RuntimeError("_start_worker initialises a pool's worker process, not the main process")
+    sentinel = parent.sentinel
     threading.Thread(target=_exit_when_ended, args=(sentinel,), name="exit-with-parent", daemon=True).start()
 
 

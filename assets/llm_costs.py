@@ -135,62 +135,92 @@ def _stage_estimate(
     """(estimate or None, what the input was, a note) of one stage, reading its input part by part."""
     table = PAID_STAGES[stage][1]
     if stage == "stvqa_validated":
-        shards = [key for key in STVQA_SHARD_KEYS if table_path(storage_root, table, key).is_file()]
-        if not shards:
-            return None, f"{table}: not materialised", f"materialise {table} first"
-        scene_graphs = table_path(storage_root, "scene_graphs")
-        if not scene_graphs.is_file():
-            return None, f"{table}: {len(shards)} shards", "materialise scene_graphs first"
-        rows = 0
-        settings = PassAt2Settings(backend="openai")
-
-        def validated_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
-            nonlocal rows
-            for shard in shards:
-                candidates = pl.read_parquet(table_path(storage_root, table, shard))
-                rows += candidates.height
-                scene_rows = read_image_rows(scene_graphs, candidates["image_id"].unique().to_list())
-                yield PassAt2Task(candidates, scene_rows, settings, None, progress=False).planned_requests()
-
-        estimate = _estimate_all(client, validated_parts())
-        return estimate, f"{table}: {rows:,} rows in {len(shards)} shards", "round 2 at most: every question"
+        return _validated_estimate(storage_root, table, client)
     scan = _scan(storage_root, table)
     if scan is None:
         return None, f"{table}: not materialised", f"materialise {table} first"
     if stage == "stvqa_candidates":
-        shards = _shards_of(scan)
-        settings = QuestionGenerationSettings(backend="anthropic")
-        mode = client.config.mode
-        path = table_path(storage_root, table)
-
-        def candidate_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
-            for shard in sorted(shards):  # only the shard's row groups are read
-                rows = read_shard_rows(path, shard)
-                yield GenerationTask(rows, settings, geometry, mode=mode, progress=False).planned_requests()
-
-        images = sum(len(ids) for ids in shards.values())
-        note = "re-ask at most: every image" + (
-            "" if settings.planned_balance(mode) else "; balance of chunk 1"
-        )
-        return (
-            _estimate_all(client, candidate_parts()),
-            f"{table}: {images:,} rows in {len(shards)} shards",
-            note,
-        )
+        return _candidates_estimate(storage_root, table, scan, client, geometry)
     if stage == "object_phrases":
-        questions = scan.collect()  # no image bytes: the questions name their images (mcq_images holds them)
-        selected = select_training_questions(questions, ["omnispatial"], ["train"])
-        images = table_path(storage_root, "mcq_images")
+        return _phrases_estimate(storage_root, table, scan, client)
+    return _cold_start_estimate(table, scan, client)
 
-        def phrase_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
-            for batch in selected.iter_slices(IMAGE_BATCH_ROWS):  # each batch's images read, then let go
-                yield (
-                    phrase_requests(embed_images(batch, images) if "image" not in batch.columns else batch),
-                    [],
-                )
 
-        return _estimate_all(client, phrase_parts()), f"{table}: {questions.height:,} rows", ""
-    names = [name for name in scan.collect_schema().names() if name != "image"]  # sft_cold_start
+def _validated_estimate(
+    storage_root: str | Path, table: str, client: LLMClient
+) -> tuple[CostEstimate | None, str, str]:
+    """The pass@2 stage's estimate: every materialised shard of candidates, with its images' scene graphs."""
+    shards = [key for key in STVQA_SHARD_KEYS if table_path(storage_root, table, key).is_file()]
+    if not shards:
+        return None, f"{table}: not materialised", f"materialise {table} first"
+    scene_graphs = table_path(storage_root, "scene_graphs")
+    if not scene_graphs.is_file():
+        return None, f"{table}: {len(shards)} shards", "materialise scene_graphs first"
+    rows = 0
+    settings = PassAt2Settings(backend="openai")
+
+    def validated_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
+        nonlocal rows
+        for shard in shards:
+            candidates = pl.read_parquet(table_path(storage_root, table, shard))
+            rows += candidates.height
+            scene_rows = read_image_rows(scene_graphs, candidates["image_id"].unique().to_list())
+            yield PassAt2Task(candidates, scene_rows, settings, None, progress=False).planned_requests()
+
+    estimate = _estimate_all(client, validated_parts())
+    return estimate, f"{table}: {rows:,} rows in {len(shards)} shards", "round 2 at most: every question"
+
+
+def _candidates_estimate(
+    storage_root: str | Path,
+    table: str,
+    scan: pl.LazyFrame,
+    client: LLMClient,
+    geometry: Mapping[str, Any] | None,
+) -> tuple[CostEstimate | None, str, str]:
+    """The generation stage's estimate: every shard of the scene graphs, read one shard at a time."""
+    shards = _shards_of(scan)
+    settings = QuestionGenerationSettings(backend="anthropic")
+    mode = client.config.mode
+    path = table_path(storage_root, table)
+
+    def candidate_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
+        for shard in sorted(shards):  # only the shard's row groups are read
+            rows = read_shard_rows(path, shard)
+            yield GenerationTask(rows, settings, geometry, mode=mode, progress=False).planned_requests()
+
+    images = sum(len(ids) for ids in shards.values())
+    note = "re-ask at most: every image" + ("" if settings.planned_balance(mode) else "; balance of chunk 1")
+    return (
+        _estimate_all(client, candidate_parts()),
+        f"{table}: {images:,} rows in {len(shards)} shards",
+        note,
+    )
+
+
+def _phrases_estimate(
+    storage_root: str | Path, table: str, scan: pl.LazyFrame, client: LLMClient
+) -> tuple[CostEstimate | None, str, str]:
+    """The phrase stage's estimate: the training questions, their images read a batch at a time."""
+    questions = scan.collect()  # no image bytes: the questions name their images (mcq_images holds them)
+    selected = select_training_questions(questions, ["omnispatial"], ["train"])
+    images = table_path(storage_root, "mcq_images")
+
+    def phrase_parts() -> Iterator[tuple[Sequence[LLMRequest], Sequence[LLMRequest]]]:
+        for batch in selected.iter_slices(IMAGE_BATCH_ROWS):  # each batch's images read, then let go
+            yield (
+                phrase_requests(embed_images(batch, images) if "image" not in batch.columns else batch),
+                [],
+            )
+
+    return _estimate_all(client, phrase_parts()), f"{table}: {questions.height:,} rows", ""
+
+
+def _cold_start_estimate(
+    table: str, scan: pl.LazyFrame, client: LLMClient
+) -> tuple[CostEstimate | None, str, str]:
+    """The cold-start stage's estimate: the selected rows, with the images of those only."""
+    names = [name for name in scan.collect_schema().names() if name != "image"]
     frame = scan.select(names).collect()
     selected = select_rows(frame, ColdStartSettings(reasoning="llm"))
     if "image" in scan.collect_schema().names() and selected.height:

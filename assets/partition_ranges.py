@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import dagster as dg
 import polars as pl
@@ -30,7 +30,7 @@ from assets.provenance import TableFilePlan, write_outputs
 from data_contracts.parquet_files import read_parquet_file
 from data_contracts.storage import MissingTableError
 
-PartitionBody = Callable[[str], Iterator[dg.Output | dg.AssetCheckResult]]
+PartitionBody = Callable[[str], Iterable[dg.Output | dg.AssetCheckResult]]
 """A one-partition asset body: the partition key in, the partition's outputs and check results out."""
 
 PartitionTables = dict[str, pl.DataFrame]
@@ -57,13 +57,19 @@ def read_partition(path: Path) -> pl.DataFrame:
     return read_parquet_file(path)
 
 
+def arrow_frame(table: Any) -> pl.DataFrame:
+    """A pyarrow table (or record batch) as a polars frame: ``pl.from_arrow`` of a table is always a frame, which
+    its annotation (frame or series, pyarrow being untyped) does not say."""
+    return cast(pl.DataFrame, pl.from_arrow(table))
+
+
 def read_table_columns(path: Path, columns: list[str]) -> pl.DataFrame:
     """Some columns of a table file (a :data:`TableFile` value), through one handle: a table's rows without its
     image bytes, for instance."""
     import pyarrow.parquet as pq
 
     with open(path, "rb") as handle:
-        return pl.from_arrow(pq.ParquetFile(handle).read(columns=columns))
+        return arrow_frame(pq.ParquetFile(handle).read(columns=columns))
 
 
 def iter_row_groups(path: Path) -> Iterator[pl.DataFrame]:
@@ -73,7 +79,7 @@ def iter_row_groups(path: Path) -> Iterator[pl.DataFrame]:
     with open(path, "rb") as handle:
         parquet = pq.ParquetFile(handle)
         for index in range(parquet.num_row_groups):
-            yield pl.from_arrow(parquet.read_row_group(index))
+            yield arrow_frame(parquet.read_row_group(index))
 
 
 SINGLE_RUN = dg.BackfillPolicy.single_run()
@@ -170,13 +176,13 @@ def run_partitions(
     for slot, by_key in by_slot.items():
         if len(keys) == 1:
             (event,) = by_key.values()
-            if slot[0] == "output":
+            if isinstance(event, dg.Output):
                 event = dg.Output({keys[0]: event.value}, slot[1], event.metadata, event.data_version)
             yield event
         elif slot[0] == "check":
-            yield _combined_check(by_key)
+            yield _combined_check(cast(dict[str, dg.AssetCheckResult], by_key))
         else:
-            yield _range_output(context, slot[1], by_key)
+            yield _range_output(context, slot[1], cast(dict[str, dg.Output], by_key))
 
 
 def _range_output(context: dg.AssetExecutionContext, name: str, by_key: Mapping[str, dg.Output]) -> dg.Output:
@@ -187,7 +193,7 @@ def _range_output(context: dg.AssetExecutionContext, name: str, by_key: Mapping[
     versions = {output.data_version for output in by_key.values()}
     shared_version = versions.pop() if len(versions) == 1 else None
     for key, output in by_key.items():
-        metadata = dict(output.metadata)
+        metadata: dict[str, Any] = dict(output.metadata)
         if output.data_version is not None and shared_version is None:
             metadata["data_version_fingerprint"] = output.data_version.value
         context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)

@@ -112,7 +112,7 @@ def with_caption(image: Image.Image, text: str) -> Image.Image:
         text = text[:-1]
         shown = text + "…"
         left, top, right, bottom = probe.textbbox((0, 0), shown)
-    height = bottom - top + 4
+    height = int(bottom - top) + 4  # whole pixels: the bbox of text drawn at (0, 0)
     titled = Image.new("RGB", (image.width, image.height + height), (0, 0, 0))
     titled.paste(image.convert("RGB"), (0, height))
     ImageDraw.Draw(titled).text((2 - left, 2 - top), shown, fill=(255, 255, 255))

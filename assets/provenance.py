@@ -111,7 +111,7 @@ def observed_versions(
     wanted = list(dict.fromkeys(partitions))
     if not _PARTITIONED_RAW.get(key, False):
         records = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=1).records
-        version = records[0].asset_observation.data_version if records else None
+        version = _observed_version(records[0]) if records else None
         return dict.fromkeys(wanted, version)
     found: dict[str | None, str | None] = {}
     keys = [partition for partition in wanted if partition is not None]
@@ -125,7 +125,7 @@ def observed_versions(
                 cursor=cursor,
             )
             for record in result.records:  # newest first: the first record of a partition is its latest
-                found.setdefault(record.partition_key, record.asset_observation.data_version)
+                found.setdefault(record.partition_key, _observed_version(record))
             if not result.has_more:
                 break
             cursor = result.cursor
@@ -135,7 +135,14 @@ def observed_versions(
 def materialized_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
     """The data version Dagster recorded with the latest materialization of ``key``."""
     records = instance.fetch_materializations(key, limit=1).records
-    return (records[0].asset_materialization.tags or {}).get(DAGSTER_DATA_VERSION_TAG) if records else None
+    materialization = records[0].asset_materialization if records else None
+    return (materialization.tags or {}).get(DAGSTER_DATA_VERSION_TAG) if materialization is not None else None
+
+
+def _observed_version(record: dg.EventLogRecord) -> str | None:
+    """The data version of an observation record (None for a record that holds no observation)."""
+    observation = record.asset_observation
+    return observation.data_version if observation is not None else None
 
 
 @dataclass(frozen=True)

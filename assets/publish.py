@@ -13,6 +13,7 @@ refusal's one sentence.
 """
 
 import os
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -88,7 +89,7 @@ def hub_dataset(
     except PublishError as error:
         raise dg.Failure(description=str(error), allow_retries=False) from None
     context.log.info(result.message)
-    metadata: dict[str, object] = {
+    metadata: dict[str, Any] = {
         "repo_url": dg.MetadataValue.url(result.repo_url),
         "committed": result.committed,
         "message": result.message,

@@ -221,7 +221,9 @@ class FileHashCache:
             keys = [resolved]
         else:
             keys = [resolved + os.sep + relative for relative, _, _ in files]
-        hashes, added, edited, updates = [], [], [], []
+        hashes, updates = [], []
+        added: list[str] = []
+        edited: list[str] = []
         for key, (relative, path, stat) in zip(keys, files, strict=True):
             known = cached.pop(key, None)
             if known is not None and known[:3] == (stat.st_size, stat.st_mtime_ns, stat.st_ino):
@@ -400,14 +402,14 @@ def observe_scan(
 
 
 def _observe_on_cron() -> dg.AutomationCondition:
-    return (
-        dg.AutomationCondition.cron_tick_passed(rebuild_cron())
-        .since_last_handled()
-        .with_label(f"observe on cron ({rebuild_cron()})")
-    )
+    # typed for any key: left to infer, the tick's key type is AssetKey, which `since_last_handled` refuses
+    tick: dg.AutomationCondition = dg.AutomationCondition.cron_tick_passed(rebuild_cron())
+    return tick.since_last_handled().with_label(f"observe on cron ({rebuild_cron()})")
 
 
-def _observe(cache: FileHashCache, observable: str, partition: str | None, roots: list[Path | None]) -> str:
+def _observe(
+    cache: FileHashCache, observable: str, partition: str | None, roots: Iterable[Path | None]
+) -> str:
     """The content version of ``roots``; the files changed since the last observation are recorded."""
     version, changes = observe_roots(roots, cache, record=True)
     cache.record_change(observable, partition, version, changes)

@@ -160,7 +160,7 @@ class StreamedTable:
             for row in invalid.iter_rows(named=True):
                 record = {k: v for k, v in row.items() if not isinstance(v, (bytes, dict))}  # no image bytes
                 self.quarantine.add(
-                    row.get(self.record_id_column, "?"),
+                    "?" if self.record_id_column is None else row.get(self.record_id_column, "?"),
                     f"contract violation: {row['reason']}",
                     payload=record,
                 )

@@ -210,7 +210,7 @@ class CocoInstances:
                 skipped += 1
                 continue
             try:
-                bbox_px = tuple(xywh_to_xyxy(box))
+                x1, y1, x2, y2 = xywh_to_xyxy(box)
             except BoxError:
                 skipped += 1
                 continue
@@ -218,7 +218,7 @@ class CocoInstances:
                 Instance(
                     annotation_id=int(annotation["id"]),
                     category=str(category["name"]).lower(),
-                    bbox_px=bbox_px,
+                    bbox_px=(x1, y1, x2, y2),
                     supercategory=str(category.get("supercategory") or "").lower(),
                     attributes=tuple(str(value).lower() for value in annotation.get("attributes") or ()),
                     segmentation=annotation.get("segmentation"),
@@ -330,7 +330,7 @@ def decode_segmentation(segmentation: object, width: int, height: int) -> np.nda
             value = not value
         mask = flat.reshape(rle_width, rle_height).T
         if mask.shape != (height, width):
-            mask = np.asarray(Image.fromarray(mask).resize((width, height), Image.NEAREST))
+            mask = np.asarray(Image.fromarray(mask).resize((width, height), Image.Resampling.NEAREST))
         return mask
     if isinstance(segmentation, list) and segmentation and isinstance(segmentation[0], list):
         canvas = Image.new("L", (width, height), 0)
@@ -702,5 +702,5 @@ def image_array(image: Image.Image, width: int, height: int) -> np.ndarray:
     """RGB float array (0..1) of ``image`` at ``width`` x ``height`` (resized when the sizes differ)."""
     rgb = image.convert("RGB")
     if rgb.size != (width, height):
-        rgb = rgb.resize((width, height), Image.BILINEAR)
+        rgb = rgb.resize((width, height), Image.Resampling.BILINEAR)
     return np.asarray(rgb, dtype=np.float64) / 255.0

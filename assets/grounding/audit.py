@@ -54,7 +54,7 @@ VERDICT_COLUMNS = (
 TRUE_WORDS = frozenset({"1", "yes", "y", "true", "t", "correct", "ok"})
 FALSE_WORDS = frozenset({"0", "no", "n", "false", "f", "wrong", "incorrect"})
 
-AUDIT_COLUMNS = {
+AUDIT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "audit_id": pl.String,
     "question_id": pl.String,
     "box_index": pl.Int64,

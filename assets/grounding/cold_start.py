@@ -20,7 +20,7 @@ from pydantic import Field
 
 from data_contracts.quarantine import QuarantineLog
 from model_clients.failures import FailureBudgetSettings
-from training.sft import SFT_COLD_START_SAMPLES, build_sft_frame
+from training.sft import SFT_COLD_START_SAMPLES, ReasoningFunction, build_sft_frame
 
 logger = logging.getLogger(__name__)
 
@@ -175,8 +175,11 @@ def build_cold_start(
         traces = llm_reasoning(selected, llm_client, log, progress)
         selected = selected.filter(pl.col("question_id").is_in(list(traces)))
 
-        def reasoning_fn(row: dict, kept: Sequence[dict]) -> str:
+        def llm_trace(row: dict, kept: Sequence[dict]) -> str:
+            """The model's reasoning trace of ``row`` (the examples already kept play no part)."""
             return traces[row["question_id"]]
+
+        reasoning_fn: ReasoningFunction | None = llm_trace
     else:
         backend = "template"
         reasoning_fn = None

@@ -200,8 +200,8 @@ def decode_detections(
         if index not in best:
             result.unmatched_phrases.append(f"{phrase}: no detection at or above {box_threshold:g}")
             continue
-        score, query = best[index]
-        x1, y1, x2, y2 = cxcywh_to_xyxy(boxes_cxcywh[query].tolist())
+        score, best_query = best[index]
+        x1, y1, x2, y2 = cxcywh_to_xyxy(boxes_cxcywh[best_query].tolist())
         try:
             box = pixels_to_grid([x1 * width, y1 * height, x2 * width, y2 * height], width, height)
         except BoxError as error:
@@ -248,7 +248,9 @@ def load_grounding_dino(
     image_processor = AutoImageProcessor.from_pretrained(model, **backend_arguments)
     tokenizer = AutoTokenizer.from_pretrained(model)
     processor = GroundingDinoProcessor(image_processor=image_processor, tokenizer=tokenizer)
-    network = GroundingDinoForObjectDetection.from_pretrained(model, dtype=torch_dtype).to(resolved).eval()
+    network = GroundingDinoForObjectDetection.from_pretrained(model, dtype=torch_dtype)
+    # transformers types the wrapped `to` as taking the model again; it takes a device (its documented use)
+    network = network.to(resolved).eval()  # type: ignore[arg-type]
     logger.info("Grounding DINO %s on %s (%s)", model, resolved, dtype)
     return network, processor, resolved
 
@@ -397,7 +399,9 @@ def tiny_grounding_dino_config(vocab_size: int, full_size: bool = False):
 
     if full_size:
         return GroundingDinoConfig(
-            backbone_config=SwinConfig(
+            # transformers types the backbone settings as `_out_features`/`_out_indices`; the documented keywords
+            # (accepted at run time) are these
+            backbone_config=SwinConfig(  # type: ignore[call-arg]
                 embed_dim=96,
                 depths=[2, 2, 6, 2],
                 num_heads=[3, 6, 12, 24],
@@ -409,7 +413,7 @@ def tiny_grounding_dino_config(vocab_size: int, full_size: bool = False):
             disable_custom_kernels=True,
         )
     return GroundingDinoConfig(
-        backbone_config=SwinConfig(
+        backbone_config=SwinConfig(  # type: ignore[call-arg]  # out_features/out_indices, as above
             embed_dim=8,
             depths=[1, 1, 1, 1],
             num_heads=[1, 1, 1, 1],
@@ -452,7 +456,7 @@ def build_tiny_grounding_dino(
 ) -> Path:
     """Save a Grounding DINO with random weights, its tokenizer and its image processor to ``directory``.
 
-    Nothing is downloaded: the tokenizer is a `BertTokenizerFast` over ``vocabulary`` (words outside it
+    Nothing is downloaded: the tokenizer is a `BertTokenizer` (the fast one) over ``vocabulary`` (words outside it
     become [UNK]), the image processor the PIL one resizing to ``image_size`` (shortest, longest edge).
     The directory then loads like a released checkpoint (:func:`load_grounding_dino`).
 
@@ -471,14 +475,14 @@ def build_tiny_grounding_dino(
         `Path`: the directory.
     """
     import torch
-    from transformers import BertTokenizerFast, GroundingDinoForObjectDetection, GroundingDinoProcessor
+    from transformers import BertTokenizer, GroundingDinoForObjectDetection, GroundingDinoProcessor
     from transformers.models.grounding_dino.image_processing_pil_grounding_dino import (
         GroundingDinoImageProcessorPil,
     )
 
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
-    tokenizer = BertTokenizerFast(vocab={word: index for index, word in enumerate(vocabulary)})
+    tokenizer = BertTokenizer(vocab={word: index for index, word in enumerate(vocabulary)})
     image_processor = GroundingDinoImageProcessorPil(
         size={"shortest_edge": image_size[0], "longest_edge": image_size[1]}
     )

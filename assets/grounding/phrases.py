@@ -434,7 +434,7 @@ def filter_phrases(phrases: Iterable[str], vocabulary: ObjectVocabulary | None =
         ['red cup', 'spoon']
     """
     result = PhraseFilterResult()
-    seen: set[str] | set[tuple[str, ...]] = set()
+    seen: set[str | tuple[str, ...]] = set()
     sources: list[str] = []
     for phrase in phrases:
         if not isinstance(phrase, str):
@@ -855,7 +855,7 @@ class PhraseExtraction:
     extractor: str
 
 
-OBJECT_PHRASES_COLUMNS = {
+OBJECT_PHRASES_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "question_id": pl.String,
     "source": pl.String,
     "split": pl.String,
@@ -962,7 +962,7 @@ class LLMPhraseBackend:
         self.client = client
         self.settings = settings
         self.progress = progress
-        self.vocabulary = None
+        self.vocabulary: ObjectVocabulary | None = None
         config = client.config
         self.name = f"{config.provider}/{config.model}/{PHRASES_PROMPT_NAME}@{PHRASES_PROMPT_VERSION}"
 

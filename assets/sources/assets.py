@@ -34,14 +34,21 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import dagster as dg
 import polars as pl
 import pyarrow.parquet as pq
 
 from assets.compute import partition_results
-from assets.partition_ranges import SINGLE_RUN, PortableEvent, portable_events, restore_events, run_partitions
+from assets.partition_ranges import (
+    SINGLE_RUN,
+    PortableEvent,
+    arrow_frame,
+    portable_events,
+    restore_events,
+    run_partitions,
+)
 from assets.partitions import scenes_partitions
 from assets.previews import draw_boxes, gallery
 from assets.provenance import TableFilePlan, table_file_plans, write_outputs
@@ -113,7 +120,14 @@ def _scene_graph_preview(frame: pl.DataFrame):
     return gallery(images)
 
 
-def input_field(origin: str, config_field: str, unset_fields: str) -> dict[str, str | None]:
+class InputField(TypedDict):
+    """The config field and remedy that :func:`readers.common.require_rows` names for a source."""
+
+    config_field: str
+    remedy: str | None
+
+
+def input_field(origin: str, config_field: str, unset_fields: str) -> InputField:
     """The ``config_field`` and ``remedy`` :func:`readers.common.require_rows` names for a source of ``origin``: the
     source's own field for real data; for the sample world, `sample_world_root` and how to regenerate it (its
     ``unset_fields``, being unset, chose it).
@@ -346,7 +360,7 @@ class _ShardStaging:
                     1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES * max(1, meta.num_rows) // max(1, size))
                 )
                 for batch in staged.iter_batches(batch_size=batch_rows):
-                    out.write(pl.from_arrow(batch))
+                    out.write(arrow_frame(batch))
 
 
 @dg.multi_asset(

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -27,7 +28,7 @@ from assets.sample_world.config import (
 )
 from assets.sample_world.generator import stamp_config
 
-_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SampleWorldConfig)}
+_DEFAULTS: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(SampleWorldConfig)}
 """The generator's own defaults: the asset's knobs default to them (the default world adds its other layouts' rooms)."""
 
 

@@ -20,20 +20,30 @@ import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from assets.stvqa.vocabulary import CATEGORIES, LEVEL_TARGETS, LEVELS, category_targets
 
 
 class Balanced(Protocol):
-    """Anything with a category, a level, a rating and a fact key (template questions)."""
+    """Anything with a category, a level, a rating and a fact key (template questions), read only."""
 
-    category: str
-    level: str
-    rating: int
-    fact_key: str
-    template: str
-    question: str
+    @property
+    def category(self) -> str: ...
+    @property
+    def level(self) -> str: ...
+    @property
+    def rating(self) -> int: ...
+    @property
+    def fact_key(self) -> str: ...
+    @property
+    def template(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+
+
+BalancedItem = TypeVar("BalancedItem", bound=Balanced)
+"""The type of the candidates :func:`select_questions` picks from (and hands back)."""
 
 
 @dataclass
@@ -162,13 +172,13 @@ def _tie_break(item: Balanced, seed: int) -> str:
 
 
 def select_questions(
-    candidates: Sequence[Balanced],
+    candidates: Sequence[BalancedItem],
     count: int,
     balance: RunningBalance,
     *,
     seed: int = 0,
     max_per_template: int = 2,
-) -> list[Balanced]:
+) -> list[BalancedItem]:
     """Pick up to `count` candidates of one image, each time the one whose category and level are most needed.
 
     Ties go to the higher rating, then to a stable hash. At most one question per fact (`fact_key`) and
@@ -184,7 +194,7 @@ def select_questions(
         'depth'
     """
     remaining = list(candidates)
-    chosen: list[Balanced] = []
+    chosen: list[BalancedItem] = []
     used_facts: set[str] = set()
     per_template: Counter = Counter()
     while remaining and len(chosen) < count:

@@ -30,6 +30,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -452,14 +453,8 @@ def _published_scene(
     row: Mapping[str, Any], width: int, height: int
 ) -> tuple[dict[str, Any] | None, int, str | None]:
     """GT scene from a ``<scene>`` tag (pixel boxes -> grid); returns (scene, objects dropped, problem)."""
-    text = next(
-        (
-            row.get(name)
-            for name in ("answer", "answer_option_text", "answer_text")
-            if isinstance(row.get(name), str) and "<scene>" in row.get(name)
-        ),
-        None,
-    )
+    candidates = (row.get(name) for name in ("answer", "answer_option_text", "answer_text"))
+    text = next((value for value in candidates if isinstance(value, str) and "<scene>" in value), None)
     if text is None:
         return {"objects": [], "relationships": []}, 0, None
     match = _SCENE_TAG.search(text)
@@ -476,6 +471,9 @@ def _published_scene(
         box = item.get("bbox") if isinstance(item, Mapping) else None
         if box is None and isinstance(item, Mapping):
             box = item.get("bbox_2d")
+        if box is None:  # no box, or an item that is not an object
+            dropped += 1
+            continue
         try:
             grid = pixels_to_grid([float(value) for value in box], width, height)
         except (BoxError, TypeError, ValueError):
@@ -505,6 +503,85 @@ def _image_size(row: Mapping[str, Any], image: Mapping[str, Any]) -> tuple[int, 
     return decoded.size
 
 
+@dataclass(frozen=True)
+class _Rejection:
+    """Why a published row is quarantined, and what its quarantine entry shows of it."""
+
+    reason: str
+    payload: dict[str, Any]
+
+
+def _published_choice(row: Mapping[str, Any], image_id: str) -> tuple[list[str], str, str, str] | _Rejection:
+    """A published row's options, gold letter, category and level, or why they are unusable."""
+    options = [re.sub(r"^\([A-D]\)\s*", "", option).strip() for option in _options(row.get("options"))]
+    if not 2 <= len(options) <= 4 or any(not option for option in options):
+        return _Rejection(
+            f"{len(options)} options; 2 to 4 non-empty options are required", {"image_id": image_id}
+        )
+    letter = _gold_letter(row)
+    if letter is None or LETTERS.index(letter) >= len(options):
+        return _Rejection(
+            f"gold letter {letter!r} is missing or outside the {len(options)} options",
+            {"image_id": image_id, "answer": row.get("answer")},
+        )
+    category = normalize_category(row.get("category"))
+    level = str(row.get("level") or "").strip().lower()
+    if category is None or level not in ("easy", "medium", "hard"):
+        return _Rejection(
+            f"unknown category {row.get('category')!r} or level {row.get('level')!r}", {"image_id": image_id}
+        )
+    return options, letter, category, level
+
+
+def _published_row(
+    row: Mapping[str, Any], record_id: str, default_split: str, report: dict[str, Any]
+) -> dict[str, Any] | _Rejection:
+    """One published row as an ``stvqa`` row, or why it is quarantined; its ground-truth objects whose box could
+    not be converted are counted in ``report``."""
+    image_id = str(row.get("image_id") if row.get("image_id") is not None else record_id)
+    cells = _image_cells(row.get("images", row.get("image")))
+    if not cells:
+        return _Rejection("row has no image bytes", {"image_id": image_id})
+    choice = _published_choice(row, image_id)
+    if isinstance(choice, _Rejection):
+        return choice
+    options, letter, category, level = choice
+    size = _image_size(row, cells[0])
+    if size is None:
+        return _Rejection(
+            "image size unknown: no 'Image size' line and the image does not decode", {"image_id": image_id}
+        )
+    width, height = size
+    gt_scene, dropped, problem = _published_scene(row, width, height)
+    if gt_scene is None:
+        return _Rejection(f"ground-truth scene unreadable: {problem}", {"image_id": image_id})
+    report["gt_objects_dropped"] += dropped
+    question = str(row.get("question_only") or "").strip()
+    if not question:
+        return _Rejection("row has no question_only", {"image_id": image_id})
+    split = str(row.get("split") or default_split).lower()
+    split = "val" if split in ("val", "validation", "test") else "train"
+    problem_value = row.get("problem")
+    if not isinstance(problem_value, str) or not _IMAGE_SIZE.search(problem_value):
+        problem_value = None
+    return stvqa_row(
+        image_id=image_id,
+        image=cells[0],
+        width=width,
+        height=height,
+        question=question,
+        options=options,
+        answer=letter,
+        category=category,
+        level=level,
+        rating=normalize_rating(row.get("rating")),
+        gt_scene=gt_scene,
+        split=split,
+        origin=REAL,
+        problem=problem_value,
+    )
+
+
 def read_published_stvqa(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog, dict[str, Any]]:
     """Read the published STVQA-7K Parquet files into ``stvqa`` rows (bad rows quarantined with the reason).
 
@@ -525,95 +602,11 @@ def read_published_stvqa(path: str | Path) -> tuple[pl.DataFrame, QuarantineLog,
         default_split = _split_from_name(file)
         for index, row in enumerate(frame.iter_rows(named=True)):
             record_id = f"{file.name}:{index}"
-            image_id = str(row.get("image_id") if row.get("image_id") is not None else record_id)
-            cells = _image_cells(row.get("images", row.get("image")))
-            if not cells:
-                quarantine.add(
-                    record_id, "row has no image bytes", source_file=str(file), payload={"image_id": image_id}
-                )
-                continue
-            options = [
-                re.sub(r"^\([A-D]\)\s*", "", option).strip() for option in _options(row.get("options"))
-            ]
-            if not 2 <= len(options) <= 4 or any(not option for option in options):
-                quarantine.add(
-                    record_id,
-                    f"{len(options)} options; 2 to 4 non-empty options are required",
-                    source_file=str(file),
-                    payload={"image_id": image_id},
-                )
-                continue
-            letter = _gold_letter(row)
-            if letter is None or LETTERS.index(letter) >= len(options):
-                quarantine.add(
-                    record_id,
-                    f"gold letter {letter!r} is missing or outside the {len(options)} options",
-                    source_file=str(file),
-                    payload={"image_id": image_id, "answer": row.get("answer")},
-                )
-                continue
-            category = normalize_category(row.get("category"))
-            level = str(row.get("level") or "").strip().lower()
-            if category is None or level not in ("easy", "medium", "hard"):
-                quarantine.add(
-                    record_id,
-                    f"unknown category {row.get('category')!r} or level {row.get('level')!r}",
-                    source_file=str(file),
-                    payload={"image_id": image_id},
-                )
-                continue
-            size = _image_size(row, cells[0])
-            if size is None:
-                quarantine.add(
-                    record_id,
-                    "image size unknown: no 'Image size' line and the image does not decode",
-                    source_file=str(file),
-                    payload={"image_id": image_id},
-                )
-                continue
-            width, height = size
-            gt_scene, dropped, problem = _published_scene(row, width, height)
-            if gt_scene is None:
-                quarantine.add(
-                    record_id,
-                    f"ground-truth scene unreadable: {problem}",
-                    source_file=str(file),
-                    payload={"image_id": image_id},
-                )
-                continue
-            report["gt_objects_dropped"] += dropped
-            question = str(row.get("question_only") or "").strip()
-            if not question:
-                quarantine.add(
-                    record_id,
-                    "row has no question_only",
-                    source_file=str(file),
-                    payload={"image_id": image_id},
-                )
-                continue
-            split = str(row.get("split") or default_split).lower()
-            split = "val" if split in ("val", "validation", "test") else "train"
-            problem_value = row.get("problem")
-            if not isinstance(problem_value, str) or not _IMAGE_SIZE.search(problem_value):
-                problem_value = None
-            rows.append(
-                stvqa_row(
-                    image_id=image_id,
-                    image=cells[0],
-                    width=width,
-                    height=height,
-                    question=question,
-                    options=options,
-                    answer=letter,
-                    category=category,
-                    level=level,
-                    rating=normalize_rating(row.get("rating")),
-                    gt_scene=gt_scene,
-                    split=split,
-                    origin=REAL,
-                    problem=problem_value,
-                )
-            )
+            converted = _published_row(row, record_id, default_split, report)
+            if isinstance(converted, _Rejection):
+                quarantine.add(record_id, converted.reason, source_file=str(file), payload=converted.payload)
+            else:
+                rows.append(converted)
     frame = pl.DataFrame(rows, schema=polars_schema(Stvqa)) if rows else Stvqa.create_empty()
     logger.info("published STVQA: %d rows read, %d quarantined", frame.height, len(quarantine))
     return frame, quarantine, report

@@ -421,6 +421,8 @@ class ModelProposer:
         """Ask the model for every scene; returns the proposals and every item as generated."""
         proposals: list[Proposal] = []
         generated: list[dict[str, Any]] = []
+        # each chunk: its scenes and, when the balance is planned, their balance texts
+        chunks: list[tuple[list[tuple[Scene, dict[str, Any]]], list[str] | None]]
         if self.planned:
             texts = self._balance_texts(len(scenes), balance)
             chunks = [(list(scenes), texts)] if scenes else []
@@ -562,7 +564,7 @@ def _count_checked(
     if item.category != "count":
         return item, None
     check = check_count(scene, item.question, item.options, item.answer)
-    if check.rejected:
+    if check.answer is None:  # rejected
         log.quarantine.add(
             proposal.image_id,
             f"count check: {check.note}",

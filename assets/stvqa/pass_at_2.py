@@ -477,12 +477,13 @@ def _pass_at_2_output(
         else StvqaPassAtTwoAttempts.create_empty()
     )
     decided = kept + filtered
+    retention = round(kept / decided, 4) if decided else 0.0
     stats = {
         "candidates": len(rows),
         "kept": kept,
         "filtered_out": filtered,
         "quarantined": len(quarantine),
-        "retention": round(kept / decided, 4) if decided else 0.0,
+        "retention": retention,
         "attempts": len(attempt_rows),
         "attempts_by_status": dict(sorted(statuses.items())),
     }
@@ -491,7 +492,7 @@ def _pass_at_2_output(
         model,
         kept,
         decided,
-        100 * stats["retention"],
+        100 * retention,
         len(quarantine),
     )
     return PassAtTwoOutput(validated=validated, attempts=attempt_frame, quarantine=quarantine, stats=stats)

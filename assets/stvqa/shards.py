@@ -30,6 +30,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -80,16 +81,18 @@ def _read_matching(path: str | Path, wanted: Callable[[str], bool]) -> pl.DataFr
     hold one (through one handle, see :func:`data_contracts.parquet_files.read_parquet_file`)."""
     with open(path, "rb") as handle:
         parquet = pq.ParquetFile(handle)
-        groups, ids = [], []
+        groups: list[int] = []
+        ids: list[str] = []
         for index in range(parquet.num_row_groups):
             group_ids = parquet.read_row_group(index, columns=["image_id"]).column(0).to_pylist()
             matching = {image_id for image_id in group_ids if wanted(image_id)}
             if matching:
                 groups.append(index)
                 ids.extend(matching)
+        # pl.from_arrow of a table is a frame (its annotation, pyarrow being untyped, also allows a series)
         if not groups:
-            return pl.from_arrow(parquet.schema_arrow.empty_table())
-        table = pl.from_arrow(parquet.read_row_groups(groups))
+            return cast(pl.DataFrame, pl.from_arrow(parquet.schema_arrow.empty_table()))
+        table = cast(pl.DataFrame, pl.from_arrow(parquet.read_row_groups(groups)))
     return table.filter(pl.col("image_id").is_in(ids))
 
 

@@ -33,6 +33,7 @@ import random
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from assets.stvqa import facts
@@ -994,9 +995,7 @@ class DistanceClosest(Template):
         salient = _salient(scene, MAX_TRIPLE_OBJECTS)
         for reference in salient:
             others = [o for o in salient if o.object_id != reference.object_id]
-            for winner, beaten in _extreme(
-                scene, others, lambda a, b, r=reference: facts.nearer_to(scene, r, a, b)
-            ):
+            for winner, beaten in _extreme(scene, others, partial(facts.nearer_to, scene, reference)):
                 proposals.append((reference, winner, beaten))
         for reference, winner, beaten in self._limit(proposals, context, scene, self.name):
             yield from self._questions(
@@ -1087,7 +1086,7 @@ class CountHowMany(Template):
     pattern = COUNT_QUESTION
 
     def generate(self, scene, context):
-        names = {}
+        names: dict[str, str] = {}
         for obj in scene.objects:
             names.setdefault(obj.lemma, obj.name)
         for lemma, name in self._limit(sorted(names.items()), context, scene, self.name):

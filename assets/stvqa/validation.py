@@ -161,12 +161,15 @@ def validate_item(raw: Any) -> tuple[GeneratedItem | None, list[str]]:
     category = normalize_category(raw.get("category"))
     if category is None:
         problems.append(f"category {raw.get('category')!r} is not one of {', '.join(CATEGORIES)}")
-    level = raw.get("level").strip().lower() if isinstance(raw.get("level"), str) else None
+    level_raw = raw.get("level")
+    level = level_raw.strip().lower() if isinstance(level_raw, str) else None
     if level not in LEVELS:
-        problems.append(f"level {raw.get('level')!r} is not easy, medium or hard")
+        problems.append(f"level {level_raw!r} is not easy, medium or hard")
     rating = normalize_rating(raw.get("rating"))
     if rating is None:
         problems.append(f"rating {raw.get('rating')!r} is not an integer 1-10")
     if problems:
         return None, problems
+    # each of these, when None (or not a level), added a problem above
+    assert answer is not None and category is not None and level is not None and rating is not None
     return GeneratedItem(question.strip(), tuple(options), answer, category, level, rating), []

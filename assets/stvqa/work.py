@@ -51,7 +51,7 @@ JUDGE_RESOURCE_KEY = pass_at_2_module.RESOURCE_KEY
 PREVIEW_ITEMS = 3
 
 
-def gt_preview(frame: pl.DataFrame, images: Mapping[str, Mapping[str, Any]]):
+def gt_preview(frame: pl.DataFrame, images: Mapping[str, dict[str, Any]]):
     """Images of the first questions with their ground-truth boxes drawn, tiled."""
     tiles = []
     for row in frame.iter_rows(named=True):
@@ -108,6 +108,7 @@ def candidates_with_model(
     with llm_stage_client(
         generator, "stvqa_candidates", True, model, GENERATOR_RESOURCE_KEY, storage_root
     ) as client:
+        assert client is not None  # a stage that needs its client, given a resource, gets one
         tasks = {
             shard: generation_task(rows, config, geometry, client, source_file, progress=False)
             for shard, (_, rows, _, _, geometry, _, source_file) in arguments.items()
@@ -225,6 +226,7 @@ def validated_with_model(
     too many failed requests fails the step.
     """
     with llm_stage_client(judge, "stvqa_validated", True, model, JUDGE_RESOURCE_KEY, storage_root) as client:
+        assert client is not None  # a stage that needs its client, given a resource, gets one
         tasks = {
             shard: pass_at_2_task(candidates, scene_rows, config, geometry, client, progress=False)
             for shard, (_, candidates, scene_rows, _, _, geometry, _) in arguments.items()
@@ -247,6 +249,32 @@ def validated_with_model(
             usage[shard],
         )
         for shard, (_, candidates, scene_rows, _, output_settings, _, geometry_source) in arguments.items()
+    }
+
+
+def _validated_metadata(
+    shard: str,
+    stvqa_candidates: pl.DataFrame,
+    config: PassAt2Settings,
+    geometry_source: str,
+    output: PassAtTwoOutput,
+    usage: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The metadata of a ``stvqa_validated`` shard: its retention and its counts before and after pass@2."""
+    return {
+        "shard": shard,
+        "backend": config.backend,
+        "geometry": geometry_source,
+        "pass_at_2_retention": output.stats["retention"],
+        "retention_by_category": json_metadata(_retention_by_category(stvqa_candidates, output.validated)),
+        "counts_before": json_metadata(
+            count_by(list(stvqa_candidates.select("category", "level").iter_rows(named=True)))
+        ),
+        "counts_after": json_metadata(
+            count_by(list(output.validated.select("category", "level").iter_rows(named=True)))
+        ),
+        "stats": json_metadata(output.stats),
+        **usage,
     }
 
 
@@ -291,23 +319,7 @@ def validated_events(
             "attempt_answers",
         ],
         preview_image=lambda frame: gt_preview(frame, images),
-        extra_metadata={
-            "shard": shard,
-            "backend": config.backend,
-            "geometry": geometry_source,
-            "pass_at_2_retention": output.stats["retention"],
-            "retention_by_category": json_metadata(
-                _retention_by_category(stvqa_candidates, output.validated)
-            ),
-            "counts_before": json_metadata(
-                count_by(list(stvqa_candidates.select("category", "level").iter_rows(named=True)))
-            ),
-            "counts_after": json_metadata(
-                count_by(list(output.validated.select("category", "level").iter_rows(named=True)))
-            ),
-            "stats": json_metadata(output.stats),
-            **usage,
-        },
+        extra_metadata=_validated_metadata(shard, stvqa_candidates, config, geometry_source, output, usage),
     )
     attempts = finalize_table(
         output.attempts,
