@@ -9,7 +9,6 @@ configuration it was built from and a manifest of every file (size and SHA-256),
 half-written world is rebuilt.
 """
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -20,53 +19,27 @@ from pydantic import Field
 
 from assets.resources import SourcesResource, StorageResource
 from assets.sample_world import SampleWorldConfig, ensure_sample_world
-from assets.sample_world.config import (
-    DEFAULT_WORLD_ARKITSCENES_VIDEOS,
-    DEFAULT_WORLD_CAMERA_PATH,
-    DEFAULT_WORLD_SCANNETPP_SCENES,
-    GENERATOR_VERSION,
-)
+from assets.sample_world.config import GENERATOR_VERSION, setting_default, setting_help
 from assets.sample_world.generator import stamp_config
 
-_DEFAULTS: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(SampleWorldConfig)}
-"""The generator's own defaults: the asset's knobs default to them (the default world adds its other layouts' rooms)."""
+
+def _setting(name: str) -> Any:
+    """A config field with the default and the description of :class:`SampleWorldConfig`'s field ``name``."""
+    return Field(default=setting_default(name), description=setting_help(name))
 
 
 class SampleWorldAssetConfig(dg.Config):
-    """Run configuration of the `sample_world` asset (the generator's main knobs)."""
+    """Run configuration of the `sample_world` asset (the generator's main knobs, described in its config)."""
 
-    seed: int = Field(default=_DEFAULTS["seed"], description="Seed of every random choice.")
-    num_scenes: int = Field(default=_DEFAULTS["num_scenes"], description="Number of rooms.")
-    views_per_scene: int = Field(
-        default=_DEFAULTS["views_per_scene"], description="Camera views (RGB-D frames) per room."
-    )
-    width: int = Field(default=_DEFAULTS["width"], description="Colour image width in pixels.")
-    height: int = Field(default=_DEFAULTS["height"], description="Colour image height in pixels.")
-    camera_path: str = Field(
-        default=DEFAULT_WORLD_CAMERA_PATH,
-        description="'mixed' (the default world): the rooms take the four paths below in turn, so the DGE asks "
-        "every task type and answer value; 'loop': the camera walks once around each room looking inward; "
-        "'handheld': it walks toward or across the room and pans in place, so cameras stand behind each other and "
-        "turn (camera_motion asks 'turned left/right', camera_camera_position 'behind'); 'partial': the loop's "
-        "first third, a capture of part of the room (room_size is then withheld: the walls behind the cameras are "
-        "never seen); 'lookaround': the camera turns once around on the spot near the room's centre "
-        "(camera_object_position asks 'behind').",
-    )
-    arkitscenes_videos: int = Field(
-        default=DEFAULT_WORLD_ARKITSCENES_VIDEOS,
-        description="Further rooms written as ARKitScenes 3dod videos (frames stored rotated by their sky direction, "
-        "a world-to-camera trajectory, oriented-box annotations).",
-    )
-    scannetpp_scenes: int = Field(
-        default=DEFAULT_WORLD_SCANNETPP_SCENES,
-        description="Further rooms written as ScanNet++ scenes (the iPhone stream as the toolkit extracts it, the "
-        "aligned mesh and its segment annotation).",
-    )
-    scan_realism: str = Field(
-        default=_DEFAULTS["scan_realism"],
-        description="'realistic': Kinect-like depth noise and holes, pose errors, an over-segmented mesh; 'exact': "
-        "the generator's exact geometry.",
-    )
+    seed: int = _setting("seed")
+    num_scenes: int = _setting("num_scenes")
+    views_per_scene: int = _setting("views_per_scene")
+    width: int = _setting("width")
+    height: int = _setting("height")
+    camera_path: str = _setting("camera_path")
+    arkitscenes_videos: int = _setting("arkitscenes_videos")
+    scannetpp_scenes: int = _setting("scannetpp_scenes")
+    scan_realism: str = _setting("scan_realism")
     force: bool = Field(
         default=False, description="Rebuild even when the folder already holds this configuration."
     )

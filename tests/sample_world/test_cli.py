@@ -70,3 +70,24 @@ def test_the_config_the_asset_and_the_command_share_one_default_camera_path():
     command = make_parser().parse_args([]).camera_path
     assert SampleWorldConfig().camera_path == SampleWorldAssetConfig().camera_path == command
     assert command == DEFAULT_WORLD_CAMERA_PATH == "mixed"
+
+
+def test_the_command_and_the_asset_show_each_setting_with_the_config_s_default_and_description():
+    from assets.sample_world.cli import FLAGS, make_parser
+    from assets.sample_world.config import setting_default, setting_help
+    from assets.sources.sample_world import SampleWorldAssetConfig
+
+    actions = {action.dest: action for action in make_parser()._actions}
+    for name in FLAGS.values():
+        assert (actions[name].default, actions[name].help) == (setting_default(name), setting_help(name)), (
+            name
+        )
+    asset_fields = {
+        name: field for name, field in SampleWorldAssetConfig.model_fields.items() if name != "force"
+    }
+    assert set(asset_fields) <= set(FLAGS.values())
+    for name, field in asset_fields.items():
+        assert (field.default, field.description) == (setting_default(name), setting_help(name)), name
+    assert (
+        setting_default("arkitscenes_videos") == setting_default("scannetpp_scenes") == 1
+    )  # the default world's
