@@ -84,8 +84,11 @@ def stop_with_parent(poll_seconds: float = PARENT_POLL_SECONDS) -> None:
         logger.error(
             "the process that started this one (pid %d) is gone: stopping before further paid calls", parent
         )
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(10 * poll_seconds)
+        # A process started with SIGINT ignored (`nohup ... &`) ignores SIGTERM too once Dagster has set up its
+        # interrupt handlers (it gives SIGTERM SIGINT's handler): then there is nothing to wait for.
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10 * poll_seconds)
         os._exit(1)
 
     threading.Thread(target=watch, name="stop-with-parent", daemon=True).start()

@@ -15,6 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 STEP = textwrap.dedent(
     """
     import sys, time
@@ -45,8 +47,16 @@ def _alive(pid: int) -> bool:
     return "State:\tZ" not in status.read_text()  # a zombie has stopped running
 
 
-def test_a_killed_worker_takes_its_paying_step_with_it(tmp_path):
-    worker = subprocess.Popen([sys.executable, "-c", WORKER, STEP, str(tmp_path)], start_new_session=True)
+IGNORING_SIGTERM = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+"""What a step inherits when its build was started with SIGINT ignored (`nohup ... &`): Dagster's interrupt
+set-up gives SIGTERM SIGINT's handler."""
+
+
+@pytest.mark.parametrize("preamble", ["", IGNORING_SIGTERM], ids=["default", "sigterm_ignored"])
+def test_a_killed_worker_takes_its_paying_step_with_it(tmp_path, preamble):
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, preamble + STEP, str(tmp_path)], start_new_session=True
+    )
     pid_file = tmp_path / "step.pid"
     try:
         deadline = time.monotonic() + 60
