@@ -27,7 +27,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from assets.provenance import TableFilePlan, write_outputs
-from data_contracts.parquet_files import read_parquet_file
+from data_contracts.parquet_files import arrow_frame, read_parquet_file
 from data_contracts.storage import MissingTableError
 
 PartitionBody = Callable[[str], Iterable[dg.Output | dg.AssetCheckResult]]
@@ -55,12 +55,6 @@ def read_partition(path: Path) -> pl.DataFrame:
     if not Path(path).is_file():
         raise MissingTableError(f"no Parquet file at {path}: materialise this partition of its table first")
     return read_parquet_file(path)
-
-
-def arrow_frame(table: Any) -> pl.DataFrame:
-    """A pyarrow table (or record batch) as a polars frame: ``pl.from_arrow`` of a table is always a frame, which
-    its annotation (frame or series, pyarrow being untyped) does not say."""
-    return cast(pl.DataFrame, pl.from_arrow(table))
 
 
 def read_table_columns(path: Path, columns: list[str]) -> pl.DataFrame:

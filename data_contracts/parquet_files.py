@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -121,6 +121,12 @@ def read_file_metadata(path: str | Path) -> dict[str, str]:
         metadata = pq.ParquetFile(handle).schema_arrow.metadata or {}
     skipped = {b"ARROW:schema", HUGGINGFACE_METADATA_KEY.encode()}
     return {key.decode(): value.decode() for key, value in metadata.items() if key not in skipped}
+
+
+def arrow_frame(table: Any) -> pl.DataFrame:
+    """A pyarrow table (or record batch) as a polars frame: ``pl.from_arrow`` of a table is always a frame, which
+    its annotation (frame or series, pyarrow being untyped) does not say."""
+    return cast(pl.DataFrame, pl.from_arrow(table))
 
 
 def read_parquet_file(path: str | Path) -> pl.DataFrame:

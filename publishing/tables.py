@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 import dataframely as dy
 import polars as pl
@@ -40,7 +40,13 @@ import pyarrow.parquet as pq
 from data_contracts import dge_tasks, eval_items, mcq_questions, sft_cold_start, spatialcore_train, stvqa
 from data_contracts.image_store import IMAGE_KEY, embed_images
 from data_contracts.images import to_huggingface_arrow
-from data_contracts.parquet_files import DATA_VERSION_KEY, ROW_GROUP_BYTES, ROW_GROUP_ROWS, read_file_metadata
+from data_contracts.parquet_files import (
+    DATA_VERSION_KEY,
+    ROW_GROUP_BYTES,
+    ROW_GROUP_ROWS,
+    arrow_frame,
+    read_file_metadata,
+)
 from data_contracts.storage import MissingTableError, table_files, table_path
 from data_contracts.validation import check_frame, polars_schema
 
@@ -251,7 +257,7 @@ def iter_row_groups(
             parquet = pq.ParquetFile(handle)
             for index in range(parquet.num_row_groups):
                 # polars makes a DataFrame of an Arrow table (a Series only of an Arrow array)
-                yield cast(pl.DataFrame, pl.from_arrow(parquet.read_row_group(index, columns=columns)))
+                yield arrow_frame(parquet.read_row_group(index, columns=columns))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -37,6 +37,7 @@ from datasets.table import InMemoryTable
 
 from data_contracts.images import IMAGE_DTYPE, sniff_format, to_huggingface_arrow
 from data_contracts.origin import SAMPLE_WORLD
+from data_contracts.parquet_files import arrow_frame
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.storage import table_files
 from training.hub_data import resolve_data_root
@@ -256,7 +257,7 @@ def load_training_data(
     if include_task_types:
         needed += (task_type_column,)
     check_columns(table, [c for c in arrow.column_names if c != SOURCE_FILE_COLUMN], needed)
-    frame = cast(pl.DataFrame, pl.from_arrow(arrow))  # a table (not an array) gives a frame
+    frame = arrow_frame(arrow)
     if split is not None and "split" in frame.columns:
         frame = frame.filter(pl.col("split") == split)
     if include_task_types:

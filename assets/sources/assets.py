@@ -44,7 +44,6 @@ from assets.compute import partition_results
 from assets.partition_ranges import (
     SINGLE_RUN,
     PortableEvent,
-    arrow_frame,
     portable_events,
     restore_events,
     run_partitions,
@@ -73,7 +72,7 @@ from assets.tables import (
 from data_contracts import mcq_questions, rgbd_frames, rgbd_scenes, scene_graphs
 from data_contracts.images import encode_image
 from data_contracts.origin import SAMPLE_WORLD as SAMPLE_WORLD_ORIGIN
-from data_contracts.parquet_files import ROW_GROUP_BYTES, ROW_GROUP_ROWS, ParquetTableWriter
+from data_contracts.parquet_files import ROW_GROUP_BYTES, ROW_GROUP_ROWS, ParquetTableWriter, arrow_frame
 from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import DATASET_NAMES
 from data_contracts.validation import polars_schema

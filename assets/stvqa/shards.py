@@ -30,12 +30,12 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import cast
 
 import polars as pl
 import pyarrow.parquet as pq
 
 from data_contracts.images import image_sha256
+from data_contracts.parquet_files import arrow_frame
 from data_contracts.stable_hash import stable_bucket
 
 STVQA_SHARD_COUNT = 32
@@ -91,8 +91,8 @@ def _read_matching(path: str | Path, wanted: Callable[[str], bool]) -> pl.DataFr
                 ids.extend(matching)
         # pl.from_arrow of a table is a frame (its annotation, pyarrow being untyped, also allows a series)
         if not groups:
-            return cast(pl.DataFrame, pl.from_arrow(parquet.schema_arrow.empty_table()))
-        table = cast(pl.DataFrame, pl.from_arrow(parquet.read_row_groups(groups)))
+            return arrow_frame(parquet.schema_arrow.empty_table())
+        table = arrow_frame(parquet.read_row_groups(groups))
     return table.filter(pl.col("image_id").is_in(ids))
 
 
