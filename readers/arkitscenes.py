@@ -43,8 +43,8 @@ from data_contracts.quarantine import QuarantineLog
 from data_contracts.scan_datasets import ARKITSCENES
 from readers.common import TEXT_ENCODING, MissingInputError, listed_scan_folders, require_path
 from readers.scan_tables import (
+    frame_image_sizes,
     frame_row,
-    image_size,
     oriented_box,
     rigid_pose_problem,
     scene_row,
@@ -468,14 +468,10 @@ def _frame_camera(
     except (OSError, ValueError) as error:
         log.add(record_id, f"bad intrinsics: {error}", source_file=str(pincam))
         return None
-    colour_size, problem = image_size(colour)
-    if colour_size is None:
-        log.add(record_id, problem, source_file=str(colour))
+    sizes = frame_image_sizes(record_id, colour, depth, log)
+    if sizes is None:
         return None
-    depth_size, problem = image_size(depth)
-    if depth_size is None:
-        log.add(record_id, problem, source_file=str(depth))
-        return None
+    colour_size, depth_size = sizes
     if pincam_size != colour_size:
         log.add(
             record_id,

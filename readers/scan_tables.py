@@ -79,6 +79,22 @@ def image_size(path: Path) -> tuple[tuple[int, int] | None, str]:
     return (None, problem) if problem else (size, "")
 
 
+def frame_image_sizes(
+    record_id: str, colour: Path, depth: Path, log: QuarantineLog
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """A frame's colour and depth image sizes (:func:`image_size`); None when either image is unusable, which
+    is quarantined under ``record_id`` naming that file."""
+    colour_size, problem = image_size(colour)
+    if colour_size is None:
+        log.add(record_id, problem, source_file=str(colour))
+        return None
+    depth_size, problem = image_size(depth)
+    if depth_size is None:
+        log.add(record_id, problem, source_file=str(depth))
+        return None
+    return colour_size, depth_size
+
+
 def upright_size(size: tuple[int, int], turns: int) -> tuple[int, int]:
     """The ``(width, height)`` of a stored image after ``turns`` quarter turns.
 

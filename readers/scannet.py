@@ -27,8 +27,8 @@ from data_contracts.scan_datasets import SCANNET
 from readers.common import listed_scan_folders, load_json, require_path
 from readers.scan_tables import (
     ScanTables,
+    frame_image_sizes,
     frame_row,
-    image_size,
     rigid_pose_problem,
     scan_tables,
     scene_row,
@@ -120,14 +120,10 @@ def _posed_sizes(
     if problem:
         log.add(record_id, problem, source_file=str(pose_file), payload=pose.tolist())
         return None
-    color_size, problem = image_size(colour)
-    if color_size is None:
-        log.add(record_id, problem, source_file=str(colour))
+    sizes = frame_image_sizes(record_id, colour, depth, log)
+    if sizes is None:
         return None
-    depth_size, problem = image_size(depth)
-    if depth_size is None:
-        log.add(record_id, problem, source_file=str(depth))
-        return None
+    color_size, depth_size = sizes
     return pose, color_size, depth_size
 
 

@@ -44,8 +44,8 @@ from readers.common import (
     skip_byte_order_mark,
 )
 from readers.scan_tables import (
+    frame_image_sizes,
     frame_row,
-    image_size,
     oriented_box,
     rigid_pose_problem,
     scene_row,
@@ -244,14 +244,10 @@ def _image_sizes(
 ) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The frame's colour and depth image sizes; None (quarantined) when an image is unreadable or the colour
     image is not 4:3 like the video its intrinsics are given for."""
-    colour_size, problem = image_size(colour)
-    if colour_size is None:
-        log.add(record_id, problem, source_file=str(colour))
+    sizes = frame_image_sizes(record_id, colour, depth, log)
+    if sizes is None:
         return None
-    depth_size, problem = image_size(depth)
-    if depth_size is None:
-        log.add(record_id, problem, source_file=str(depth))
-        return None
+    colour_size, depth_size = sizes
     if colour_size[0] * IPHONE_VIDEO_SIZE[1] != colour_size[1] * IPHONE_VIDEO_SIZE[0]:
         log.add(
             record_id,
