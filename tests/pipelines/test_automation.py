@@ -44,6 +44,7 @@ from pipelines.signals import (
     QUARANTINE_SHARE_CHECK,
     ROW_COUNT_DROP_CHECK,
 )
+from tests.automation_ticks import evaluate_tick
 
 pytestmark = pytest.mark.slow
 
@@ -90,11 +91,8 @@ class Automation:
         """Evaluate once; execute what was requested (``as_launched``: each run request as the sensor launches
         it, :meth:`launch`); return it as {asset: {partitions}}."""
         self.minute += 1
-        result = dg.evaluate_automation_conditions(
-            defs=self.defs,
-            instance=self.instance,
-            cursor=self.cursor,
-            evaluation_time=MONDAY + datetime.timedelta(minutes=self.minute),
+        result = evaluate_tick(
+            self.defs, self.instance, self.cursor, MONDAY + datetime.timedelta(minutes=self.minute)
         )
         self.cursor = result.cursor
         self.runs_by_tick.append(

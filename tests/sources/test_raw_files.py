@@ -20,6 +20,7 @@ from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import FileChanges, FileHashCache, changes_between, content_fingerprint, observe_roots
 from assets.resources import SourcesResource, StorageResource
 from pipelines.automation import OBSERVE_RAW_FILES_JOB, RAW_FILES_SENSOR
+from tests.automation_ticks import evaluate_tick
 
 
 def independent_fingerprint(roots: list[Path | None]) -> str:
@@ -215,7 +216,7 @@ def test_a_thousand_new_scans_are_registered_observed_and_requested_like_one(
     (tmp_path / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
         instance.report_runless_asset_event(dg.AssetMaterialization("sample_world"))
-        before = dg.evaluate_automation_conditions(defs=defs, instance=instance)  # a tick before the scans
+        before = evaluate_tick(defs, instance)  # a tick before the scans
         result = defs.resolve_sensor_def(RAW_FILES_SENSOR)(
             _sensor_context(instance, scans, tmp_path / "data")
         )
@@ -235,7 +236,7 @@ def test_a_thousand_new_scans_are_registered_observed_and_requested_like_one(
         ).records
         assert sorted(record.partition_key for record in records) == names
         assert len({record.asset_observation.data_version for record in records}) == 1  # the same content
-        evaluation = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+        evaluation = evaluate_tick(defs, instance, before.cursor)
         for name in SCAN_CHAIN:
             assert set(evaluation.get_requested_partitions(dg.AssetKey(name))) == set(names), name
         requests = list(
