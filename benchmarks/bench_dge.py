@@ -11,8 +11,9 @@ against the scan's mesh either way). Stages: ``fusion`` (:func:`~assets.dge.fusi
 
 *old* is this working tree with the DGE modules named by ``--old-paths`` taken from ``--old-rev``
 (``git show REV:PATH`` into a temporary copy of the packages); *new* is this working tree. Each
-variant and configuration runs in its own Python process. CPU seconds are the process's (every
-thread). Target: at most 3 s CPU per realistic scene on 2 cores.
+variant and configuration runs in its own Python process (under ``--tiny`` each variant times both
+object-point sources in one process). CPU seconds are the process's (every thread). Target: at most 3 s CPU
+per realistic scene on 2 cores.
 
     .venv/bin/python benchmarks/bench_dge.py [--frames 50] [--width 640] [--height 480] [--repeats 1]
     .venv/bin/python benchmarks/bench_dge.py --tiny    # smoke run: the realistic scan, 3 frames at 160x120
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 logger = logging.getLogger("bench_dge")
@@ -98,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="tiny sizes for a smoke run")
     # One timed configuration in this process (what the main process runs per variant).
     parser.add_argument("--worker-world", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--worker-source", choices=SOURCES, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-sources", nargs="+", choices=SOURCES, help=argparse.SUPPRESS)
     if parser.parse_known_args(argv)[0].tiny:
         parser.set_defaults(**TINY)
     return parser.parse_args(argv)
@@ -207,20 +209,45 @@ def work(world: Path, source: str, repeats: int) -> dict:
     }
 
 
-def run_variant(root: Path, world: Path, source: str, repeats: int) -> dict:
-    """:func:`work` in a fresh process that imports the packages under ``root``."""
+def run_variant(root: Path, world: Path, sources: list[str], repeats: int) -> dict[str, dict]:
+    """:func:`work` of each of ``sources``, one after another in a fresh process that imports the packages
+    under ``root``; the figures per source."""
     environment = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, str(Path(__file__).resolve()), "--worker-world", str(world)]
-    command += ["--worker-source", source, "--repeats", str(repeats)]
+    command += ["--worker-sources", *sources, "--repeats", str(repeats)]
     done = subprocess.run(command, cwd=root, env=environment, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_variants(
+    variants: dict[str, Path], world: Path, args: argparse.Namespace
+) -> Iterator[tuple[str, dict[str, dict]]]:
+    """Per object source, as each is timed: the source and each variant's figures. One process per variant and
+    source, or under ``--tiny`` one process per variant for every source (a smoke run's figures are not
+    compared; its interpreter start-ups cost more than its scan)."""
+    if args.tiny:
+        per_variant = {
+            name: run_variant(root, world, list(SOURCES), args.repeats) for name, root in variants.items()
+        }
+        for source in SOURCES:
+            yield source, {name: figures[source] for name, figures in per_variant.items()}
+        return
+    for source in SOURCES:
+        yield (
+            source,
+            {
+                name: run_variant(root, world, [source], args.repeats)[source]
+                for name, root in variants.items()
+            },
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     args = parse_args(argv)
     if args.worker_world is not None:
-        sys.stdout.write(json.dumps(work(args.worker_world, args.worker_source, args.repeats)) + "\n")
+        figures = {source: work(args.worker_world, source, args.repeats) for source in args.worker_sources}
+        sys.stdout.write(json.dumps(figures) + "\n")
         return 0
     worlds = {realism: world_root(args, realism) for realism in args.scan_realism}
     with tempfile.TemporaryDirectory(prefix="bench_dge_old_") as folder:
@@ -233,10 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
         notes = []
         for realism, world in worlds.items():
-            for source in SOURCES:
-                found = {
-                    name: run_variant(root, world, source, args.repeats) for name, root in variants.items()
-                }
+            for source, found in run_variants(variants, world, args):
                 for stage in (*STAGES, "scene"):
                     if stage == "scene":
                         cells = {

@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/bench_tick.py                 # the default world (12 scenes x 6 views)
-    python benchmarks/bench_tick.py --tiny          # smoke run: 2 scenes x 3 views, one repeat
+    python benchmarks/bench_tick.py --tiny          # smoke run: 2 scenes x 3 views built by 1 worker, one repeat
 
 Builds the world with ``spatial-build`` into a temporary ``DAGSTER_HOME`` (the shipped
 ``pipelines/deploy/dagster.yaml``) and storage root, then, in this process, against that instance:
@@ -32,7 +32,7 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPOSITORY_ROOT / "pipelines" / "deploy" / "dagster.yaml"
 
 
-def _build(home: Path, storage: Path, scenes: int, views: int) -> float:
+def _build(home: Path, storage: Path, scenes: int, views: int, workers: int | None) -> float:
     command = [
         str(Path(sys.executable).parent / "spatial-build"),
         "--storage-root",
@@ -43,6 +43,8 @@ def _build(home: Path, storage: Path, scenes: int, views: int) -> float:
         str(views),
         "--quiet",
     ]
+    if workers is not None:
+        command += ["--workers", str(workers)]
     environment = {**os.environ, "DAGSTER_HOME": str(home)}
     environment.pop("SPATIAL_DATA_ROOT", None)
     started = time.perf_counter()
@@ -58,18 +60,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--views", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--workers", type=int, default=None, help="spatial-build --workers N (default: its own)"
+    )
+    parser.add_argument(
         "--tiny",
         action="store_true",
-        help="2 scenes x 3 views, one repeat (a smoke run; a smaller world has no OmniSpatial test item)",
+        help="2 scenes x 3 views built by 1 worker, one repeat (a smoke run; a smaller world has no OmniSpatial "
+        "test item; the build's worker processes would cost more CPU than its partitions)",
     )
     args = parser.parse_args(argv)
     if args.tiny:
-        args.scenes, args.views, args.repeats = 2, 3, 1
+        args.scenes, args.views, args.repeats, args.workers = 2, 3, 1, 1
     with tempfile.TemporaryDirectory(prefix="bench_tick_") as folder:
         home, storage = Path(folder) / "dagster_home", Path(folder) / "data"
         home.mkdir()
         (home / "dagster.yaml").write_text(TEMPLATE.read_text())
-        build_seconds = _build(home, storage, args.scenes, args.views)
+        build_seconds = _build(home, storage, args.scenes, args.views, args.workers)
         os.environ["DAGSTER_HOME"] = str(home)
 
         import dagster as dg
