@@ -184,29 +184,6 @@ def test_resume_continues_steps_and_scheduler_state(tiny_qwen3_vl, tiny_tables, 
     )
 
 
-@pytest.mark.slow
-def test_console_script_runs_the_smoke_recipe(tiny_qwen3_vl, tiny_tables, tmp_path):
-    command = [
-        str(Path(sys.executable).with_name("spatial-train")),
-        "grpo",
-        "--config",
-        SMOKE,
-        "--model_name_or_path",
-        str(tiny_qwen3_vl),
-        "--data_root",
-        str(tiny_tables),
-        "--output_dir",
-        str(tmp_path / "out"),
-        "--max_completion_length",
-        "16",
-        "--report_to",
-        "none",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "out" / "checkpoint-2" / "trainer_state.json").is_file()
-
-
 def test_resolve_checkpoint_aliases(tmp_path):
     from training.grpo_trainer import resolve_checkpoint
 
@@ -325,7 +302,8 @@ def test_every_recipe_schedule_builds_under_deepspeed(recipe):
 
 @pytest.mark.slow
 def test_readme_smoke_flow_trains_a_real_update_and_evaluates_it(tmp_path, monkeypatch):
-    """tiny-model (fitted to the SpatialCORE format) -> smoke GRPO -> spatial-eval with the adapter.
+    """tiny-model (fitted to the SpatialCORE format) -> smoke GRPO through the `spatial-train` console script ->
+    spatial-eval with the adapter.
 
     A random tiny model writes noise, every rollout of a group gets the same reward and the saved LoRA
     is all zeros (spatial-eval then refuses it); the fitted one writes boxes and letters that differ.
@@ -337,7 +315,20 @@ def test_readme_smoke_flow_trains_a_real_update_and_evaluates_it(tmp_path, monke
     model = teach_spatialcore_format(build_tiny_model(tmp_path / "tiny-qwen3-vl"))
     data = write_tiny_training_tables(tmp_path / "data", rows=8)
     output = tmp_path / "smoke"
-    assert _grpo(model, data, output) == 0
+    command = [
+        str(Path(sys.executable).with_name("spatial-train")),
+        "grpo",
+        "--config",
+        SMOKE,
+        "--model_name_or_path",
+        str(model),
+        "--data_root",
+        str(data),
+        "--output_dir",
+        str(output),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
     history = json.loads((output / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
     assert max(entry["grad_norm"] for entry in history if "grad_norm" in entry) > 0
     assert max(entry["reward_std"] for entry in history if "reward_std" in entry) > 0

@@ -1,4 +1,5 @@
-"""The GPU check (`benchmarks/gpu/`): its pure parts here, and the whole script in its CPU dry run."""
+"""The GPU check (`benchmarks/gpu/`): its pure parts, each part's CPU dry run in this process, and the whole script
+where only torch and transformers are importable."""
 
 from __future__ import annotations
 
@@ -102,23 +103,40 @@ def test_4b_folder_has_the_real_shapes(gpu_bench, tmp_path):
     assert tokenizer.decode([151000]) == " tok151000"  # any id a random policy emits decodes
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_run_script_dry_run_prints_one_table(tmp_path):
-    result = subprocess.run(
-        ["bash", str(BENCH_DIR / "run.sh"), "--dry-run", str(tmp_path)],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHON=sys.executable),
-        capture_output=True,
-        text=True,
-        timeout=880,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    for part in ("step_on", "step_off", "grounding", "grpo_on", "grpo_off", "eval"):
-        summary = json.loads((tmp_path / f"{part}.json").read_text())
-        assert summary["status"] == "ok", (part, summary, (tmp_path / f"{part}.log").read_text()[-3000:])
-    table = result.stdout
+RUN_SCRIPT_PARTS = re.findall(r"^part (\w+) \d+ (.+)$", (BENCH_DIR / "run.sh").read_text(), re.MULTILINE)
+"""(name, arguments) of each part `run.sh` runs, as the script lists them."""
+
+
+@pytest.fixture(scope="module")
+def dry_run_results(gpu_bench, tmp_path_factory) -> Path:
+    """A folder with the JSON of every part of `run.sh --dry-run`, each run here through `gpu_bench.main` with the
+    script's arguments (the script itself runs on a bare machine below)."""
+    folder = tmp_path_factory.mktemp("dry_run")
+    for name, arguments in RUN_SCRIPT_PARTS:
+        status = gpu_bench.main([*arguments.split(), "--dry-run", "--json", str(folder / f"{name}.json")])
+        assert status == 0, (name, (folder / f"{name}.json").read_text())
+    return folder
+
+
+def test_run_script_runs_six_parts():
+    assert [name for name, _ in RUN_SCRIPT_PARTS] == [
+        "step_on",
+        "step_off",
+        "grounding",
+        "grpo_on",
+        "grpo_off",
+        "eval",
+    ]
+
+
+def test_every_part_dry_run_succeeds_and_the_table_has_every_row(gpu_bench, dry_run_results, capsys):
+    """Each part in its CPU dry run (tiny models) reports ok, and the table of the six results has every figure."""
+    for part, _ in RUN_SCRIPT_PARTS:
+        summary = json.loads((dry_run_results / f"{part}.json").read_text())
+        assert summary["status"] == "ok", (part, summary)
+    paths = [str(dry_run_results / f"{part}.json") for part, _ in RUN_SCRIPT_PARTS]
+    assert gpu_bench.main(["table", *paths]) == 0
+    table = capsys.readouterr().out
     assert table.splitlines()[0].split(" | ")[0].strip() == "part"
     for row in (
         r"GRPO step, confidence on .*\| step time +\| [0-9.]+ s",
@@ -167,10 +185,15 @@ def _bare_site(folder: Path) -> Path:
     return folder
 
 
-def test_step_part_runs_with_only_torch_and_transformers(tmp_path):
-    """The GRPO step (and the preflight's estimate beside it) on a machine without TRL, peft, polars, pillow."""
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_run_script_on_a_bare_machine_runs_the_step_and_says_what_the_rest_needs(tmp_path):
+    """`run.sh --dry-run` where only torch and transformers are importable (no TRL, peft, polars, pillow): the GRPO
+    step parts (and the preflight's estimate beside them) run, the other parts say what they need instead of
+    failing on an import, and the script prints one table."""
     site = _bare_site(tmp_path / "site")
     assert not (site / "trl").exists() and not (site / "peft").exists() and not (site / "PIL").exists()
+    bare_path = f"{site}:{REPOSITORY_ROOT}"
     probe = subprocess.run(
         [
             sys.executable,
@@ -178,69 +201,56 @@ def test_step_part_runs_with_only_torch_and_transformers(tmp_path):
             "-c",
             "import importlib.util as u; print([m for m in ('trl', 'peft', 'polars', 'PIL', 'scipy') if u.find_spec(m)])",
         ],
-        env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}"),
+        env=dict(os.environ, PYTHONPATH=bare_path),
         capture_output=True,
         text=True,
         check=True,
     )
     assert probe.stdout.strip() == "[]"
-    output = tmp_path / "step_on.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-S",
-            str(BENCH_DIR / "gpu_bench.py"),
-            "step",
-            "--confidence",
-            "on",
-            "--dry-run",
-            "--json",
-            str(output),
-        ],
-        env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}", HF_HUB_OFFLINE="1"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    bare_python = tmp_path / "bare-python"  # the interpreter without its site-packages
+    bare_python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare_python.chmod(0o755)
+    results = tmp_path / "results"
+    run = subprocess.run(
+        ["bash", str(BENCH_DIR / "run.sh"), "--dry-run", str(results)],
         cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(output.read_text())
-    assert summary["status"] == "ok" and summary["lora_parameters"] > 0
-    assert summary["mean_box_entropy"] > 0  # entropies at the coordinate digits of the forced boxes
-    assert summary["estimate"]["total_gib"] > 0
-    # the same part says why it cannot run the GPU step without a GPU
-    skipped = subprocess.run(
-        [
-            sys.executable,
-            "-S",
-            str(BENCH_DIR / "gpu_bench.py"),
-            "grounding",
-            "--json",
-            str(tmp_path / "g.json"),
-        ],
-        env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}"),
+        env=dict(os.environ, PYTHON=str(bare_python), PYTHONPATH=bare_path),
         capture_output=True,
         text=True,
+        timeout=880,
         check=False,
     )
-    assert skipped.returncode == 0
-    assert "needs PIL" in json.loads((tmp_path / "g.json").read_text())["reason"]
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    def summary(part: str) -> dict:
+        return json.loads((results / f"{part}.json").read_text())
+
+    for part in ("step_on", "step_off"):
+        assert summary(part)["status"] == "ok", (part, (results / f"{part}.log").read_text()[-3000:])
+    step = summary("step_on")
+    assert step["lora_parameters"] > 0
+    assert step["mean_box_entropy"] > 0  # entropies at the coordinate digits of the forced boxes
+    assert step["estimate"]["total_gib"] > 0
+    # the grounding part says why it cannot run here
+    assert summary("grounding")["status"] == "skipped" and "needs PIL" in summary("grounding")["reason"]
     # the GRPO and eval parts say what they need (TRL, dataframely, ...) instead of failing on an import
-    for part in (["grpo", "--confidence", "on"], ["eval"]):
-        output = tmp_path / f"{part[0]}.json"
-        bare = subprocess.run(
-            [sys.executable, "-S", str(BENCH_DIR / "gpu_bench.py"), *part, "--json", str(output)],
-            env=dict(os.environ, PYTHONPATH=f"{site}:{REPOSITORY_ROOT}"),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert bare.returncode == 0, bare.stderr[-2000:]
-        result = json.loads(output.read_text())
+    for part in ("grpo_on", "grpo_off", "eval"):
+        result = summary(part)
         assert result["status"] == "skipped" and "needs" in result["reason"] and "trl" in result["reason"], (
-            result
+            part,
+            result,
         )
+    table = run.stdout
+    assert table.splitlines()[0].split(" | ")[0].strip() == "part"
+    for row in (
+        r"GRPO step, confidence on .*\| step time +\| [0-9.]+ s",
+        r"GRPO step, confidence on .*\| preflight estimate +\| [0-9.]+ GiB",
+        r"step: confidence on / off .*\| step time ratio +\| [0-9.]+",
+        r"Grounding DINO \(Swin-T\) .*\| skipped .*\| needs PIL",
+        r"GRPO 3 steps, confidence on .*\| skipped .*\| needs trl",
+        r"spatial-eval \(vLLM\) .*\| skipped .*\| needs trl",
+    ):
+        assert re.search(row, table), row
 
 
 def test_a_part_skips_for_a_missing_project_dependency_and_fails_for_a_missing_project_module(gpu_bench):
