@@ -3,6 +3,8 @@ as dev.sh sets them (``./.dagster_home``, ``./data``), no path flags."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,19 +14,22 @@ import pytest
 
 @dataclass
 class DevBuild:
-    """Where a ``spatial-build`` with no path flags wrote: the instance, its home and the storage root."""
+    """Where a ``spatial-build`` with no path flags wrote: the instance, its home and the storage root; and
+    what it printed (the summary)."""
 
     instance: dg.DagsterInstance
     dagster_home: Path
     storage: Path
     workdir: Path
+    output: str
 
 
 @pytest.fixture(scope="session")
 def dev_build(tmp_path_factory) -> DevBuild:
     """``spatial-build --scenes 2 --views 3`` from a fresh working folder with dev.sh's environment.
 
-    Shared by the tests of this folder; those that change files leave the data valid.
+    Shared by the tests of this folder; those that change files leave the data valid. ``output`` is what the
+    build printed.
     """
     from pipelines.cli import main
 
@@ -34,10 +39,12 @@ def dev_build(tmp_path_factory) -> DevBuild:
     (dagster_home / "dagster.yaml").write_text(
         (Path(__file__).resolve().parents[2] / "pipelines" / "deploy" / "dagster.yaml").read_text()
     )
-    with pytest.MonkeyPatch.context() as patch:
+    output = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(output):
         patch.setenv("DAGSTER_HOME", str(dagster_home))
         patch.setenv("SPATIAL_DATA_ROOT", str(workdir / "data"))
         patch.chdir(workdir)
-        assert main(["--scenes", "2", "--views", "3", "--quiet"]) == 0
+        status = main(["--scenes", "2", "--views", "3", "--quiet"])
         instance = dg.DagsterInstance.from_config(str(dagster_home))  # the template reads $DAGSTER_HOME
-    return DevBuild(instance, dagster_home, workdir / "data", workdir)
+    assert status == 0, output.getvalue()
+    return DevBuild(instance, dagster_home, workdir / "data", workdir, output.getvalue())

@@ -32,20 +32,19 @@ def test_waves_respect_dependencies_and_partitions():
 
 
 @pytest.mark.slow
-def test_build_everything_on_a_small_world(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    status = main(["--storage-root", str(tmp_path / "data"), "--scenes", "2", "--views", "3", "--quiet"])
-    out = capsys.readouterr().out
-    assert status == 0, out
+def test_build_everything_on_a_small_world(dev_build, monkeypatch, capsys):
+    """The whole graph on a small world (the shared ``dev_build``): every table filled but those whose
+    backend is off, which the summary says why; then the cost table of the built world, calling no model."""
+    out = dev_build.output
     assert "(0 failed)" in out and "Quarantined rows:" in out
     assert "(off until eval_report_asset's model is set)" in out  # why an empty table is empty
     assert "(off until depth_dir or depth_model_path is set)" in out
-    data = tmp_path / "data"
+    data = dev_build.storage
     for table in ("mcq_questions", "spatialcore_train", "stvqa", "sft_cold_start", "eval_items"):
         assert pl.read_parquet(data / f"{table}.parquet").height > 0, table
     assert pl.read_parquet(list((data / "dge_tasks").glob("*.parquet"))).height > 0
-    instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
-    assert instance.get_latest_materialization_event(dg.AssetKey("spatialcore_train")) is not None
+    assert dev_build.instance.get_latest_materialization_event(dg.AssetKey("spatialcore_train")) is not None
+    monkeypatch.setenv("DAGSTER_HOME", str(dev_build.dagster_home))
     assert main(["--storage-root", str(data), "--estimate-cost"]) == 0  # no model is called
     table = capsys.readouterr().out
     assert "stvqa_candidates" in table and "TOTAL" in table
@@ -53,6 +52,9 @@ def test_build_everything_on_a_small_world(tmp_path, monkeypatch, capsys):
 
 BUILD_TIMEOUT_S = 900  # two small builds: minutes on 2 busy cores
 PARTITIONED_SELECTION = "+key:dge_tasks or +key:stvqa_validated or +key:pseudo_gt_boxes"
+TINY_WORLD = ["--scenes", "1", "--views", "2"]
+"""One ScanNet scan besides the default world's ARKitScenes video and ScanNet++ scene: three scan partitions,
+enough for a range run on two workers."""
 
 
 def _table_files(root: Path) -> dict[str, Path]:
@@ -92,10 +94,7 @@ def _build(tmp_path: Path, name: str, *flags: str) -> tuple[int, Path]:
             [
                 "--storage-root",
                 str(data),
-                "--scenes",
-                "2",
-                "--views",
-                "3",
+                *TINY_WORLD,
                 "--select",
                 PARTITIONED_SELECTION,
                 *flags,
@@ -145,20 +144,22 @@ def test_a_failed_range_is_built_again_one_partition_at_a_time(tmp_path, monkeyp
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     dg.DagsterInstance.get().add_dynamic_partitions(SCENES_PARTITIONS_NAME, ["scene_without_scan"])
     data = tmp_path / "data"
-    status = main(
-        ["--storage-root", str(data), "--scenes", "2", "--views", "3", "--select", "+key:dge_tasks"]
-    )
+    status = main(["--storage-root", str(data), *TINY_WORLD, "--select", "+key:dge_tasks"])
     assert status == 1
     messages = [record.getMessage() for record in caplog.records]
     assert any("failed; building them one run each" in message for message in messages)
-    # the two ScanNet scans and the default world's ARKitScenes video and ScanNet++ scene
-    assert any("4 partitions ok, 1 failed (scene_without_scan)" in message for message in messages), messages
+    # the ScanNet scan and the default world's ARKitScenes video and ScanNet++ scene
+    assert any("3 partitions ok, 1 failed (scene_without_scan)" in message for message in messages), messages
     built = sorted(path.stem for path in (data / "dge_tasks").glob("*.parquet"))
-    assert len(built) == 4 and "scene_without_scan" not in built
+    assert len(built) == 3 and "scene_without_scan" not in built
 
 
 STOP_AFTER = "grounding_shards_job pseudo_gt_boxes_asset:"
 """The console line after which the test stops a build: the STVQA shards run next, in worker processes."""
+WORKERS_START_TIMEOUT_S = 120
+STOPPED_BUILD_SELECTION = "+key:stvqa or +key:pseudo_gt_boxes"
+"""What the stopped build builds: the Grounding DINO shards, the STVQA shards, then ``stvqa`` (which the signal
+keeps from starting); no DGE scans."""
 
 
 def _descendants(pid: int) -> set[int]:
@@ -184,9 +185,13 @@ def test_sigterm_stops_the_build_with_its_summary_and_leaves_no_process(tmp_path
         str(tmp_path / "data"),
         "--scenes",
         "2",
+        "--views",
+        "3",
+        "--select",
+        STOPPED_BUILD_SELECTION,
     ]
     build = subprocess.Popen(
-        [*command, "--views", "3", "--workers", "2"],
+        [*command, "--workers", "2"],
         env={**os.environ, "DAGSTER_HOME": str(home)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -197,8 +202,11 @@ def test_sigterm_stops_the_build_with_its_summary_and_leaves_no_process(tmp_path
         for line in build.stderr:
             if STOP_AFTER in line:
                 break
-        time.sleep(3)  # into the STVQA shards' run, its workers started
         processes = _descendants(build.pid)
+        deadline = time.monotonic() + WORKERS_START_TIMEOUT_S
+        while len(processes) < 2 and build.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # into the STVQA shards' run: its fork server and a worker started
+            processes = _descendants(build.pid)
         signalled = time.monotonic()
         build.send_signal(signal.SIGTERM)
         out, err = build.communicate(timeout=120)
@@ -209,7 +217,7 @@ def test_sigterm_stops_the_build_with_its_summary_and_leaves_no_process(tmp_path
     assert build.returncode == EXIT_INTERRUPTED, err[-2000:]
     assert "Stopped after building" in out and "Parquet caches under" in out
     assert "stopped by a signal" in err
-    assert processes  # the fork server and the workers of a step, as far as it got
+    assert len(processes) >= 2  # the fork server and the workers of the step
     # The build ends what it started before it exits (the fork server too): at most init's reaping is left.
     deadline = time.monotonic() + 1
     while any(_alive(pid) for pid in processes) and time.monotonic() < deadline:

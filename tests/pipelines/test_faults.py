@@ -9,11 +9,11 @@
   root: after every kill each Parquet file reads, and a rebuild gives files byte-equal to a clean
   build at the same path (tables hold absolute paths), with nothing left over.
 
-The concurrent sample world builds are ``python -m pipelines.cli`` processes. The builds of the kill
-test (a clean one, the killed ones, the rebuild) run the same ``main`` of ``pipelines.cli`` in
-processes forked from a server that has done the imports that start no thread (Dagster's, the
-slowest), so those are paid once instead of per build; each kill lands at a random moment of a
-build's work, as in a started ``spatial-build``.
+Every ``spatial-build`` here (the concurrent sample world builds; the clean, killed and rebuilt builds of
+the kill test) runs the same ``main`` of ``pipelines.cli`` in a process of its own, forked from one server
+per file that has done the imports that start no thread (Dagster's, the slowest), so those are paid once
+instead of per build; each kill lands at a random moment of a build's work, as in a started
+``spatial-build``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -48,7 +49,8 @@ from data_contracts.storage import read_table, table_path
 from pipelines.io_manager import ParquetIOManager
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-SMALL_WORLD = {"scenes": 2, "views": 3}
+TINY_WORLD = {"scenes": 1, "views": 2}
+"""The world of the concurrent sample world builds."""
 KILLED_BUILD_WORLD = {"scenes": 2, "views": 2}
 """The world of the killed builds: smaller, so each build (and so each kill) costs less."""
 KILLED_BUILD_SELECTION = " or ".join(
@@ -166,6 +168,15 @@ class ForkServer:
         self.process.wait(timeout=60)
 
 
+@pytest.fixture(scope="module")
+def fork_server(tmp_path_factory) -> Iterator[ForkServer]:
+    """The :class:`ForkServer` of this file's builds (each build names its own ``DAGSTER_HOME``)."""
+    folder = tmp_path_factory.mktemp("fork_server")
+    server = ForkServer(_dagster_home(folder), folder / "build_logs")
+    yield server
+    server.close()
+
+
 class ForkedBuildProcess:
     """A build forked by :class:`ForkServer`, with the part of ``subprocess.Popen`` the tests use."""
 
@@ -205,7 +216,7 @@ class Build:
         dagster_home: Path,
         select: str,
         server: ForkServer | None = None,
-        world: dict[str, int] = SMALL_WORLD,
+        world: dict[str, int] = TINY_WORLD,
     ) -> None:
         self.watched = (str(root), str(dagster_home))
         self.working_since: float | None = None
@@ -327,7 +338,7 @@ def _assert_parquet_files_read(root: Path) -> int:
     return len(files)
 
 
-def _built_world_config(root: Path, world: dict[str, int] = SMALL_WORLD) -> SampleWorldConfig:
+def _built_world_config(root: Path, world: dict[str, int] = TINY_WORLD) -> SampleWorldConfig:
     """The world ``spatial-build --scenes S --views V`` builds (the asset's defaults otherwise)."""
     return SampleWorldConfig(
         root=root / "sample_world",
@@ -344,11 +355,13 @@ def _built_world_config(root: Path, world: dict[str, int] = SMALL_WORLD) -> Samp
 
 
 @pytest.mark.slow
-def test_concurrent_sample_world_builds_on_an_empty_root(tmp_path):
-    """Two builds of one storage root; each has its own Dagster instance (what is shared is the root)."""
+def test_concurrent_sample_world_builds_on_an_empty_root(tmp_path, fork_server):
+    """Two build processes on one storage root; each has its own Dagster instance (what is shared is the
+    root)."""
     root = tmp_path / "data"
     builds = [
-        Build(root, _dagster_home(tmp_path, f"dagster_home_{index}"), "sample_world") for index in range(2)
+        Build(root, _dagster_home(tmp_path, f"dagster_home_{index}"), "sample_world", fork_server)
+        for index in range(2)
     ]
     for build in builds:
         assert build.wait() == 0, build.output
@@ -445,43 +458,39 @@ def test_a_step_writes_each_output_whole_and_its_next_run_writes_them_all(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 2 minutes on two idle cores; allow for a machine shared with other work
-def test_builds_killed_at_random_points_lose_nothing(tmp_path):
+def test_builds_killed_at_random_points_lose_nothing(tmp_path, fork_server):
     """Builds run two at a time on one root and are killed at random points, until 10 kills.
 
-    Every build here (the clean one, the killed ones, the rebuild) is forked from one server that has
+    Every build here (the clean one, the killed ones, the rebuild) is forked from the file's server that has
     done part of the imports (see :class:`ForkServer`), and works on a smaller world, so a kill costs less.
     """
     seed = int(time.time())
     rng = random.Random(seed)
     home = _dagster_home(tmp_path)
     root = tmp_path / "data"
-    server = ForkServer(home, tmp_path / "build_logs")
-    try:
-        clean = Build(root, home, KILLED_BUILD_SELECTION, server, KILLED_BUILD_WORLD)
-        assert clean.wait() == 0, clean.output
-        seconds = clean.working_for()  # how long a whole build works
-        expected = _snapshot(root)
-        assert any(name.endswith("_quarantine.parquet") for name in expected) and seconds is not None
-        os.rename(root, tmp_path / "clean")
+    clean = Build(root, home, KILLED_BUILD_SELECTION, fork_server, KILLED_BUILD_WORLD)
+    assert clean.wait() == 0, clean.output
+    seconds = clean.working_for()  # how long a whole build works
+    expected = _snapshot(root)
+    assert any(name.endswith("_quarantine.parquet") for name in expected) and seconds is not None
+    os.rename(root, tmp_path / "clean")
 
-        kills = builds = files_checked = 0
-        for round_number in range(MIN_KILLS):
-            if kills >= MIN_KILLS:
-                break
-            if round_number % 3 == 1:  # now and then the world is gone, so kills land in its generation too
-                shutil.rmtree(root / "sample_world", ignore_errors=True)
-            pair = [Build(root, home, KILLED_BUILD_SELECTION, server, KILLED_BUILD_WORLD) for _ in range(2)]
-            builds += len(pair)
-            killed, seconds = _kill_at_random_moments(pair, rng, seconds)
-            kills += killed
-            if root.exists():
-                files_checked += _assert_parquet_files_read(root)
-        assert kills >= MIN_KILLS, f"only {kills} kills in {builds} builds (seed {seed})"
+    kills = builds = files_checked = 0
+    for round_number in range(MIN_KILLS):
+        if kills >= MIN_KILLS:
+            break
+        if round_number % 3 == 1:  # now and then the world is gone, so kills land in its generation too
+            shutil.rmtree(root / "sample_world", ignore_errors=True)
+        pair = [Build(root, home, KILLED_BUILD_SELECTION, fork_server, KILLED_BUILD_WORLD) for _ in range(2)]
+        builds += len(pair)
+        killed, seconds = _kill_at_random_moments(pair, rng, seconds)
+        kills += killed
+        if root.exists():
+            files_checked += _assert_parquet_files_read(root)
+    assert kills >= MIN_KILLS, f"only {kills} kills in {builds} builds (seed {seed})"
 
-        rebuild = Build(root, home, KILLED_BUILD_SELECTION, server, KILLED_BUILD_WORLD)
-        assert rebuild.wait() == 0, rebuild.output
-    finally:
-        server.close()
+    rebuild = Build(root, home, KILLED_BUILD_SELECTION, fork_server, KILLED_BUILD_WORLD)
+    assert rebuild.wait() == 0, rebuild.output
     _assert_parquet_files_read(root)
     actual = _snapshot(root)
     assert sorted(actual) == sorted(expected), f"seed {seed}"  # no leftovers, nothing missing
