@@ -136,9 +136,8 @@ def test_every_part_dry_run_succeeds_and_the_table_has_every_row(gpu_bench, dry_
         assert summary["status"] == "ok", (part, summary)
     paths = [str(dry_run_results / f"{part}.json") for part, _ in RUN_SCRIPT_PARTS]
     assert gpu_bench.main(["table", *paths]) == 0
-    table = capsys.readouterr().out
-    assert table.splitlines()[0].split(" | ")[0].strip() == "part"
-    for row in (
+    _assert_table_rows(
+        capsys.readouterr().out,
         r"GRPO step, confidence on .*\| step time +\| [0-9.]+ s",
         r"GRPO step, confidence on .*\| preflight estimate +\| [0-9.]+ GiB",
         r"GRPO step, confidence on .*\| mean box entropy +\| [0-9.]+ nats",
@@ -149,7 +148,13 @@ def test_every_part_dry_run_succeeds_and_the_table_has_every_row(gpu_bench, dry_
         r"confidence on / off .*\| step time ratio +\| [0-9.]+",
         r"confidence on / off .*\| peak memory ratio +\| [0-9.]+",
         r"spatial-eval \(vLLM\) .*\| 4 items +\| [0-9.]+ s",
-    ):
+    )
+
+
+def _assert_table_rows(table: str, *rows: str) -> None:
+    """``gpu_bench table``'s output has its header and a line matching each of ``rows``."""
+    assert table.splitlines()[0].split(" | ")[0].strip() == "part"
+    for row in rows:
         assert re.search(row, table), row
 
 
@@ -240,17 +245,15 @@ def test_run_script_on_a_bare_machine_runs_the_step_and_says_what_the_rest_needs
             part,
             result,
         )
-    table = run.stdout
-    assert table.splitlines()[0].split(" | ")[0].strip() == "part"
-    for row in (
+    _assert_table_rows(
+        run.stdout,
         r"GRPO step, confidence on .*\| step time +\| [0-9.]+ s",
         r"GRPO step, confidence on .*\| preflight estimate +\| [0-9.]+ GiB",
         r"step: confidence on / off .*\| step time ratio +\| [0-9.]+",
         r"Grounding DINO \(Swin-T\) .*\| skipped .*\| needs PIL",
         r"GRPO 3 steps, confidence on .*\| skipped .*\| needs trl",
         r"spatial-eval \(vLLM\) .*\| skipped .*\| needs trl",
-    ):
-        assert re.search(row, table), row
+    )
 
 
 def test_a_part_skips_for_a_missing_project_dependency_and_fails_for_a_missing_project_module(gpu_bench):
