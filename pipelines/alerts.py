@@ -1,6 +1,7 @@
 """Run-failure alerts: ``run_failure_alert_sensor`` logs a one-line summary of every failed run of this code
 location and POSTs it as JSON (:func:`run_failure_summary`) to ``$SPATIAL_ALERT_WEBHOOK_URL`` when set
-(``pipelines/README.md``, "Operator signals"). A webhook that fails is logged as a warning and not retried.
+(``pipelines/README.md``, "Operator signals"). It also shows again the standing results of the checks the run
+never ran (:mod:`pipelines.unrun_checks`), so they do not read "Execution failed". A webhook that fails is logged as a warning and not retried.
 The sensor starts running: it has nothing to do until a run fails, and an alert that must first be switched on
 is one nobody receives.
 """
@@ -18,6 +19,7 @@ import dagster as dg
 
 from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG, PARTITION_TAG
 from pipelines.run_triggers import TRIGGER_TAG
+from pipelines.unrun_checks import failure_reason, report_standing_checks
 
 RUN_FAILURE_SENSOR = "run_failure_alert_sensor"
 WEBHOOK_URL_ENV = "SPATIAL_ALERT_WEBHOOK_URL"
@@ -169,6 +171,7 @@ def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
     """Log a one-line summary of the failed run and post it to the webhook, if one is configured."""
     summary = run_failure_summary(context)
     context.log.error(summary["text"])
+    report_standing_checks(context.instance, summary["run_id"], failure_reason(summary["failed_steps"]))
     url = webhook_url()
     if url is None:
         return

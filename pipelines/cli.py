@@ -64,6 +64,7 @@ from pipelines.stop_signals import (
     end_processes_started_since,
     parse_signal_at,
 )
+from pipelines.unrun_checks import failure_reason, report_standing_checks
 
 logger = logging.getLogger("spatial_build")
 
@@ -317,6 +318,9 @@ class Build:
                 raise full
             if unwritable := check_dagster_home(error):
                 raise unwritable
+        if not result.success:
+            failed_steps = sorted({step for step, _ in failures if step and step != "(run)"})
+            report_standing_checks(self.instance, result.run_id, failure_reason(failed_steps))
         if not result.success and log_failure:
             for sentence in failure_sentences(
                 result.run_id, job_name, failures, partition_key, self.log_file
