@@ -34,8 +34,19 @@ logger = logging.getLogger(__name__)
 MAX_WORKERS = 8
 """Most worker processes a step starts by default (each holds open3d, polars and the task's modules)."""
 
-WORKER_MODULES = ("open3d", "assets.dge.assets", "assets.sources.assets", "assets.stvqa.work")
-"""Imported once by multiprocessing's fork server, so that every worker starts with them loaded."""
+WORKER_MODULES = (
+    "open3d",
+    "pandas",
+    "datasets",
+    "matplotlib.backends.backend_agg",
+    "matplotlib.figure",
+    "assets.dge.assets",
+    "assets.sources.assets",
+    "assets.stvqa.work",
+)
+"""Imported once by multiprocessing's fork server, so that every worker starts with them loaded: the task
+modules and what the workers' first calls would otherwise import lazily, each worker again (pyarrow's
+conversions import pandas, the table writer ``datasets``' features, the top-down plot matplotlib's Agg)."""
 
 
 class ComputeSettings(BaseModel):
