@@ -189,7 +189,7 @@ def test_every_partition_shows_its_own_figures_and_the_totals(built):
         assert metadata[key]["dagster/row_count"] == kept[key]
         assert metadata[key]["total_rows"] == sum(kept.values())
         assert metadata[key]["partitions_in_run"] == 3
-        assert metadata[key]["by_partition"][key]["dagster/row_count"] == kept[key]
+        assert "by_partition" not in metadata[key]  # nothing on a partition grows with the run
         for run in (singles[KEYS.index(key)], one_partition_ranges[KEYS.index(key)]):
             assert _materializations(run, "numbers")[key]["dagster/row_count"] == kept[key]
     assert "total_share" not in metadata["a"]  # a ratio is not summed
@@ -229,10 +229,7 @@ def test_range_metadata_sums_counts_only():
     )
     assert metadata["total_rows"] == 5 and metadata["partitions_in_run"] == 2 and metadata["v"] == "1"
     assert "total_seconds" not in metadata and "total_name" not in metadata and "name" not in metadata
-    assert metadata["by_partition"].value == {
-        "x": {"dagster/row_count": 4, "seconds": 1.5},
-        "y": {"dagster/row_count": 1},
-    }
+    assert set(metadata) == {"v", "partitions_in_run", "total_rows"}
 
 
 def test_dagster_cli_one_partition_range_run_on_a_built_world(dev_build):
@@ -261,3 +258,50 @@ def test_dagster_cli_one_partition_range_run_on_a_built_world(dev_build):
     latest = dev_build.instance.get_latest_materialization_event(dg.AssetKey("scene_geometry"))
     assert latest.run_id != before.run_id and latest.asset_materialization.partition == scene
     assert read_table(dev_build.storage, "scene_geometry", [scene])["scene_id"].to_list() == [scene]
+
+
+def test_a_range_runs_per_partition_metadata_reads_the_dynamic_partitions_once_per_output():
+    """Dagster checks each partition's metadata against the run's range by reading every key of a dynamic
+    partitions definition; the run reads them once per output, not once per partition (which made a range
+    run's metadata cost the square of its partitions)."""
+    scans = dg.DynamicPartitionsDefinition(name="scans_read_once")
+    keys = [f"scan_{index:02d}" for index in range(12)]
+
+    def _scan(key: str):
+        yield dg.Output(pl.DataFrame({"value": [1]}), output_name="scan_table", metadata={"key": key})
+
+    @dg.multi_asset(outs={"scan_table": dg.AssetOut()}, partitions_def=scans, backfill_policy=SINGLE_RUN)
+    def scan_table_asset(context: dg.AssetExecutionContext):
+        yield from run_partitions(context, _scan)
+
+    class _Discard(dg.IOManager):
+        def handle_output(self, context: dg.OutputContext, obj) -> None:
+            pass
+
+        def load_input(self, context: dg.InputContext):
+            raise NotImplementedError
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(scans.name, keys)
+        reads = []
+        read = instance.get_dynamic_partitions
+
+        def counted(*args, **kwargs):
+            reads.append((args, kwargs))
+            return read(*args, **kwargs)
+
+        instance.get_dynamic_partitions = counted
+        result = dg.materialize(
+            [scan_table_asset],
+            instance=instance,
+            resources={"io_manager": _Discard()},
+            tags={
+                "dagster/asset_partition_range_start": keys[0],
+                "dagster/asset_partition_range_end": keys[-1],
+            },
+        )
+        assert result.success
+        metadata = _materializations(result, "scan_table")
+        assert {key: metadata[key]["key"] for key in keys} == {key: key for key in keys}
+        assert len(reads) < len(keys)  # without the read-once block: one read per partition and more
+        assert "get_dynamic_partitions" not in vars(instance) or instance.get_dynamic_partitions is counted
