@@ -387,20 +387,57 @@ def stage_events(work: Path, sizes: list[int]) -> dict:
 
 
 def stage_build(
-    work: Path, sizes: list[int], workers: int, variants: dict[str, Path], scenes: int = 12, views: int = 6
+    work: Path,
+    sizes: list[int],
+    workers: int,
+    variants: dict[str, Path],
+    scenes: int = 12,
+    views: int = 6,
+    profile: bool = False,
 ) -> dict:
     world = sample_world(
         work, f"world{scenes}x{views}", num_scenes=scenes, views_per_scene=views, camera_path="mixed"
     )
     originals = sorted((world / "scannet" / "scans").iterdir())
     per_variant = {
-        name: build_slopes(work, originals, sizes, workers, name, root) for name, root in variants.items()
+        name: build_slopes(work, originals, sizes, workers, name, root, profile)
+        for name, root in variants.items()
     }
     return per_variant["new"]
 
 
+PROJECT_SHARE_CODE = """
+import cProfile
+import pstats
+import time
+
+
+def project_share(profiler, root):
+    \"\"\"The profiled CPU of the process, and the part of it spent in the project's code (``root``, not its
+    virtual environment) as entered from other code: Dagster calling our assets, IO manager, resources and
+    hooks, with all they call in turn. Re-entries (ours -> Dagster -> ours) count twice: an upper bound.\"\"\"
+    def ours(filename):
+        return filename.startswith(root) and "/.venv/" not in filename and "site-packages" not in filename
+    stats = pstats.Stats(profiler).stats
+    total = sum(entry[2] for entry in stats.values())
+    project = sum(
+        caller_entry[3]
+        for function, entry in stats.items() if ours(function[0])
+        for caller, caller_entry in entry[4].items() if not ours(caller[0])
+    )
+    return {"profiled_cpu": total, "project_cpu": project}
+"""
+"""The code the profiled build run uses to split its process's CPU between the project and the rest."""
+
+
 def build_slopes(
-    work: Path, originals: list[Path], sizes: list[int], workers: int, name: str, root: Path
+    work: Path,
+    originals: list[Path],
+    sizes: list[int],
+    workers: int,
+    name: str,
+    root: Path,
+    profile: bool = False,
 ) -> dict:
     """The scan chain at each size with the code at ``root``, and its per-scan slopes."""
     results = {}
@@ -434,13 +471,21 @@ def build_slopes(
         chain = [dg.AssetKey(name) for name in ("rgbd_frames", "rgbd_scenes", "rgbd_frames_quarantine",
                  "scene_geometry", "scene_geometry_quarantine", "frame_visibility", "frame_visibility_quarantine",
                  "dge_tasks", "dge_tasks_quarantine")]
+        profiler = cProfile.Profile(time.process_time) if {profile!r} else None
+        if profiler:
+            profiler.enable()
         result = defs.resolve_job_def("dge_job").execute_in_process(
             instance=instance, run_config=config, asset_selection=chain,
             tags=partition_range_tags(scenes[0], scenes[-1]))
         assert result.success
-        report(run_cpu=cpu() - started)
+        run_cpu = cpu() - started
+        if profiler:
+            profiler.disable()
+            report(run_cpu=run_cpu, **project_share(profiler, {str(root)!r}))
+        else:
+            report(run_cpu=run_cpu)
         """
-        figures = measure(code, work, root, DAGSTER_HOME=str(home))
+        figures = measure(PROJECT_SHARE_CODE + textwrap.dedent(code), work, root, DAGSTER_HOME=str(home))
         disk = sum(path.stat().st_size for path in storage.rglob("*.parquet"))
         results[count] = figures
         _line(
@@ -459,6 +504,16 @@ def build_slopes(
         f"{per_scan['all_cpu']:.2f} CPU-s every process, "
         f"{per_scan['run_cpu']:.3f} CPU-s run's process, {per_scan['peak_mib']:.2f} MiB run's peak memory",
     )
+    if profile:
+        project, profiled = (
+            (results[large][key] - results[small][key]) / max(1, large - small)
+            for key in ("project_cpu", "profiled_cpu")
+        )
+        _line(
+            f"build ({name}): the run's process per scan, profiled",
+            f"{project:.3f} of {profiled:.3f} CPU-s in the project's code ({100 * project / profiled:.0f}%), "
+            "the rest Dagster's",
+        )
     return {
         "build_cpu_per_scan": per_scan["all_cpu"],
         "build_run_cpu_per_scan": per_scan["run_cpu"],
@@ -667,6 +722,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=2, help="build: worker processes (default 2).")
     parser.add_argument(
+        "--profile-run",
+        action="store_true",
+        help="build: profile the run's own process (its CPU figures then include the profiler's cost) and split "
+        "its per-scan CPU between the project's code and Dagster's.",
+    )
+    parser.add_argument(
         "--long-frames", type=int, default=2000, help="long: frames of the long scan (default 2000)."
     )
     parser.add_argument("--vg-images", type=int, default=20_000, help="vg: images (default 20,000).")
@@ -711,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
     if "build" in stages:
         sizes = [int(size) for size in args.build_scans.split(",")]
         world = (2, 3) if args.tiny else (12, 6)
-        figures.update(stage_build(args.work_dir, sizes, args.workers, variants, *world))
+        figures.update(stage_build(args.work_dir, sizes, args.workers, variants, *world, args.profile_run))
     if "long" in stages:
         width, height = (160, 120) if args.tiny else (640, 480)
         figures.update(stage_long(args.work_dir, args.long_frames, width, height))
