@@ -511,8 +511,8 @@ def build_slopes(
         )
         _line(
             f"build ({name}): the run's process per scan, profiled",
-            f"{project:.3f} of {profiled:.3f} CPU-s in the project's code ({100 * project / profiled:.0f}%), "
-            "the rest Dagster's",
+            f"{project:.3f} of {profiled:.3f} CPU-s in the project's code "
+            f"({f'{100 * project / profiled:.0f}%' if profiled > 0 else 'no slope'}), the rest Dagster's",
         )
     return {
         "build_cpu_per_scan": per_scan["all_cpu"],

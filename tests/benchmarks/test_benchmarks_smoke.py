@@ -148,11 +148,12 @@ CASES = {
         None,
     ),
     "bench_scale": (
-        ["--work-dir", "{tmp_path}/scale"],
+        ["--work-dir", "{tmp_path}/scale", "--profile-run"],
         [
             rf"observe \(new\): 6 scans x 8 files, warm, per file +{NUMBER} us$",
             rf"events: one range run over 4 partitions \(no work\) +{NUMBER} CPU-s, {NUMBER} ms per partition",
             rf"build \(new\): per scan \(slope\) +-?{NUMBER} CPU-s every process",
+            rf"build \(new\): the run's process per scan, profiled +-?{NUMBER} of -?{NUMBER} CPU-s in the project's",
             rf"long scan: {NUMBER} frames at 160x120, {NUMBER} keyframes used +{NUMBER} CPU-s",
             rf"vg \(new\): one STVQA shard's rows \({NUMBER} of 40\) +{NUMBER} CPU-s, peak {NUMBER} MiB",
             rf"mcq \(new\): mcq_questions from 40 questions \(2 per image\) +{NUMBER} CPU-s",
