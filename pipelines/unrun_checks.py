@@ -29,22 +29,20 @@ def _events_of_run(
     return [event for record in records if (event := record.event_log_entry.dagster_event) is not None]
 
 
-def unrun_checks(instance: dg.DagsterInstance, run_id: str) -> dict[dg.AssetCheckKey, str]:
-    """The checks the run ``run_id`` planned, did not evaluate, and whose step never started: check key -> step."""
+def unrun_checks(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetCheckKey]:
+    """The checks the run ``run_id`` planned, did not evaluate, and whose step never started."""
     started = {event.step_key for event in _events_of_run(instance, run_id, dg.DagsterEventType.STEP_START)}
     evaluated = {
-        dg.AssetCheckKey(
-            event.asset_check_evaluation_data.asset_key, event.asset_check_evaluation_data.check_name
-        )
+        event.asset_check_evaluation_data.asset_check_key
         for event in _events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION)
     }
-    unrun: dict[dg.AssetCheckKey, str] = {}
-    for event in _events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED):
-        planned = event.asset_check_planned_data
-        key = dg.AssetCheckKey(planned.asset_key, planned.check_name)
-        if key not in evaluated and event.step_key not in started:
-            unrun[key] = event.step_key or ""
-    return unrun
+    planned = _events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED)
+    return [
+        key
+        for event in planned
+        if (key := event.asset_check_planned_data.asset_check_key) not in evaluated
+        and event.step_key not in started
+    ]
 
 
 def standing_evaluation(
