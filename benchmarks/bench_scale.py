@@ -17,6 +17,8 @@ allows: files are hard links of a few originals, records repeat with new ids.
   run, as a backfill or ``spatial-build`` runs it), the scans hard links of a generated 12-scene world (the
   default world's scans): CPU of
   the run's own process and of every process, the run's peak memory; per scan, the slope between the sizes.
+  ``--profile-run`` profiles the run's own process and splits its per-scan CPU between the project's code and
+  Dagster's (the profiler's cost then inflates that process's figures).
 - ``long``: one scan of ``--long-frames`` frames at 640x480 (the sample world's loop, a few centimetres between
   frames, as a ScanNet capture): its geometry, visibility and tasks, CPU seconds and peak memory.
 - ``vg``: raw Visual Genome JSON of ``--vg-images`` images (35 objects and 21 relations each, images hard links
