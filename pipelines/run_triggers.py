@@ -28,6 +28,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.provenance import input_data_versions
 from assets.raw_files import RAW_FILE_KEYS, FileChanges, changes_between, recorded_history
 from data_contracts.parquet_files import read_file_metadata
@@ -41,13 +42,19 @@ _SHOWN_FILES = 5
 _RAW_NAMES = {key.to_user_string() for key in RAW_FILE_KEYS}
 
 
-def run_partitions(tags: dict[str, str]) -> Sequence[str | None]:
-    """The partitions of a run whose files say what the run rebuilds: its partition, or the first and last
-    of its range; ``[None]`` for an unpartitioned run."""
+def run_partitions(instance: dg.DagsterInstance, tags: dict[str, str]) -> Sequence[str | None]:
+    """The partitions of a run whose files say what the run rebuilds: its partition; every scan of a range of
+    scans (in the scans' partition order, which defines the range); the first and last key of another range
+    (the shards of a question edit, which share their trigger); ``[None]`` for an unpartitioned run."""
     if PARTITION_TAG in tags:
         return [tags[PARTITION_TAG]]
-    ends = [tags.get(PARTITION_RANGE_START_TAG), tags.get(PARTITION_RANGE_END_TAG)]
-    return sorted({key for key in ends if key}) or [None]
+    start, end = tags.get(PARTITION_RANGE_START_TAG), tags.get(PARTITION_RANGE_END_TAG)
+    if not start or not end:
+        return sorted({key for key in (start, end) if key}) or [None]
+    scans = instance.get_dynamic_partitions(SCENES_PARTITIONS_NAME)
+    if start in scans and end in scans:
+        return scans[scans.index(start) : scans.index(end) + 1]
+    return sorted({start, end})
 
 
 def trigger_tags(
@@ -113,5 +120,5 @@ def tag_automation_run(instance: dg.DagsterInstance, run: dg.DagsterRun | None, 
     """Add the trigger tags to ``run`` when the automation launched it and it has none yet."""
     if run is None or AUTOMATION_RUN_TAG not in run.tags or TRIGGER_TAG in run.tags:
         return
-    tags = trigger_tags(instance, run.asset_selection or [], run_partitions(dict(run.tags)), root)
+    tags = trigger_tags(instance, run.asset_selection or [], run_partitions(instance, dict(run.tags)), root)
     instance.add_run_tags(run.run_id, tags)

@@ -10,12 +10,14 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from assets.partitions import SCENES_PARTITIONS_NAME
 from assets.raw_files import HASH_CACHE_NAME, FileHashCache, _observe
 from data_contracts.parquet_files import write_parquet
 from data_contracts.storage import table_path
 from pipelines.io_manager import ParquetIOManager
 from pipelines.run_coordinator import TaggingRunCoordinator
-from pipelines.run_triggers import AUTOMATION_RUN_TAG, CHANGED_FILES_TAG, TRIGGER_TAG
+from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG, PARTITION_TAG
+from pipelines.run_triggers import AUTOMATION_RUN_TAG, CHANGED_FILES_TAG, TRIGGER_TAG, run_partitions
 
 SHIPPED_CONFIG = Path(__file__).parents[2] / "pipelines" / "deploy" / "dagster.yaml"
 
@@ -108,3 +110,15 @@ def test_a_new_partition_says_so(instance, tmp_path):
         run_config={"resources": {"io_manager": {"config": {"root": str(tmp_path / "data")}}}},
     )
     assert queued.tags[TRIGGER_TAG] == "new partition"
+
+
+def test_a_range_run_of_scans_is_tagged_from_every_scan_of_its_range(instance):
+    """A tick that changed several adjacent scans starts one range run: its tags come from every scan in the
+    range (an edit in the middle one is named), in the scans' partition order, not from its two ends."""
+    instance.add_dynamic_partitions(SCENES_PARTITIONS_NAME, ["scene_b", "scene_a", "scene_d", "scene_c"])
+    scan_range = {PARTITION_RANGE_START_TAG: "scene_a", PARTITION_RANGE_END_TAG: "scene_c"}
+    assert run_partitions(instance, scan_range) == ["scene_a", "scene_d", "scene_c"]
+    assert run_partitions(instance, {PARTITION_TAG: "scene_d"}) == ["scene_d"]
+    shards = {PARTITION_RANGE_START_TAG: "07", PARTITION_RANGE_END_TAG: "00"}  # not scans: the ends
+    assert run_partitions(instance, shards) == ["00", "07"]
+    assert run_partitions(instance, {}) == [None]
