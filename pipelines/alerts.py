@@ -1,7 +1,7 @@
 """Run-failure alerts: ``run_failure_alert_sensor`` logs a one-line summary of every failed run of this code
 location and POSTs it as JSON (:func:`run_failure_summary`) to ``$SPATIAL_ALERT_WEBHOOK_URL`` when set
-(``pipelines/README.md``, "Operator signals"). It also shows again the standing results of the checks the run
-never ran (:mod:`pipelines.unrun_checks`), so they do not read "Execution failed". A webhook that fails is logged as a warning and not retried.
+(``pipelines/README.md``, "Operator signals"), and shows again the standing results of the checks the run
+never ran (:mod:`pipelines.unrun_checks`). A webhook that fails is logged as a warning and not retried.
 The sensor starts running: it has nothing to do until a run fails, and an alert that must first be switched on
 is one nobody receives.
 """
@@ -19,7 +19,7 @@ import dagster as dg
 
 from pipelines.run_tags import PARTITION_RANGE_END_TAG, PARTITION_RANGE_START_TAG, PARTITION_TAG
 from pipelines.run_triggers import TRIGGER_TAG
-from pipelines.unrun_checks import failure_reason, report_standing_checks
+from pipelines.unrun_checks import events_of_run, failure_reason, report_standing_checks
 
 RUN_FAILURE_SENSOR = "run_failure_alert_sensor"
 WEBHOOK_URL_ENV = "SPATIAL_ALERT_WEBHOOK_URL"
@@ -103,11 +103,10 @@ def _asset_events(
     instance: dg.DagsterInstance, run_id: str, event_type: dg.DagsterEventType
 ) -> set[tuple[str, str | None]]:
     """``(asset, step)`` of every event of ``event_type`` in the run ``run_id``."""
-    records = instance.get_records_for_run(run_id=run_id, of_type=event_type).records
     return {
         (event.asset_key.to_user_string(), event.step_key)
-        for record in records
-        if (event := record.event_log_entry.dagster_event) is not None and event.asset_key is not None
+        for event in events_of_run(instance, run_id, event_type)
+        if event.asset_key is not None
     }
 
 

@@ -22,21 +22,22 @@ import dagster as dg
 logger = logging.getLogger(__name__)
 
 
-def _events_of_run(
+def events_of_run(
     instance: dg.DagsterInstance, run_id: str, event_type: dg.DagsterEventType
 ) -> list[dg.DagsterEvent]:
+    """The events of ``event_type`` in the run ``run_id``."""
     records = instance.get_records_for_run(run_id=run_id, of_type=event_type).records
     return [event for record in records if (event := record.event_log_entry.dagster_event) is not None]
 
 
 def unrun_checks(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetCheckKey]:
     """The checks the run ``run_id`` planned, did not evaluate, and whose step never started."""
-    started = {event.step_key for event in _events_of_run(instance, run_id, dg.DagsterEventType.STEP_START)}
+    started = {event.step_key for event in events_of_run(instance, run_id, dg.DagsterEventType.STEP_START)}
     evaluated = {
         event.asset_check_evaluation_data.asset_check_key
-        for event in _events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        for event in events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION)
     }
-    planned = _events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED)
+    planned = events_of_run(instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED)
     return [
         key
         for event in planned
@@ -55,7 +56,7 @@ def standing_evaluation(
         return None
     evaluations = [
         event.asset_check_evaluation_data
-        for event in _events_of_run(
+        for event in events_of_run(
             instance, materialization.run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION
         )
         if event.asset_check_evaluation_data.asset_check_key == key
